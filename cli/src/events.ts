@@ -1,0 +1,93 @@
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { RunEvent, allRunsSubject, runSubject, runsStreamName } from '@bosun/contract';
+
+/** Options of {@link followEvents}. */
+export interface FollowOptions {
+  prefix: string;
+  /** Only this run's events; all runs when absent. */
+  runId?: string;
+  /** Replay from the start of the stream (default), or only new events. */
+  from?: 'start' | 'new';
+  signal?: AbortSignal;
+}
+
+/**
+ * Follows run events from the JetStream stream with an ordered consumer: a late subscriber
+ * replays what it missed, in stream order. Messages that do not parse are skipped.
+ */
+export async function* followEvents(nc: NatsConnection, options: FollowOptions): AsyncGenerator<RunEvent> {
+  const js = jetstream(nc);
+  const consumer = await js.consumers.get(runsStreamName(options.prefix), {
+    filter_subjects: options.runId ? runSubject(options.prefix, options.runId) : allRunsSubject(options.prefix),
+    deliver_policy: options.from === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+  });
+  const messages = await consumer.consume();
+  const stop = () => void messages.close();
+  options.signal?.addEventListener('abort', stop, { once: true });
+  try {
+    for await (const m of messages) {
+      let value: unknown;
+      try {
+        value = m.json();
+      } catch {
+        continue;
+      }
+      const parsed = RunEvent.safeParse(value);
+      if (parsed.success) yield parsed.data;
+    }
+  } finally {
+    options.signal?.removeEventListener('abort', stop);
+    await messages.close().catch(() => undefined);
+  }
+}
+
+const short = (v: unknown, n = 160) => {
+  const s = typeof v === 'string' ? v : JSON.stringify(v);
+  const flat = (s ?? '').replace(/\s+/g, ' ');
+  return flat.length > n ? `${flat.slice(0, n)}…` : flat;
+};
+
+/** One line describing an event, for terminals. */
+export function formatEvent(e: RunEvent): string {
+  const d = e.data;
+  const who = e.agent ? ` ${e.agent}` : '';
+  let detail = '';
+  switch (e.type) {
+    case 'run.started':
+      detail = short((d.incident as { summary?: unknown } | undefined)?.summary ?? '');
+      break;
+    case 'run.routed':
+      detail = `→ ${(d.specialists as string[] | undefined)?.join(', ') ?? ''}`;
+      break;
+    case 'agent.delegated':
+      detail = short(d.task, 100);
+      break;
+    case 'model.called':
+      detail = `${String(d.model)} ${String(d.durationMs)}ms${Array.isArray(d.calls) && d.calls.length ? ` calls ${d.calls.join(', ')}` : ''}`;
+      break;
+    case 'tool.started':
+      detail = `${String(d.tool)} ${short(d.args, 80)}`;
+      break;
+    case 'tool.completed':
+      detail = `${String(d.tool)} ${String(d.durationMs)}ms${d.isError ? ' (tool error)' : ''}`;
+      break;
+    case 'tool.failed':
+    case 'tool.in_doubt':
+      detail = `${String(d.tool)} ${short(d.error ?? '', 120)}`;
+      break;
+    case 'agent.stalled':
+      detail = `INCOMPLETE: ${short(d.lastWords, 120)}`;
+      break;
+    case 'agent.failed':
+      detail = `INCOMPLETE: ${short(d.reason, 120)}`;
+      break;
+    case 'run.completed':
+    case 'run.failed':
+      detail = `${String(d.status ?? '')}${d.stalled ? ` (${String(d.stalled)} incomplete)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
+      break;
+    default:
+      detail = '';
+  }
+  return `${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`;
+}

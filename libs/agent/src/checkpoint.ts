@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { BosunError, TaskResult, describeIssues } from '@bosun/contract';
+
+const ToolCallSchema = z.object({ id: z.string(), name: z.string(), args: z.record(z.string(), z.unknown()) });
+
+/** A conversation turn as stored in a checkpoint. */
+export const MessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('user'), text: z.string() }),
+  z.object({ role: z.literal('model'), text: z.string().optional(), calls: z.array(ToolCallSchema).optional() }),
+  z.object({
+    role: z.literal('tool'),
+    responses: z.array(z.object({ id: z.string(), name: z.string(), output: z.unknown(), isError: z.boolean().optional() })),
+  }),
+]);
+
+/** A checkpoint that cannot be used: corrupt, or written by an incompatible version. */
+export class BadCheckpointError extends BosunError {
+  constructor(id: string, detail: string, cause?: unknown) {
+    super('bad_checkpoint', `checkpoint ${id} cannot be used: ${detail}`, { cause, data: { id } });
+    this.name = 'BadCheckpointError';
+  }
+}
+
+const TaskCheckpointSchema = z.object({
+  v: z.literal(1),
+  taskId: z.string(),
+  step: z.number().int().nonnegative(),
+  toolRounds: z.number().int().nonnegative(),
+  invalidOutputs: z.number().int().nonnegative(),
+  askedToFinish: z.boolean(),
+  messages: z.array(MessageSchema).min(1),
+  result: TaskResult.optional(),
+});
+
+/** The state of one task-mode delegation between steps. */
+export type TaskCheckpointData = z.infer<typeof TaskCheckpointSchema>;
+
+/** Parsing of task checkpoints. */
+export const TaskCheckpoint = {
+  /** Null when there is none; throws {@link BadCheckpointError} when it is unusable. */
+  parse(raw: unknown, id: string): TaskCheckpointData | null {
+    if (raw === null || raw === undefined) return null;
+    const r = TaskCheckpointSchema.safeParse(raw);
+    if (!r.success) throw new BadCheckpointError(id, describeIssues(r.error).issues.join('; '));
+    return r.data;
+  },
+};

@@ -1,0 +1,240 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { z } from 'zod';
+import { parse as parseYaml } from 'yaml';
+import { AGENT_NAME_PATTERN, BosunError, describeIssues } from '@bosun/contract';
+import { checkOutputSchema } from './output-schema.js';
+
+/** A planned tool call of the offline fake model. */
+const FakeCall = z.object({
+  tool: z.string().min(1),
+  args: z.record(z.string(), z.unknown()).default({}),
+});
+
+/** Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake. */
+const ModelSpec = z
+  .object({
+    provider: z.enum(['auto', 'fake', 'gemini']).default('auto'),
+    /** Gemini model name. */
+    name: z.string().default('gemini-2.5-flash'),
+    /** Gemini API base URL (tests point it at a local server). */
+    baseUrl: z.string().url().optional(),
+    timeoutMs: z.number().int().positive().default(60_000),
+  })
+  .strict();
+
+const McpServerStdio = z
+  .object({
+    transport: z.literal('stdio'),
+    command: z.string().min(1),
+    args: z.array(z.string()).default([]),
+    /** Environment of the server process, with `${VAR}` substitution. Values are secrets: never logged. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Working directory; relative paths are resolved against the config file's folder. */
+    cwd: z.string().optional(),
+  })
+  .strict();
+
+const McpServerHttp = z
+  .object({
+    transport: z.literal('http'),
+    url: z.string().url(),
+    /** Request headers, with `${VAR}` substitution. Values are secrets: never logged. */
+    headers: z.record(z.string(), z.string()).default({}),
+  })
+  .strict();
+
+const McpServer = z.discriminatedUnion('transport', [McpServerStdio, McpServerHttp]);
+
+const Specialist = z
+  .object({
+    description: z.string().min(1),
+    /** System instruction; a default for unattended task agents is used when absent. */
+    instruction: z.string().optional(),
+    /** Catalog tools this specialist may use: exact names or `server__*` patterns. */
+    tools: z.array(z.string().min(1)).default([]),
+    /** JSON Schema of the output it reports with `finish_task`. */
+    outputSchema: z.record(z.string(), z.unknown()),
+    /**
+     * What `finish_task` is given on the agent's behalf when it stalls. Any string value
+     * `${stallText}` is replaced by the stall text. When absent, one is derived from the
+     * schema if that is possible without inventing content (see docs/configuration.md).
+     */
+    stallPayload: z.record(z.string(), z.unknown()).optional(),
+    /** Most tool rounds before the model is asked to finish. */
+    maxToolRounds: z.number().int().positive().max(100).default(10),
+    /** How many invalid `finish_task` outputs are fed back before the task fails. */
+    maxInvalidOutputs: z.number().int().nonnegative().max(10).default(2),
+    /** Tasks one specialist process runs at once for this specialist. */
+    concurrency: z.number().int().positive().max(10_000).default(50),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 }),
+    /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
+    fakePlan: z.array(FakeCall).default([]),
+  })
+  .strict();
+
+const Coordinator = z
+  .object({
+    /** `route`: a one-shot classifier picks specialists; `delegate`: a chat model delegates in rounds. */
+    mode: z.enum(['route', 'delegate']).default('route'),
+    instruction: z.string().optional(),
+    /** Incident `reason` → specialists. */
+    routes: z.record(z.string(), z.array(z.string())).default({}),
+    /** Specialists for a reason no route names. */
+    defaultRoute: z.array(z.string()).default([]),
+    /** Most delegation rounds in `delegate` mode. */
+    maxRounds: z.number().int().positive().max(20).default(4),
+    /** Incidents one coordinator process handles at once. */
+    concurrency: z.number().int().positive().max(10_000).default(50),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 }),
+  })
+  .strict();
+
+const Gateway = z
+  .object({
+    /** Tool calls one gateway process runs at once. */
+    concurrency: z.number().int().positive().max(10_000).default(64),
+    /** Per-call timeout. */
+    callTimeoutMs: z.number().int().positive().default(60_000),
+    /** Results longer than this many characters are truncated with an explicit marker. */
+    maxResultChars: z.number().int().positive().default(100_000),
+  })
+  .strict();
+
+const ClusterConfigSchema = z
+  .object({
+    coordinator: Coordinator.default({
+      mode: 'route',
+      routes: {},
+      defaultRoute: [],
+      maxRounds: 4,
+      concurrency: 50,
+      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 },
+    }),
+    specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
+    mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),
+    gateway: Gateway.default({ concurrency: 64, callTimeoutMs: 60_000, maxResultChars: 100_000 }),
+  })
+  .strict();
+
+/** The parsed cluster config. */
+export type ClusterConfig = z.output<typeof ClusterConfigSchema>;
+/** One specialist's config. */
+export type SpecialistConfig = z.output<typeof Specialist>;
+/** One MCP server's config. */
+export type McpServerConfig = z.output<typeof McpServer>;
+/** Model selection of one agent. */
+export type ModelSpec = z.output<typeof ModelSpec>;
+/** A planned call of the fake model. */
+export type FakeCall = z.output<typeof FakeCall>;
+
+/** A config file with a mistake. The message names the file and the field. */
+export class ConfigError extends BosunError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('invalid_config', message, options);
+    this.name = 'ConfigError';
+  }
+}
+
+/**
+ * Replaces `${NAME}` with the value of the environment variable NAME, or `${NAME:-default}` with
+ * the default when NAME is unset. A missing variable without a default is an error naming the
+ * field, never an empty string that fails later.
+ */
+function substitute(value: string, env: NodeJS.ProcessEnv, field: string, file: string): string {
+  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_, name: string, fallback: string | undefined) => {
+    const v = env[name];
+    if (v !== undefined) return v;
+    if (fallback !== undefined) return fallback;
+    throw new ConfigError(`${file}: ${field}: environment variable ${name} is not set`);
+  });
+}
+
+/**
+ * Parses and checks a cluster config: the schema, then the references between its parts
+ * (routes name known specialists, tool patterns name known servers, output schemas compile,
+ * a stall payload can be built for every specialist).
+ */
+export function parseClusterConfig(raw: unknown, options: { file: string; env?: NodeJS.ProcessEnv }): ClusterConfig {
+  const { file } = options;
+  const env = options.env ?? process.env;
+  const parsed = ClusterConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    const { issues } = describeIssues(parsed.error);
+    throw new ConfigError(`${file}: ${issues.join('; ')}`);
+  }
+  const config = parsed.data;
+  const names = Object.keys(config.specialists);
+  if (names.length === 0) throw new ConfigError(`${file}: specialists: at least one specialist is required`);
+  for (const [reason, targets] of Object.entries(config.coordinator.routes)) {
+    for (const t of targets) {
+      if (!config.specialists[t]) {
+        throw new ConfigError(`${file}: coordinator.routes.${reason}: unknown specialist "${t}" (known: ${names.join(', ')})`);
+      }
+    }
+  }
+  for (const t of config.coordinator.defaultRoute) {
+    if (!config.specialists[t]) {
+      throw new ConfigError(`${file}: coordinator.defaultRoute: unknown specialist "${t}" (known: ${names.join(', ')})`);
+    }
+  }
+  const servers = Object.keys(config.mcpServers);
+  const baseDir = dirname(resolve(file));
+  for (const [name, server] of Object.entries(config.mcpServers)) {
+    if (server.transport === 'stdio') {
+      for (const [k, v] of Object.entries(server.env)) server.env[k] = substitute(v, env, `mcpServers.${name}.env.${k}`, file);
+      server.args = server.args.map((a, i) => substitute(a, env, `mcpServers.${name}.args.${i}`, file));
+      server.cwd = resolve(baseDir, server.cwd ?? '.');
+    } else {
+      for (const [k, v] of Object.entries(server.headers)) {
+        server.headers[k] = substitute(v, env, `mcpServers.${name}.headers.${k}`, file);
+      }
+    }
+  }
+  for (const [name, spec] of Object.entries(config.specialists)) {
+    for (const [i, pattern] of spec.tools.entries()) {
+      const server = pattern.split('__')[0] ?? '';
+      if (!pattern.includes('__') || !servers.includes(server)) {
+        throw new ConfigError(
+          `${file}: specialists.${name}.tools.${i}: "${pattern}" must be "<server>__<tool>" or "<server>__*" with a server from mcpServers (known: ${servers.join(', ') || 'none'})`,
+        );
+      }
+    }
+    try {
+      checkOutputSchema(name, spec);
+    } catch (err) {
+      throw new ConfigError(`${file}: specialists.${name}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return deepFreeze(config);
+}
+
+/** Reads, parses and checks a YAML (or JSON) cluster config file. */
+export function loadClusterConfig(file: string, env?: NodeJS.ProcessEnv): ClusterConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`, { cause: err });
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text);
+  } catch (err) {
+    throw new ConfigError(`${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
+  }
+  return parseClusterConfig(raw, { file, ...(env ? { env } : {}) });
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value as Record<string, unknown>)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Whether a catalog tool name is allowed by a specialist's tool patterns. */
+export function toolAllowed(patterns: readonly string[], tool: string): boolean {
+  return patterns.some((p) => (p.endsWith('__*') ? tool.startsWith(p.slice(0, -1)) : p === tool));
+}

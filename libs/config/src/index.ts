@@ -1,0 +1,18 @@
+export {
+  parseClusterConfig,
+  loadClusterConfig,
+  toolAllowed,
+  ConfigError,
+} from './cluster.js';
+export type { ClusterConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
+export { readEnv, defaultConfigFile, redactUrl } from './env.js';
+export type { BosunEnv } from './env.js';
+export { createLogger, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
+export type { Logger, LoggerOptions } from './logger.js';
+export {
+  validateAgainstSchema,
+  deriveStallPayload,
+  buildStallPayload,
+  checkOutputSchema,
+} from './output-schema.js';
+export type { OutputSpec } from './output-schema.js';

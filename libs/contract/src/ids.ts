@@ -1,0 +1,27 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The run id of an incident job: `r` followed by 20 hex digits of
+ * sha256(`<incidentId>\n<job creation time in ms>`).
+ *
+ * It is derived, not random, so that every process that picks the job up (after a crash,
+ * say) names the same run, and a client that published the job can compute it too.
+ * It contains no `.`, so it is a single NATS subject token.
+ */
+export function runIdFor(incidentId: string, jobCreatedAtMs: number): string {
+  const digest = createHash('sha256').update(`${incidentId}\n${jobCreatedAtMs}`).digest('hex');
+  return `r${digest.slice(0, 20)}`;
+}
+
+/** The id of one delegation within a run: `<runId>-d<index>-<agent>`; also the task job's id. */
+export function taskIdFor(runId: string, delegationIndex: number, agent: string): string {
+  return `${runId}-d${delegationIndex}-${agent}`;
+}
+
+/**
+ * The idempotency key of one tool call, from its place in the run:
+ * `<taskId>-s<step>-c<callIndex>`. It is the tool job's id.
+ */
+export function toolCallKey(taskId: string, step: number, callIndex: number): string {
+  return `${taskId}-s${step}-c${callIndex}`;
+}

@@ -1,0 +1,45 @@
+export {
+  CONTRACT_VERSION,
+  INCIDENTS_QUEUE,
+  INCIDENT_JOB,
+  TOOLS_QUEUE,
+  TOOL_CALL_JOB,
+  DEAD_LETTER_QUEUE,
+  TASK_JOB,
+  STALL_MARKER,
+  STALL_INSTRUCTION,
+  FINISH_TASK_TOOL,
+  TOOL_NAMESPACE_SEPARATOR,
+  PREFIX_PATTERN,
+  INCIDENT_ID_PATTERN,
+  AGENT_NAME_PATTERN,
+  specialistQueue,
+  eventSubject,
+  allRunsSubject,
+  runSubject,
+  runsStreamName,
+} from './names.js';
+export {
+  MAX_PAYLOAD_BYTES,
+  Severity,
+  Incident,
+  AgentStatus,
+  RunStatus,
+  SpecialistOutcome,
+  RunResult,
+  TaskJob,
+  TaskResult,
+  ToolCallJob,
+  ToolCallResult,
+  DeadLetterKind,
+  DeadLetter,
+  EventType,
+  RunEvent,
+  ToolAnnotations,
+  CatalogTool,
+  Catalog,
+} from './schemas.js';
+export type { IncidentInput, TaskJobInput } from './schemas.js';
+export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
+export { runIdFor, taskIdFor, toolCallKey } from './ids.js';
+export { stallText, isStalled } from './stall.js';

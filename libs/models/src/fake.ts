@@ -1,0 +1,290 @@
+import { FINISH_TASK_TOOL } from '@bosun/contract';
+import { DELEGATE_TOOL_PREFIX, delegateToolName, extractIncident } from './prompt.js';
+import { ModelError, type Message, type Model, type ModelRequest, type ModelResponse, type ToolCall } from './types.js';
+
+/** A planned tool call of the fake model. */
+export interface FakePlannedCall {
+  tool: string;
+  args: Record<string, unknown>;
+}
+
+/** Options of {@link FakeModel}: the config's routes and default plans. */
+export interface FakeModelOptions {
+  /** Incident reason → specialists (the coordinator's routes). */
+  routes?: Record<string, readonly string[]>;
+  /** Specialists for a reason no route names. */
+  defaultRoute?: readonly string[];
+  /** Specialist → the calls it makes when the incident gives no `payload.fake.calls`. */
+  plans?: Record<string, readonly FakePlannedCall[]>;
+}
+
+/** What an incident's `payload.fake` may say. */
+interface FakeDirectives {
+  route?: string[];
+  calls?: Record<string, FakePlannedCall[]>;
+  stall?: string[];
+  fail?: string[];
+  invalid?: string[];
+}
+
+type Json = Record<string, unknown>;
+
+/**
+ * The offline model. It decides from the request alone — the incident in the first user
+ * message, the tools offered and the history — never from a counter, so a run resumed in
+ * another process gets the same decisions. Behaviour per mode is in docs/models.md.
+ */
+export class FakeModel implements Model {
+  readonly name = 'fake';
+  private readonly routes: Record<string, readonly string[]>;
+  private readonly defaultRoute: readonly string[];
+  private readonly plans: Record<string, readonly FakePlannedCall[]>;
+
+  constructor(options: FakeModelOptions = {}) {
+    this.routes = options.routes ?? {};
+    this.defaultRoute = options.defaultRoute ?? [];
+    this.plans = options.plans ?? {};
+  }
+
+  async generate(request: ModelRequest): Promise<ModelResponse> {
+    const firstUser = request.messages.find((m) => m.role === 'user');
+    const incident = firstUser && firstUser.role === 'user' ? extractIncident(firstUser.text) : undefined;
+    const directives = readDirectives(incident);
+    if (directives.fail?.includes(request.agent)) {
+      throw new ModelError(`fake model told to fail for ${request.agent} (payload.fake.fail)`, { retryable: false, status: 400 });
+    }
+    let response: ModelResponse;
+    switch (request.mode) {
+      case 'single':
+        response = { text: JSON.stringify({ specialists: this.targets(incident, directives) }), calls: [] };
+        break;
+      case 'chat':
+        response = this.chat(request, incident, directives);
+        break;
+      case 'task':
+        response = this.task(request, incident, directives);
+        break;
+    }
+    return { ...response, usage: usageOf(request, response), model: 'fake' };
+  }
+
+  private targets(incident: Json | undefined, d: FakeDirectives): string[] {
+    if (d.route) return d.route;
+    const reason = typeof incident?.reason === 'string' ? incident.reason : '';
+    return [...(this.routes[reason] ?? this.defaultRoute)];
+  }
+
+  private chat(request: ModelRequest, incident: Json | undefined, d: FakeDirectives): ModelResponse {
+    const answered = responsesByName(request.messages);
+    const offered = new Set(request.tools.map((t) => t.name));
+    const pending = this.targets(incident, d)
+      .map((agent) => ({ agent, tool: delegateToolName(agent) }))
+      // An unknown target is still delegated, so the coordinator's error path is exercised.
+      .filter(({ tool }) => !answered.has(tool) && (offered.has(tool) || offered.size > 0));
+    if (pending.length > 0 && !isFinalRound(request)) {
+      const step = modelTurns(request.messages);
+      return {
+        calls: pending.map(({ tool }, i) => ({
+          id: `fake-${step}-${i}`,
+          name: tool,
+          args: { task: `Investigate incident ${String(incident?.id ?? '?')} (${String(incident?.reason ?? '?')}): ${String(incident?.summary ?? '')}` },
+        })),
+      };
+    }
+    const lines = [...answered.entries()]
+      .filter(([name]) => name.startsWith(DELEGATE_TOOL_PREFIX))
+      .map(([name, r]) => `- ${name.slice(DELEGATE_TOOL_PREFIX.length)}: ${excerpt(r.output, 400)}`);
+    return { text: `Summary for incident ${String(incident?.id ?? '?')}:\n${lines.join('\n') || '- no specialist reported'}`, calls: [] };
+  }
+
+  private task(request: ModelRequest, incident: Json | undefined, d: FakeDirectives): ModelResponse {
+    const agent = request.agent;
+    if (d.stall?.includes(agent)) {
+      return {
+        text: 'I could not reach a conclusion from the tools I have. Could someone on call tell me which cluster this service runs in?',
+        calls: [],
+      };
+    }
+    const step = modelTurns(request.messages);
+    const offered = new Set(request.tools.map((t) => t.name));
+    const onlyFinish = offered.size === 1 && offered.has(FINISH_TASK_TOOL);
+    const plan = d.calls?.[agent] ?? this.plans[agent] ?? [];
+    const done = executedCalls(request.messages);
+    if (!onlyFinish) {
+      const next = plan.find((c) => !done.has(callKey(c.tool, resolveArgs(c.args, incident))));
+      if (next) return { calls: [{ id: `fake-${step}-0`, name: next.tool, args: resolveArgs(next.args, incident) as Json }] };
+    }
+    const finish = request.tools.find((t) => t.name === FINISH_TASK_TOOL);
+    if (!finish) return { text: 'Nothing left to do.', calls: [] };
+    const results = toolResults(request.messages);
+    const alreadyRejected = request.messages.some(
+      (m) => m.role === 'tool' && m.responses.some((r) => r.name === FINISH_TASK_TOOL && r.isError),
+    );
+    const args =
+      d.invalid?.includes(agent) && !alreadyRejected
+        ? { unexpected: true }
+        : (fill(finish.parameters, 'output', results, incident) as Json);
+    return { calls: [{ id: `fake-${step}-0`, name: FINISH_TASK_TOOL, args }] };
+  }
+}
+
+/**
+ * Fills `${path}` placeholders in planned arguments from the incident (`${labels.service}`,
+ * `${id}`); a path the incident lacks is left as written, so the tool reports it.
+ */
+function resolveArgs(value: unknown, incident: Json | undefined): unknown {
+  if (typeof value === 'string') {
+    const whole = /^\$\{([A-Za-z0-9_.]+)\}$/.exec(value);
+    const lookup = (path: string): unknown =>
+      path.split('.').reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Json)[k] : undefined), incident);
+    if (whole) {
+      const v = lookup(whole[1] ?? '');
+      return v === undefined ? value : v;
+    }
+    return value.replace(/\$\{([A-Za-z0-9_.]+)\}/g, (m, path: string) => {
+      const v = lookup(path);
+      return v === undefined ? m : String(v);
+    });
+  }
+  if (Array.isArray(value)) return value.map((v) => resolveArgs(v, incident));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, resolveArgs(v, incident)]));
+  }
+  return value;
+}
+
+function readDirectives(incident: Json | undefined): FakeDirectives {
+  const payload = incident?.payload;
+  if (!payload || typeof payload !== 'object') return {};
+  const fake = (payload as Json).fake;
+  if (!fake || typeof fake !== 'object') return {};
+  const f = fake as Json;
+  const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined);
+  const calls: Record<string, FakePlannedCall[]> = {};
+  if (f.calls && typeof f.calls === 'object') {
+    for (const [agent, list] of Object.entries(f.calls as Json)) {
+      if (!Array.isArray(list)) continue;
+      calls[agent] = list
+        .filter((c): c is Json => !!c && typeof c === 'object' && typeof (c as Json).tool === 'string')
+        .map((c) => ({ tool: c.tool as string, args: (c.args && typeof c.args === 'object' ? c.args : {}) as Json }));
+    }
+  }
+  const out: FakeDirectives = { calls };
+  const route = strings(f.route);
+  if (route) out.route = route;
+  const stall = strings(f.stall);
+  if (stall) out.stall = stall;
+  const fail = strings(f.fail);
+  if (fail) out.fail = fail;
+  const invalid = strings(f.invalid);
+  if (invalid) out.invalid = invalid;
+  return out;
+}
+
+/** The coordinator tells the model to answer now by offering no tools. */
+function isFinalRound(request: ModelRequest): boolean {
+  return request.tools.length === 0;
+}
+
+function modelTurns(messages: readonly Message[]): number {
+  return messages.filter((m) => m.role === 'model').length;
+}
+
+function stable(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stable).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value as Json)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stable((value as Json)[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+function callKey(tool: string, args: unknown): string {
+  return `${tool}|${stable(args)}`;
+}
+
+/** Calls that were made and answered, by tool and arguments. */
+function executedCalls(messages: readonly Message[]): Set<string> {
+  const answered = new Set<string>();
+  for (const m of messages) if (m.role === 'tool') for (const r of m.responses) answered.add(r.id);
+  const out = new Set<string>();
+  for (const m of messages) {
+    if (m.role !== 'model') continue;
+    for (const c of m.calls ?? []) if (answered.has(c.id)) out.add(callKey(c.name, c.args));
+  }
+  return out;
+}
+
+function responsesByName(messages: readonly Message[]): Map<string, { output: unknown; isError: boolean }> {
+  const out = new Map<string, { output: unknown; isError: boolean }>();
+  for (const m of messages) {
+    if (m.role !== 'tool') continue;
+    for (const r of m.responses) out.set(r.name, { output: r.output, isError: r.isError ?? false });
+  }
+  return out;
+}
+
+function toolResults(messages: readonly Message[]): { tool: string; output: unknown; isError: boolean }[] {
+  const calls = new Map<string, ToolCall>();
+  for (const m of messages) if (m.role === 'model') for (const c of m.calls ?? []) calls.set(c.id, c);
+  const out: { tool: string; output: unknown; isError: boolean }[] = [];
+  for (const m of messages) {
+    if (m.role !== 'tool') continue;
+    for (const r of m.responses) {
+      if (r.name === FINISH_TASK_TOOL) continue;
+      out.push({ tool: calls.get(r.id)?.name ?? r.name, output: r.output, isError: r.isError ?? false });
+    }
+  }
+  return out;
+}
+
+function excerpt(value: unknown, max: number): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const flat = (text ?? '').replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+/**
+ * A value for a JSON Schema that reports the tool results: prose fields summarise them, arrays
+ * get one entry per result, enums their first value, numbers their minimum.
+ */
+function fill(schema: unknown, name: string, results: { tool: string; output: unknown; isError: boolean }[], incident: Json | undefined): unknown {
+  const s = (schema && typeof schema === 'object' ? schema : {}) as Json;
+  const type = Array.isArray(s.type) ? (s.type as string[]).find((t) => t !== 'null') : (s.type as string | undefined);
+  if (s.const !== undefined) return s.const;
+  if (Array.isArray(s.enum)) return s.enum[0];
+  switch (type ?? (s.properties ? 'object' : 'string')) {
+    case 'object': {
+      const props = (s.properties ?? {}) as Record<string, unknown>;
+      return Object.fromEntries(Object.entries(props).map(([k, v]) => [k, fill(v, k, results, incident)]));
+    }
+    case 'array': {
+      const items = results.length > 0 ? results : [];
+      const min = typeof s.minItems === 'number' ? s.minItems : 0;
+      const rows = items.map((r) => fill(s.items, name, [r], incident));
+      while (rows.length < min) rows.push(fill(s.items, name, [], incident));
+      return rows;
+    }
+    case 'number':
+    case 'integer':
+      return typeof s.minimum === 'number' ? s.minimum : 0;
+    case 'boolean':
+      return false;
+    default: {
+      const text =
+        results.length === 0
+          ? `No tool results for incident ${String(incident?.id ?? '?')}.`
+          : results.map((r) => `${r.tool}${r.isError ? ' (error)' : ''}: ${excerpt(r.output, 300)}`).join('; ');
+      const limited = typeof s.maxLength === 'number' ? text.slice(0, s.maxLength) : text;
+      return limited;
+    }
+  }
+}
+
+function usageOf(request: ModelRequest, response: ModelResponse) {
+  const inputTokens = Math.ceil(JSON.stringify(request.messages).length / 4) + Math.ceil((request.system ?? '').length / 4);
+  const outputTokens = Math.ceil(((response.text ?? '') + JSON.stringify(response.calls)).length / 4);
+  return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
+}

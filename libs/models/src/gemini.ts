@@ -1,0 +1,346 @@
+/**
+ * The Gemini adapter of the model port, on `@google/genai` (Gemini Developer API).
+ *
+ * The adapter never logs and never puts the API key in an error message: the SDK sends the key in
+ * the `x-goog-api-key` header, and every message built here is scrubbed of it as well.
+ */
+import { ApiError, GoogleGenAI } from '@google/genai';
+import type {
+  Content,
+  FunctionDeclaration,
+  GenerateContentConfig,
+  GenerateContentResponse,
+  Part,
+} from '@google/genai';
+
+import { ModelError } from './types.js';
+import type {
+  GenerateOptions,
+  Message,
+  Model,
+  ModelRequest,
+  ModelResponse,
+  ToolCall,
+  ToolDeclaration,
+  Usage,
+} from './types.js';
+
+/** Options of {@link GeminiModel}. */
+export interface GeminiModelOptions {
+  /** Gemini API key; sent only in the `x-goog-api-key` header. */
+  apiKey: string;
+  /** Model id, e.g. `gemini-2.5-flash` (the default). */
+  model?: string;
+  /** Base URL of the API (default: the SDK's, `https://generativelanguage.googleapis.com`). */
+  baseUrl?: string;
+  /** Deadline of one request, in milliseconds (default 60000). */
+  timeoutMs?: number;
+  /** Sampling temperature; the model's default when omitted. */
+  temperature?: number;
+}
+
+const DEFAULT_MODEL = 'gemini-2.5-flash';
+const DEFAULT_TIMEOUT_MS = 60_000;
+
+/**
+ * Ids this adapter invents for function calls that Gemini returned without an id. They are
+ * `call_<n>`, where `n` counts the calls of the conversation, so they are deterministic and unique
+ * within a conversation. They are never sent back to Gemini, which did not issue them.
+ */
+const SYNTHETIC_ID = /^call_\d+$/;
+
+/** Low-level network failures (undici / Node socket codes). */
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/** A {@link Model} backed by Gemini. Safe to call concurrently: calls share no mutable state. */
+export class GeminiModel implements Model {
+  readonly name: string;
+
+  readonly #client: GoogleGenAI;
+  readonly #model: string;
+  readonly #apiKey: string;
+  readonly #timeoutMs: number;
+  readonly #temperature: number | undefined;
+
+  constructor(options: GeminiModelOptions) {
+    if (typeof options.apiKey !== 'string' || options.apiKey.trim() === '') {
+      throw new TypeError('GeminiModel: apiKey is required');
+    }
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+      throw new TypeError('GeminiModel: timeoutMs must be a positive number');
+    }
+    this.#model = options.model ?? DEFAULT_MODEL;
+    this.#apiKey = options.apiKey;
+    this.#timeoutMs = timeoutMs;
+    this.#temperature = options.temperature;
+    this.name = `gemini:${this.#model}`;
+    this.#client = new GoogleGenAI({
+      apiKey: options.apiKey,
+      // Explicit, so that GOOGLE_GENAI_USE_VERTEXAI in the environment cannot switch the backend.
+      vertexai: false,
+      ...(options.baseUrl === undefined ? {} : { httpOptions: { baseUrl: options.baseUrl } }),
+    });
+  }
+
+  async generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse> {
+    const callerSignal = options?.signal;
+    if (callerSignal?.aborted) {
+      throw new ModelError('Gemini request aborted before it was sent', { retryable: false });
+    }
+
+    // One signal for the SDK: aborted by the caller or by our deadline, whichever comes first.
+    const controller = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      controller.abort();
+    }, this.#timeoutMs);
+    const onAbort = (): void => controller.abort();
+    callerSignal?.addEventListener('abort', onAbort, { once: true });
+
+    let response: GenerateContentResponse;
+    try {
+      response = await this.#client.models.generateContent({
+        model: this.#model,
+        contents: toContents(request.messages),
+        config: this.#config(request, controller.signal),
+      });
+    } catch (error) {
+      throw this.#toModelError(error, { aborted: callerSignal?.aborted === true, timedOut });
+    } finally {
+      clearTimeout(timer);
+      callerSignal?.removeEventListener('abort', onAbort);
+    }
+    return this.#fromResponse(response, countCalls(request.messages));
+  }
+
+  #config(request: ModelRequest, abortSignal: AbortSignal): GenerateContentConfig {
+    const config: GenerateContentConfig = { abortSignal };
+    if (request.system !== undefined && request.system !== '') config.systemInstruction = request.system;
+    if (this.#temperature !== undefined) config.temperature = this.#temperature;
+    if (request.mode !== 'single' && request.tools.length > 0) {
+      config.tools = [{ functionDeclarations: request.tools.map(toFunctionDeclaration) }];
+    }
+    return config;
+  }
+
+  #fromResponse(response: GenerateContentResponse, priorCalls: number): ModelResponse {
+    const candidate = response.candidates?.[0];
+    if (candidate === undefined) {
+      const reason = response.promptFeedback?.blockReason;
+      const detail = response.promptFeedback?.blockReasonMessage;
+      throw new ModelError(
+        this.#scrub(
+          reason === undefined
+            ? 'Gemini returned no candidates'
+            : `Gemini blocked the prompt (blockReason ${reason}${detail ? `: ${detail}` : ''})`,
+        ),
+        { retryable: false },
+      );
+    }
+
+    const parts = candidate.content?.parts ?? [];
+    const texts: string[] = [];
+    const calls: ToolCall[] = [];
+    for (const part of parts) {
+      if (part.thought === true) continue;
+      if (typeof part.text === 'string') texts.push(part.text);
+      const call = part.functionCall;
+      if (call !== undefined) {
+        if (typeof call.name !== 'string' || call.name === '') {
+          throw new ModelError('Gemini returned a function call without a name', { retryable: false });
+        }
+        calls.push({
+          id: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${priorCalls + calls.length}`,
+          name: call.name,
+          args: isRecord(call.args) ? call.args : {},
+        });
+      }
+    }
+    const text = texts.join('');
+
+    if (text === '' && calls.length === 0) {
+      const reason = candidate.finishReason ?? 'unknown';
+      const detail = candidate.finishMessage;
+      throw new ModelError(
+        this.#scrub(`Gemini returned no content (finishReason ${reason}${detail ? `: ${detail}` : ''})`),
+        { retryable: false },
+      );
+    }
+
+    const result: ModelResponse = { calls };
+    if (text !== '') result.text = text;
+    const usage = toUsage(response);
+    if (usage !== undefined) result.usage = usage;
+    if (response.modelVersion !== undefined) result.model = response.modelVersion;
+    return result;
+  }
+
+  #toModelError(error: unknown, state: { aborted: boolean; timedOut: boolean }): ModelError {
+    const cause = this.#safeCause(error);
+    if (state.aborted) {
+      return new ModelError('Gemini request aborted', { retryable: false, cause });
+    }
+    if (state.timedOut) {
+      return new ModelError(`Gemini request timed out after ${this.#timeoutMs} ms`, { retryable: true, cause });
+    }
+    if (isApiError(error)) {
+      const status = error.status;
+      const retryable = status === 429 || (status >= 500 && status <= 599);
+      return new ModelError(this.#scrub(`Gemini API error: HTTP ${status} ${describeApiError(error.message)}`), {
+        retryable,
+        status,
+        cause,
+      });
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    const code = networkCode(error);
+    if (code !== undefined || isFetchFailure(error)) {
+      return new ModelError(this.#scrub(`Gemini request failed: ${message}${code ? ` (${code})` : ''}`), {
+        retryable: true,
+        cause,
+      });
+    }
+    return new ModelError(this.#scrub(`Gemini request failed: ${message}`), { retryable: false, cause });
+  }
+
+  /** Removes the API key from a text (defence in depth: it should never be there). */
+  #scrub(text: string): string {
+    return text.split(this.#apiKey).join('[redacted]');
+  }
+
+  /** The error to attach as `cause`, unless its message would leak the key. */
+  #safeCause(error: unknown): unknown {
+    if (error instanceof Error && error.message.includes(this.#apiKey)) return undefined;
+    return error;
+  }
+}
+
+/** Maps the conversation to Gemini contents. */
+function toContents(messages: readonly Message[]): Content[] {
+  const contents: Content[] = [];
+  for (const message of messages) {
+    switch (message.role) {
+      case 'user':
+        contents.push({ role: 'user', parts: [{ text: message.text }] });
+        break;
+      case 'model': {
+        const parts: Part[] = [];
+        if (message.text !== undefined && message.text !== '') parts.push({ text: message.text });
+        for (const call of message.calls ?? []) {
+          parts.push({
+            functionCall: {
+              ...(SYNTHETIC_ID.test(call.id) ? {} : { id: call.id }),
+              name: call.name,
+              args: call.args,
+            },
+          });
+        }
+        // Gemini rejects a content without parts; an empty model turn carries nothing anyway.
+        if (parts.length > 0) contents.push({ role: 'model', parts });
+        break;
+      }
+      case 'tool': {
+        if (message.responses.length === 0) break;
+        contents.push({
+          role: 'user',
+          parts: message.responses.map((r) => ({
+            functionResponse: {
+              ...(SYNTHETIC_ID.test(r.id) ? {} : { id: r.id }),
+              name: r.name,
+              // Gemini wants an object; `output` and `error` are the keys it documents.
+              response: r.isError === true ? { error: r.output ?? null } : { output: r.output ?? null },
+            },
+          })),
+        });
+        break;
+      }
+    }
+  }
+  return contents;
+}
+
+/** Our JSON Schemas go to Gemini unchanged, as `parametersJsonSchema`. */
+function toFunctionDeclaration(tool: ToolDeclaration): FunctionDeclaration {
+  return { name: tool.name, description: tool.description, parametersJsonSchema: tool.parameters };
+}
+
+/** The number of function calls already in the conversation (for deterministic synthetic ids). */
+function countCalls(messages: readonly Message[]): number {
+  let count = 0;
+  for (const message of messages) {
+    if (message.role === 'model') count += message.calls?.length ?? 0;
+  }
+  return count;
+}
+
+function toUsage(response: GenerateContentResponse): Usage | undefined {
+  const meta = response.usageMetadata;
+  if (meta === undefined) return undefined;
+  const usage: Usage = {};
+  if (meta.promptTokenCount !== undefined) usage.inputTokens = meta.promptTokenCount;
+  if (meta.candidatesTokenCount !== undefined) usage.outputTokens = meta.candidatesTokenCount;
+  if (meta.totalTokenCount !== undefined) usage.totalTokens = meta.totalTokenCount;
+  return Object.keys(usage).length > 0 ? usage : undefined;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isApiError(error: unknown): error is { status: number; message: string } {
+  if (error instanceof ApiError) return true;
+  return (
+    error instanceof Error &&
+    error.name === 'ApiError' &&
+    typeof (error as { status?: unknown }).status === 'number'
+  );
+}
+
+/**
+ * The SDK's ApiError message is the JSON error body, e.g.
+ * `{"error":{"code":400,"message":"...","status":"INVALID_ARGUMENT"}}`; keep its status and message.
+ */
+function describeApiError(raw: string): string {
+  try {
+    const body: unknown = JSON.parse(raw);
+    const error = isRecord(body) ? body['error'] : undefined;
+    if (isRecord(error)) {
+      const status = typeof error['status'] === 'string' && error['status'] !== '' ? error['status'] : undefined;
+      const message = typeof error['message'] === 'string' ? error['message'].trim() : undefined;
+      if (message !== undefined && message !== '') return status ? `${status}: ${message}` : message;
+      if (status !== undefined) return status;
+    }
+  } catch {
+    // Not JSON: use it as it is.
+  }
+  return raw.trim();
+}
+
+/** The socket error code of a failed fetch, if any (`TypeError('fetch failed', { cause })`). */
+function networkCode(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current instanceof Error; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && (NETWORK_CODES.has(code) || code.startsWith('UND_ERR_'))) return code;
+    current = current.cause;
+  }
+  return undefined;
+}
+
+/** undici's failures: `fetch failed` before the response, `terminated` while reading the body. */
+function isFetchFailure(error: unknown): boolean {
+  return error instanceof TypeError && (error.message === 'fetch failed' || error.message === 'terminated');
+}

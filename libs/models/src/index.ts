@@ -1,0 +1,20 @@
+export { ModelError } from './types.js';
+export type {
+  Model,
+  ModelRequest,
+  ModelResponse,
+  Message,
+  ToolCall,
+  ToolResponse,
+  ToolDeclaration,
+  AgentMode,
+  Usage,
+  GenerateOptions,
+} from './types.js';
+export { FakeModel } from './fake.js';
+export type { FakeModelOptions, FakePlannedCall } from './fake.js';
+export { GeminiModel } from './gemini.js';
+export type { GeminiModelOptions } from './gemini.js';
+export { createModel } from './factory.js';
+export type { ModelChoice } from './factory.js';
+export { renderIncident, extractIncident, delegateToolName, DELEGATE_TOOL_PREFIX } from './prompt.js';

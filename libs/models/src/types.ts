@@ -1,0 +1,100 @@
+/**
+ * The model port: what an agent loop needs from a language model, independent of provider.
+ */
+
+/** A function the model may call. `parameters` is a JSON Schema object. */
+export interface ToolDeclaration {
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+}
+
+/** One function call proposed by the model. `id` is unique within the conversation. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  args: Record<string, unknown>;
+}
+
+/** The answer to one {@link ToolCall}. */
+export interface ToolResponse {
+  /** The {@link ToolCall.id} this answers. */
+  id: string;
+  name: string;
+  /** What the tool returned (any JSON). */
+  output: unknown;
+  /** True when the tool reported an error; the model sees it as an error result. */
+  isError?: boolean;
+}
+
+/** A turn of the conversation. */
+export type Message =
+  | { role: 'user'; text: string }
+  | { role: 'model'; text?: string; calls?: ToolCall[] }
+  | { role: 'tool'; responses: ToolResponse[] };
+
+/**
+ * How the agent uses the model:
+ * - `single`: one call, no tools (classifiers);
+ * - `task`: a tool loop that ends with `finish_task` (specialists);
+ * - `chat`: a tool loop that ends with a text answer (the delegating coordinator).
+ */
+export type AgentMode = 'single' | 'task' | 'chat';
+
+/** One request to a model. */
+export interface ModelRequest {
+  /** The agent making the request (a label for logs and fakes; providers may ignore it). */
+  agent: string;
+  mode: AgentMode;
+  /** System instruction. */
+  system?: string;
+  messages: Message[];
+  /** Functions offered in this request; empty for `single`. */
+  tools: ToolDeclaration[];
+}
+
+/** Token usage, when the provider reports it. */
+export interface Usage {
+  inputTokens?: number;
+  outputTokens?: number;
+  totalTokens?: number;
+}
+
+/** One response from a model: text, calls, or both. */
+export interface ModelResponse {
+  text?: string;
+  calls: ToolCall[];
+  usage?: Usage;
+  /** The provider's model name or version that answered. */
+  model?: string;
+}
+
+/** Options of one call. */
+export interface GenerateOptions {
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+/** A language model. Implementations must be safe to call concurrently. */
+export interface Model {
+  /** A name for logs and events, e.g. `fake` or `gemini:gemini-2.5-flash`. */
+  readonly name: string;
+  generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse>;
+}
+
+/**
+ * A failure of the model provider (HTTP error, refusal, malformed response).
+ * `retryable` says whether the same request may succeed later (rate limits, 5xx).
+ */
+export class ModelError extends Error {
+  readonly code = 'model_error';
+  readonly retryable: boolean;
+  readonly status: number | undefined;
+
+  constructor(message: string, options: { retryable: boolean; status?: number; cause?: unknown }) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ModelError';
+    this.retryable = options.retryable;
+    this.status = options.status;
+  }
+}

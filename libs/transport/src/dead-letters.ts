@@ -1,0 +1,55 @@
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { DEAD_LETTER_QUEUE, STALL_MARKER, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
+import { keys } from './keys.js';
+
+/** What a caller gives to record a dead letter; `v`, `at` and `marker` are filled in. */
+export type DeadLetterInput = Omit<DeadLetter, 'v' | 'at' | 'marker'> & { marker?: string };
+
+/**
+ * Writes INCOMPLETE results and rejected input to the `dead-letter` queue, the operators'
+ * inbox, and counts degraded results per agent and kind.
+ */
+export class DeadLetters {
+  private readonly queue: Queue;
+  private readonly redis: Redis;
+  private readonly prefix: string;
+
+  constructor(options: { redis: Redis; prefix: string }) {
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+    this.queue = new Queue(DEAD_LETTER_QUEUE, { connection: options.redis, prefix: options.prefix });
+  }
+
+  /**
+   * Adds an entry. `dedupeId`, when given, is the job id: writing the same entry twice (a retried
+   * step after a crash) keeps one.
+   */
+  async add(input: DeadLetterInput, dedupeId?: string): Promise<DeadLetter> {
+    const entry: DeadLetter = { v: 1, marker: STALL_MARKER, at: new Date().toISOString(), ...input };
+    if (dedupeId) {
+      // A retried step (after a crash) writes the same entry again: keep and count the first.
+      const fresh = await this.redis.set(`${this.prefix}:dlq:seen:${dedupeId}`, '1', 'EX', 30 * 24 * 3600, 'NX');
+      if (fresh === null) return entry;
+    }
+    await this.queue.add(entry.kind, entry, {
+      ...(dedupeId ? { jobId: dedupeId } : {}),
+      removeOnComplete: false,
+      removeOnFail: false,
+    });
+    await this.redis.hincrby(keys.degraded(this.prefix), `${entry.agent ?? '-'}:${entry.kind}`, 1);
+    return entry;
+  }
+
+  /** Degraded-result counters: `<agent>:<kind>` → count. */
+  async counters(): Promise<Record<string, number>> {
+    const raw = await this.redis.hgetall(keys.degraded(this.prefix));
+    return Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, Number(v)]));
+  }
+
+  async close(): Promise<void> {
+    await this.queue.close();
+  }
+}
+
+export type { DeadLetterKind };

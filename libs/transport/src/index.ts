@@ -1,0 +1,16 @@
+export { createRedis, waitForRedis, connectNats } from './connections.js';
+export { ensureRunsStream, deleteRunsStream } from './stream.js';
+export type { RunsStreamLimits } from './stream.js';
+export { keys } from './keys.js';
+export { EventPublisher, MemoryEventSink } from './events.js';
+export type { EventSink, EmitInput, EventStats, EventPublisherOptions } from './events.js';
+export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } from './checkpoints.js';
+export type { CheckpointStore, RedisCheckpointStoreOptions } from './checkpoints.js';
+export { DeadLetters } from './dead-letters.js';
+export type { DeadLetterInput } from './dead-letters.js';
+export { QueueToolClient } from './tools.js';
+export type { ToolClient, QueueToolClientOptions } from './tools.js';
+export { runService } from './service.js';
+export type { ServiceHandle, RunServiceOptions } from './service.js';
+export { openRuntime } from './runtime.js';
+export type { Runtime } from './runtime.js';

@@ -1,0 +1,16 @@
+/**
+ * Bosun's own Redis keys, all under `<prefix>:`. BullMQ's keys are `<prefix>:<queue>:…`;
+ * ours use the segments below, which are never queue names.
+ */
+export const keys = {
+  /** Event sequence counter of a run. */
+  seq: (prefix: string, runId: string) => `${prefix}:run:${runId}:seq`,
+  /** A checkpoint. */
+  checkpoint: (prefix: string, id: string) => `${prefix}:ckpt:${id}`,
+  /** The gateway's tool catalog. */
+  catalog: (prefix: string) => `${prefix}:gateway:catalog`,
+  /** The record of one tool call, by idempotency key. */
+  toolCall: (prefix: string, key: string) => `${prefix}:toolcall:${key}`,
+  /** Counters of degraded results: a hash `<agent>:<kind>` → count. */
+  degraded: (prefix: string) => `${prefix}:stats:degraded`,
+};

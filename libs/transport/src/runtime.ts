@@ -1,0 +1,76 @@
+import type { Redis } from 'ioredis';
+import type { NatsConnection } from '@nats-io/transport-node';
+import type { BosunEnv, Logger } from '@bosun/config';
+import { connectNats, createRedis, waitForRedis } from './connections.js';
+import { EventPublisher } from './events.js';
+import { RedisCheckpointStore } from './checkpoints.js';
+import { DeadLetters } from './dead-letters.js';
+import { ensureRunsStream } from './stream.js';
+
+/** The connections and stores every service uses. */
+export interface Runtime {
+  redis: Redis;
+  /** Null until NATS answers; events are buffered meanwhile. */
+  nats(): NatsConnection | null;
+  events: EventPublisher;
+  checkpoints: RedisCheckpointStore;
+  deadLetters: DeadLetters;
+  /** Flushes events and closes every connection the runtime opened. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens the runtime of a service: Redis (required: start-up fails with a clear message when it
+ * does not answer) and NATS (optional at start-up: the service runs and buffers events until
+ * NATS answers, so observers never hold up a run).
+ */
+export async function openRuntime(env: BosunEnv, options: { service: string; log: Logger }): Promise<Runtime> {
+  const { service, log } = options;
+  const redis = createRedis(env.redisUrl, { name: `bosun-${service}` });
+  redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis connection error'));
+  await waitForRedis(redis, env.redisUrl);
+  const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log });
+  let nc: NatsConnection | null = null;
+  let closed = false;
+
+  const attach = async (): Promise<void> => {
+    for (let attempt = 0; !closed; attempt++) {
+      try {
+        const conn = await connectNats(env.natsUrl, { name: `bosun-${service}` });
+        if (closed) {
+          await conn.close();
+          return;
+        }
+        await ensureRunsStream(conn, env.prefix).catch((err: unknown) => log.warn({ err }, 'could not ensure the runs stream'));
+        nc = conn;
+        events.attach(conn);
+        log.info('connected to NATS');
+        return;
+      } catch (err) {
+        if (attempt === 0) log.warn({ err: (err as Error).message }, 'NATS unreachable; events are buffered until it answers');
+        await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5_000)));
+      }
+    }
+  };
+  const attaching = attach();
+  // Give NATS a moment at start-up so the first events go straight out.
+  await Promise.race([attaching, new Promise((r) => setTimeout(r, 3_000))]);
+
+  const checkpoints = new RedisCheckpointStore({ redis, prefix: env.prefix });
+  const deadLetters = new DeadLetters({ redis, prefix: env.prefix });
+  return {
+    redis,
+    nats: () => nc,
+    events,
+    checkpoints,
+    deadLetters,
+    async close() {
+      closed = true;
+      await events.flush();
+      await deadLetters.close();
+      const conn = nc as NatsConnection | null;
+      if (conn) await conn.drain().catch(() => undefined);
+      await redis.quit().catch(() => redis.disconnect());
+    },
+  };
+}

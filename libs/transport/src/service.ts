@@ -1,0 +1,65 @@
+import type { Logger } from '@bosun/config';
+
+/** A started service. */
+export interface ServiceHandle {
+  /** Stops taking work, finishes or hands back what it holds, closes its connections. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link runService}. */
+export interface RunServiceOptions {
+  name: string;
+  log: Logger;
+  start: () => Promise<ServiceHandle>;
+  /** Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway. Default 30 s. */
+  graceMs?: number;
+}
+
+/**
+ * Runs a service process: starts it (a start-up error prints its message and exits 1), and on
+ * SIGTERM or SIGINT closes it and exits 0 — or exits 1 if closing outlasts the grace period, in
+ * which case unfinished jobs are picked up elsewhere by BullMQ's stalled-job check.
+ */
+export function runService(options: RunServiceOptions): void {
+  const { name, log } = options;
+  const grace = options.graceMs ?? 30_000;
+  let handle: ServiceHandle | undefined;
+  let stopping = false;
+
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, graceMs: grace }, `${name} stopping`);
+    const timer = setTimeout(() => {
+      log.error({ graceMs: grace }, `${name} did not stop within the grace period; exiting`);
+      process.exit(1);
+    }, grace);
+    timer.unref();
+    Promise.resolve(handle?.close())
+      .then(() => {
+        log.info(`${name} stopped`);
+        log.flush?.();
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        log.error({ err }, `${name} failed to stop cleanly`);
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+
+  options
+    .start()
+    .then((h) => {
+      handle = h;
+      log.info(`${name} started`);
+      if (stopping) void h.close().then(() => process.exit(0));
+    })
+    .catch((err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      log.fatal({ err }, `${name} failed to start: ${message}`);
+      process.stderr.write(`${name}: ${message}\n`);
+      process.exit(1);
+    });
+}

@@ -1,0 +1,97 @@
+import { Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import {
+  BosunError,
+  Catalog,
+  TOOLS_QUEUE,
+  TOOL_CALL_JOB,
+  ToolCallResult,
+  parseWith,
+  type ToolCallJob,
+} from '@bosun/contract';
+import { keys } from './keys.js';
+
+/** How agents reach tools. The real one goes through the gateway; tests may use a fake. */
+export interface ToolClient {
+  /** The current tool catalog. */
+  catalog(): Promise<Catalog>;
+  /** Executes one call (idempotent by `call.key`) and returns its result. */
+  call(call: ToolCallJob, options?: { timeoutMs?: number }): Promise<ToolCallResult>;
+}
+
+/** Options of {@link QueueToolClient}. */
+export interface QueueToolClientOptions {
+  redis: Redis;
+  prefix: string;
+  /** How long to wait for the gateway's catalog to appear. Default 30 s. */
+  catalogWaitMs?: number;
+  /** How long a catalog read is reused. Default 2 s. */
+  catalogCacheMs?: number;
+}
+
+/**
+ * Calls tools by adding `tool-call` jobs to the `tools` queue, with the idempotency key as the
+ * job id (a call re-sent after a crash is the same job), and waiting for the gateway's result.
+ */
+export class QueueToolClient implements ToolClient {
+  private readonly redis: Redis;
+  private readonly prefix: string;
+  private readonly queue: Queue;
+  private readonly events: QueueEvents;
+  private readonly eventsConnection: Redis;
+  private readonly catalogWaitMs: number;
+  private readonly catalogCacheMs: number;
+  private cached: { at: number; catalog: Catalog } | undefined;
+
+  constructor(options: QueueToolClientOptions) {
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+    this.catalogWaitMs = options.catalogWaitMs ?? 30_000;
+    this.catalogCacheMs = options.catalogCacheMs ?? 2_000;
+    this.queue = new Queue(TOOLS_QUEUE, { connection: options.redis, prefix: options.prefix });
+    // QueueEvents blocks on XREAD: it needs its own connection.
+    this.eventsConnection = options.redis.duplicate();
+    this.events = new QueueEvents(TOOLS_QUEUE, { connection: this.eventsConnection, prefix: options.prefix });
+    this.events.setMaxListeners(0);
+  }
+
+  /** Resolves when the events listener is connected (call before the first {@link call}). */
+  async ready(): Promise<void> {
+    await this.events.waitUntilReady();
+  }
+
+  async catalog(): Promise<Catalog> {
+    if (this.cached && Date.now() - this.cached.at < this.catalogCacheMs) return this.cached.catalog;
+    const started = Date.now();
+    for (;;) {
+      const text = await this.redis.get(keys.catalog(this.prefix));
+      if (text !== null) {
+        const catalog = parseWith(Catalog, JSON.parse(text), 'tool catalog');
+        this.cached = { at: Date.now(), catalog };
+        return catalog;
+      }
+      if (Date.now() - started > this.catalogWaitMs) {
+        throw new BosunError('no_catalog', `no tool catalog from the gateway after ${this.catalogWaitMs} ms: is the tool gateway running under BOSUN_PREFIX=${this.prefix}?`);
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  async call(call: ToolCallJob, options: { timeoutMs?: number } = {}): Promise<ToolCallResult> {
+    const job = await this.queue.add(TOOL_CALL_JOB, call, {
+      jobId: call.key,
+      attempts: 3,
+      backoff: { type: 'exponential', delay: 500 },
+      removeOnComplete: { age: 24 * 3600, count: 100_000 },
+      removeOnFail: { age: 7 * 24 * 3600 },
+    });
+    const value: unknown = await job.waitUntilFinished(this.events, options.timeoutMs);
+    return parseWith(ToolCallResult, value, 'tool call result');
+  }
+
+  async close(): Promise<void> {
+    await this.events.close();
+    await this.queue.close();
+    this.eventsConnection.disconnect();
+  }
+}

@@ -1,0 +1,468 @@
+import { Queue, UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
+import { z } from 'zod';
+import {
+  INCIDENT_JOB,
+  Incident,
+  TASK_JOB,
+  TaskResult,
+  describeIssues,
+  isStalled,
+  runIdFor,
+  specialistQueue,
+  stallText,
+  taskIdFor,
+  type RunResult,
+  type SpecialistOutcome,
+  type TaskJob,
+} from '@bosun/contract';
+import { buildStallPayload, type ClusterConfig, type Logger } from '@bosun/config';
+import {
+  DELEGATE_TOOL_PREFIX,
+  ModelError,
+  delegateToolName,
+  renderIncident,
+  type Model,
+  type ModelResponse,
+  type ToolDeclaration,
+} from '@bosun/models';
+import { MessageSchema, BadCheckpointError } from '@bosun/agent';
+import type { CheckpointStore, DeadLetters, EventSink } from '@bosun/transport';
+import type { Redis } from 'ioredis';
+
+const Delegation = z.object({
+  taskId: z.string(),
+  agent: z.string(),
+  round: z.number().int().nonnegative(),
+  /** The model's call id, in delegate mode. */
+  callId: z.string().optional(),
+  task: z.string(),
+  /** Filled once the child job has finished (or could not be created). */
+  result: TaskResult.optional(),
+});
+type Delegation = z.infer<typeof Delegation>;
+
+const RunCheckpointSchema = z.object({
+  v: z.literal(1),
+  runId: z.string(),
+  incidentId: z.string(),
+  startedAt: z.string(),
+  mode: z.enum(['route', 'delegate']),
+  phase: z.enum(['routing', 'waiting', 'thinking', 'done']),
+  round: z.number().int().nonnegative(),
+  delegations: z.array(Delegation),
+  messages: z.array(MessageSchema),
+  routed: z.array(z.string()).optional(),
+  result: z.unknown().optional(),
+});
+type RunCheckpoint = z.infer<typeof RunCheckpointSchema>;
+
+/** The ports a coordinator uses. */
+export interface CoordinatorDeps {
+  redis: Redis;
+  prefix: string;
+  config: ClusterConfig;
+  model: Model;
+  events: EventSink;
+  checkpoints: CheckpointStore;
+  deadLetters: Pick<DeadLetters, 'add'>;
+  log: Logger;
+}
+
+const DEFAULT_ROUTE_INSTRUCTION =
+  'You triage production incidents for an unattended incident-response team. Pick the specialists ' +
+  'whose domain covers the incident. Reply with JSON only: {"specialists": ["name", ...]}.';
+
+const DEFAULT_DELEGATE_INSTRUCTION =
+  'You coordinate an unattended incident-response team. Nobody will answer questions. Delegate ' +
+  'parts of the investigation to specialists with the delegate_* tools (several at once when they ' +
+  'are independent), read their reports, and when you have enough, answer with a short incident ' +
+  'summary: what was found, what was not checked, and the recommended next step. A report that ' +
+  'starts with "INCOMPLETE" means that part was not checked.';
+
+/**
+ * Triages incidents and delegates to specialists. Waiting for specialists holds no worker: the
+ * run is checkpointed and the incident job parked in BullMQ's waiting-children state, then
+ * resumed from the checkpoint — in any coordinator process — when the children finish.
+ */
+export class Coordinator {
+  private readonly deps: CoordinatorDeps;
+  private readonly queues = new Map<string, Queue>();
+
+  constructor(deps: CoordinatorDeps) {
+    this.deps = deps;
+  }
+
+  private queueFor(agent: string): Queue {
+    let q = this.queues.get(agent);
+    if (!q) {
+      q = new Queue(specialistQueue(agent), { connection: this.deps.redis, prefix: this.deps.prefix });
+      this.queues.set(agent, q);
+    }
+    return q;
+  }
+
+  /** The BullMQ processor of the `incidents` queue. */
+  async process(job: Job, token: string | undefined): Promise<RunResult> {
+    const { log, deadLetters } = this.deps;
+    if (job.name !== INCIDENT_JOB) {
+      await deadLetters.add({ kind: 'poison', reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`, input: job.data });
+      throw new UnrecoverableError(`unexpected job name "${job.name}"`);
+    }
+    const parsed = Incident.safeParse(job.data);
+    if (!parsed.success) {
+      const reason = `invalid incident: ${describeIssues(parsed.error).issues.join('; ')}`;
+      log.warn({ jobId: job.id, reason }, 'incident rejected');
+      await deadLetters.add({ kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) }, `poison-${job.id ?? 'unknown'}-${job.timestamp}`);
+      throw new UnrecoverableError(reason);
+    }
+    const incident = parsed.data;
+    const runId = runIdFor(incident.id, job.timestamp);
+    const ckptId = `run:${runId}`;
+    let state: RunCheckpoint;
+    let fresh = false;
+    try {
+      const loaded = await this.load(ckptId, incident.id, runId);
+      state = loaded.state;
+      fresh = loaded.fresh;
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      await deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}-checkpoint`);
+      this.deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason } });
+      throw new UnrecoverableError(reason);
+    }
+    if (state.result) return state.result as RunResult;
+    if (fresh) {
+      await this.deps.checkpoints.save(ckptId, state);
+      await job.updateProgress({ runId, phase: 'started' });
+      this.deps.events.emit({ type: 'run.started', runId, incidentId: incident.id, data: { incident: { id: incident.id, reason: incident.reason, severity: incident.severity, source: incident.source, summary: incident.summary }, mode: state.mode } });
+    }
+
+    try {
+      for (;;) {
+        if (state.phase === 'waiting') {
+          // Park until every child has finished; BullMQ requeues this job then.
+          const stillWaiting = token ? await job.moveToWaitingChildren(token) : false;
+          if (stillWaiting) throw new WaitingChildrenError();
+          await this.collect(job, state);
+          state.phase = state.mode === 'route' ? 'done' : 'thinking';
+          if (state.mode === 'delegate') this.appendDelegationResults(state);
+          await this.deps.checkpoints.save(ckptId, state);
+        }
+        if (state.phase === 'routing') {
+          if (!state.routed) {
+            await this.route(incident, state);
+            await this.deps.checkpoints.save(ckptId, state);
+          }
+          await this.dispatch(job, incident, state);
+          state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
+          await this.deps.checkpoints.save(ckptId, state);
+          continue;
+        }
+        if (state.phase === 'thinking') {
+          const answer = await this.think(incident, state);
+          await this.deps.checkpoints.save(ckptId, state);
+          if (answer !== undefined) return await this.finish(ckptId, incident, state, answer);
+          await this.dispatch(job, incident, state);
+          state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
+          if (state.phase === 'thinking') this.appendDelegationResults(state);
+          await this.deps.checkpoints.save(ckptId, state);
+          continue;
+        }
+        if (state.phase === 'done') return await this.finish(ckptId, incident, state, this.merge(incident, state));
+      }
+    } catch (err) {
+      if (err instanceof WaitingChildrenError) throw err;
+      if (err instanceof ModelError && err.retryable) throw err;
+      const reason = err instanceof Error ? err.message : String(err);
+      log.error({ err, runId }, 'run failed');
+      const result: RunResult = {
+        v: 1,
+        runId,
+        incidentId: incident.id,
+        status: 'failed',
+        answer: `The run failed before it could answer: ${reason}`,
+        specialists: this.outcomes(state),
+        stalled: 0,
+        startedAt: state.startedAt,
+        finishedAt: new Date().toISOString(),
+      };
+      result.stalled = result.specialists.filter((s) => s.status !== 'completed').length;
+      state.result = result;
+      state.phase = 'done';
+      await this.deps.checkpoints.save(ckptId, state);
+      await deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}`);
+      this.deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason } });
+      return result;
+    }
+  }
+
+  private async load(ckptId: string, incidentId: string, runId: string): Promise<{ state: RunCheckpoint; fresh: boolean }> {
+    const raw = await this.deps.checkpoints.load(ckptId);
+    if (raw === null) {
+      const state: RunCheckpoint = {
+        v: 1,
+        runId,
+        incidentId,
+        startedAt: new Date().toISOString(),
+        mode: this.deps.config.coordinator.mode,
+        phase: this.deps.config.coordinator.mode === 'route' ? 'routing' : 'thinking',
+        round: 0,
+        delegations: [],
+        messages: [],
+      };
+      return { state, fresh: true };
+    }
+    const r = RunCheckpointSchema.safeParse(raw);
+    if (!r.success) throw new BadCheckpointError(ckptId, describeIssues(r.error).issues.join('; '));
+    return { state: r.data, fresh: false };
+  }
+
+  /** Route mode: one classifier call names the specialists. */
+  private async route(incident: Incident, state: RunCheckpoint): Promise<void> {
+    const { config, model, events } = this.deps;
+    const known = Object.keys(config.specialists);
+    const system = [
+      config.coordinator.instruction ?? DEFAULT_ROUTE_INSTRUCTION,
+      '',
+      'Specialists:',
+      ...known.map((n) => `- ${n}: ${config.specialists[n]?.description ?? ''}`),
+      '',
+      'Usual routes (incident reason -> specialists):',
+      ...Object.entries(config.coordinator.routes).map(([r, t]) => `- ${r} -> ${t.join(', ')}`),
+    ].join('\n');
+    const started = Date.now();
+    const response = await model.generate({ agent: 'coordinator', mode: 'single', system, messages: [{ role: 'user', text: renderIncident(incident) }], tools: [] });
+    this.modelCalled(incident, state, response, Date.now() - started);
+    let names = parseRouting(response.text ?? '', known);
+    if (names.length === 0) names = [...config.coordinator.defaultRoute];
+    const unique = [...new Set(names)];
+    state.routed = unique;
+    const unknown = unique.filter((n) => !config.specialists[n]);
+    events.emit({ type: 'run.routed', runId: state.runId, incidentId: incident.id, data: { specialists: unique, unknown } });
+    for (const agent of unique) {
+      state.delegations.push({
+        taskId: taskIdFor(state.runId, state.delegations.length, agent),
+        agent,
+        round: 0,
+        task: `Investigate this incident within your domain (${agent}) and report what you find.`,
+      });
+    }
+  }
+
+  /** Delegate mode: one chat turn. Returns the answer when the model gives one. */
+  private async think(incident: Incident, state: RunCheckpoint): Promise<string | undefined> {
+    const { config, model } = this.deps;
+    if (state.messages.length === 0) {
+      state.messages.push({ role: 'user', text: `A new incident needs an answer.\n\n${renderIncident(incident)}` });
+    }
+    const last = state.messages[state.messages.length - 1];
+    if (last?.role === 'model') {
+      // A model turn already saved (we crashed after saving it): act on it, don't ask again.
+      if (!last.calls || last.calls.length === 0) return last.text ?? '';
+    } else {
+      const finalRound = state.round >= config.coordinator.maxRounds;
+      const tools: ToolDeclaration[] = finalRound
+        ? []
+        : Object.entries(config.specialists).map(([name, s]) => ({
+            name: delegateToolName(name),
+            description: `Delegate part of the investigation to the ${name} specialist: ${s.description}`,
+            parameters: {
+              type: 'object',
+              properties: { task: { type: 'string', description: 'What this specialist should find out.' } },
+              required: ['task'],
+            },
+          }));
+      if (finalRound) state.messages.push({ role: 'user', text: 'No more delegation rounds are available. Answer now with what you have.' });
+      const started = Date.now();
+      const response = await model.generate({
+        agent: 'coordinator',
+        mode: 'chat',
+        system: config.coordinator.instruction ?? DEFAULT_DELEGATE_INSTRUCTION,
+        messages: state.messages,
+        tools,
+      });
+      this.modelCalled(incident, state, response, Date.now() - started);
+      state.messages.push({ role: 'model', ...(response.text ? { text: response.text } : {}), ...(response.calls.length ? { calls: response.calls } : {}) });
+      if (response.calls.length === 0) return response.text ?? '';
+      // The round advances in the same checkpoint write as the turn that opens it.
+      state.round++;
+    }
+    const turn = state.messages[state.messages.length - 1];
+    const calls = turn?.role === 'model' ? (turn.calls ?? []) : [];
+    const byTool = new Map(Object.keys(config.specialists).map((n) => [delegateToolName(n), n]));
+    for (const call of calls) {
+      if (state.delegations.some((d) => d.callId === call.id)) continue;
+      const agent = byTool.get(call.name) ?? call.name.replace(DELEGATE_TOOL_PREFIX, '');
+      const task = typeof call.args.task === 'string' && call.args.task.trim() !== '' ? call.args.task : 'Investigate this incident within your domain and report what you find.';
+      state.delegations.push({ taskId: taskIdFor(state.runId, state.delegations.length, agent), agent, round: state.round, callId: call.id, task });
+    }
+    if (!state.routed) state.routed = [];
+    for (const d of state.delegations) if (d.round === state.round && !state.routed.includes(d.agent)) state.routed.push(d.agent);
+    this.deps.events.emit({ type: 'run.routed', runId: state.runId, incidentId: incident.id, data: { specialists: state.delegations.filter((d) => d.round === state.round).map((d) => d.agent), round: state.round } });
+    return undefined;
+  }
+
+  /** Adds a child job for every delegation of the current round that has none yet. Idempotent. */
+  private async dispatch(job: Job, incident: Incident, state: RunCheckpoint): Promise<void> {
+    const { config, events } = this.deps;
+    for (const d of state.delegations) {
+      if (d.result || d.round !== state.round) continue;
+      const spec = config.specialists[d.agent];
+      if (!spec) {
+        const reason = `unknown specialist "${d.agent}" (known: ${Object.keys(config.specialists).join(', ')})`;
+        d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output: stallText(d.agent, '', reason), attempts: 0, error: reason };
+        events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
+        continue;
+      }
+      const data: TaskJob = { v: 1, runId: state.runId, incidentId: incident.id, taskId: d.taskId, agent: d.agent, task: d.task, incident };
+      await this.queueFor(d.agent).add(TASK_JOB, data, {
+        jobId: d.taskId,
+        parent: { id: job.id as string, queue: job.queueQualifiedName },
+        attempts: 3,
+        backoff: { type: 'exponential', delay: 1_000 },
+        // A child that fails for good must not block the run: its failure is collected instead.
+        ignoreDependencyOnFailure: true,
+        removeOnComplete: { age: 7 * 24 * 3600 },
+        removeOnFail: { age: 7 * 24 * 3600 },
+      });
+      events.emit({ type: 'agent.delegated', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, task: d.task, round: d.round } });
+    }
+  }
+
+  /** Reads the children's results (and failures) into the delegations. */
+  private async collect(job: Job, state: RunCheckpoint): Promise<void> {
+    const values = (await job.getChildrenValues()) as Record<string, unknown>;
+    const failures = await job.getIgnoredChildrenFailures();
+    const byId = new Map<string, unknown>();
+    for (const [key, value] of Object.entries(values)) byId.set(key.slice(key.lastIndexOf(':') + 1), value);
+    const failedById = new Map<string, string>();
+    for (const [key, reason] of Object.entries(failures)) failedById.set(key.slice(key.lastIndexOf(':') + 1), reason);
+    for (const d of state.delegations) {
+      if (d.result) continue;
+      const value = byId.get(d.taskId);
+      const parsed = TaskResult.safeParse(value);
+      if (parsed.success) {
+        d.result = parsed.data;
+        continue;
+      }
+      const reason = failedById.get(d.taskId) ?? (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
+      await this.hardFailure(state, d, reason);
+    }
+  }
+
+  /** A delegation that ended without a result becomes an INCOMPLETE result, never a hole. */
+  private async hardFailure(state: RunCheckpoint, d: Delegation, reason: string): Promise<void> {
+    const spec = this.deps.config.specialists[d.agent];
+    const output = spec ? buildStallPayload(spec, d.agent, '', reason) : stallText(d.agent, '', reason);
+    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output, attempts: 0, error: reason };
+    this.deps.events.emit({ type: 'agent.failed', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, reason } });
+    await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason }, `failure-${d.taskId}`);
+  }
+
+  private appendDelegationResults(state: RunCheckpoint): void {
+    const last = state.messages[state.messages.length - 1];
+    if (last?.role !== 'model') return;
+    const responses = (last.calls ?? []).map((call) => {
+      const d = state.delegations.find((x) => x.callId === call.id && x.round === state.round);
+      const r = d?.result;
+      return {
+        id: call.id,
+        name: call.name,
+        isError: !r || r.status === 'failed',
+        output: r ? (r.status === 'completed' ? r.output : { status: r.status, report: r.output }) : 'no result',
+      };
+    });
+    state.messages.push({ role: 'tool', responses });
+  }
+
+  private outcomes(state: RunCheckpoint): SpecialistOutcome[] {
+    return state.delegations.map((d) => ({
+      name: d.agent,
+      status: d.result?.status ?? 'failed',
+      output: d.result?.output ?? null,
+      attempts: d.result?.attempts ?? 0,
+    }));
+  }
+
+  /** Route mode's answer: the specialists' reports, incomplete parts said plainly. */
+  private merge(incident: Incident, state: RunCheckpoint): string {
+    const lines = [`Incident ${incident.id} (${incident.reason}, ${incident.severity}): ${incident.summary}`];
+    if (state.delegations.length === 0) lines.push('No specialist covers this incident; nothing was checked.');
+    for (const d of state.delegations) {
+      const r = d.result;
+      const status = r?.status ?? 'failed';
+      lines.push('', `## ${d.agent} — ${status === 'completed' ? 'completed' : `INCOMPLETE (${status})`}`);
+      lines.push(describeOutput(r?.output));
+    }
+    const incomplete = state.delegations.filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
+    if (incomplete.length > 0) lines.push('', `Not checked: ${incomplete.join(', ')}. Treat those parts as unknown, not as clean.`);
+    return lines.join('\n');
+  }
+
+  private async finish(ckptId: string, incident: Incident, state: RunCheckpoint, answer: string): Promise<RunResult> {
+    const specialists = this.outcomes(state);
+    const degraded = specialists.filter((s) => s.status !== 'completed' || isStalled(s.output)).length;
+    const result: RunResult = {
+      v: 1,
+      runId: state.runId,
+      incidentId: incident.id,
+      status: state.delegations.length === 0 ? 'failed' : degraded > 0 ? 'partial' : 'completed',
+      answer,
+      specialists,
+      stalled: degraded,
+      startedAt: state.startedAt,
+      finishedAt: new Date().toISOString(),
+    };
+    state.result = result;
+    state.phase = 'done';
+    await this.deps.checkpoints.save(ckptId, state);
+    this.deps.events.emit({
+      type: result.status === 'failed' ? 'run.failed' : 'run.completed',
+      runId: state.runId,
+      incidentId: incident.id,
+      data: { status: result.status, stalled: result.stalled, specialists: specialists.map((s) => ({ name: s.name, status: s.status })), answer },
+    });
+    return result;
+  }
+
+  private modelCalled(incident: Incident, state: RunCheckpoint, response: ModelResponse, durationMs: number): void {
+    this.deps.events.emit({
+      type: 'model.called',
+      runId: state.runId,
+      incidentId: incident.id,
+      agent: 'coordinator',
+      data: { model: response.model ?? this.deps.model.name, durationMs, calls: response.calls.map((c) => c.name), ...(response.usage ? { usage: response.usage } : {}) },
+    });
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}
+
+/** Specialist names from a classifier's reply: `{"specialists": [...]}`, a JSON array, or names in prose. */
+export function parseRouting(text: string, known: readonly string[]): string[] {
+  const candidates = [text.trim(), text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1), text.slice(text.indexOf('['), text.lastIndexOf(']') + 1)];
+  for (const c of candidates) {
+    if (!c) continue;
+    try {
+      const v = JSON.parse(c) as unknown;
+      const list = Array.isArray(v) ? v : v && typeof v === 'object' ? (v as { specialists?: unknown }).specialists : undefined;
+      if (Array.isArray(list)) return list.filter((x): x is string => typeof x === 'string');
+    } catch {
+      // not JSON; try the next form
+    }
+  }
+  return known.filter((n) => new RegExp(`\\b${n}\\b`).test(text));
+}
+
+function describeOutput(output: unknown): string {
+  if (output === undefined || output === null) return '(no output)';
+  if (typeof output === 'string') return output;
+  if (typeof output === 'object' && typeof (output as { summary?: unknown }).summary === 'string') {
+    const o = output as Record<string, unknown>;
+    const rest = Object.fromEntries(Object.entries(o).filter(([k]) => k !== 'summary'));
+    return `${o.summary as string}\n${JSON.stringify(rest, null, 2)}`;
+  }
+  return JSON.stringify(output, null, 2);
+}

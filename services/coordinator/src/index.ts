@@ -1,0 +1,2 @@
+export { Coordinator, parseRouting } from './coordinator.js';
+export type { CoordinatorDeps } from './coordinator.js';

@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+import { Worker } from 'bullmq';
+import { INCIDENTS_QUEUE } from '@bosun/contract';
+import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { createModel } from '@bosun/models';
+import { openRuntime, runService } from '@bosun/transport';
+import { Coordinator } from './coordinator.js';
+
+const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL ?? 'info' });
+
+runService({
+  name: 'coordinator',
+  log,
+  graceMs: Number(process.env.BOSUN_GRACE_MS ?? 30_000),
+  async start() {
+    const env = readEnv();
+    const config = loadClusterConfig(env.configFile);
+    const c = config.coordinator;
+    const model = createModel(
+      { ...c.model, apiKey: env.geminiApiKey },
+      {
+        routes: c.routes,
+        defaultRoute: c.defaultRoute,
+      },
+    );
+    const rt = await openRuntime(env, { service: 'coordinator', log });
+    const coordinator = new Coordinator({
+      redis: rt.redis,
+      prefix: env.prefix,
+      config,
+      model,
+      events: rt.events,
+      checkpoints: rt.checkpoints,
+      deadLetters: rt.deadLetters,
+      log,
+    });
+    const worker = new Worker(INCIDENTS_QUEUE, (job, token) => coordinator.process(job, token), {
+      connection: rt.redis,
+      prefix: env.prefix,
+      concurrency: c.concurrency,
+      lockDuration: 30_000,
+      stalledInterval: 15_000,
+      maxStalledCount: 2,
+    });
+    worker.on('error', (err) => log.error({ err }, 'incidents worker error'));
+    worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err: err.message }, 'incident job failed'));
+    log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
+    return {
+      async close() {
+        await worker.close();
+        await coordinator.close();
+        await rt.close();
+      },
+    };
+  },
+});

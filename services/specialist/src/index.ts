@@ -1,0 +1,2 @@
+export { specialistProcessor } from './specialist.js';
+export type { SpecialistDeps } from './specialist.js';

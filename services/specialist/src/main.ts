@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import { Worker } from 'bullmq';
+import { specialistQueue } from '@bosun/contract';
+import { ConfigError, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { createModel } from '@bosun/models';
+import { QueueToolClient, openRuntime, runService } from '@bosun/transport';
+import { specialistProcessor } from './specialist.js';
+
+const log = createLogger({ service: 'specialist', level: process.env.LOG_LEVEL ?? 'info' });
+
+runService({
+  name: 'specialist',
+  log,
+  graceMs: Number(process.env.BOSUN_GRACE_MS ?? 30_000),
+  async start() {
+    const { values } = parseArgs({ options: { only: { type: 'string' } }, allowPositionals: false });
+    const env = readEnv();
+    const config = loadClusterConfig(env.configFile);
+    const all = Object.keys(config.specialists);
+    const names = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
+    const unknown = names.filter((n) => !config.specialists[n]);
+    if (unknown.length > 0) throw new ConfigError(`--only: unknown specialist(s) ${unknown.join(', ')} (known: ${all.join(', ')})`);
+
+    const rt = await openRuntime(env, { service: 'specialist', log });
+    const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
+    await tools.ready();
+    const workers: Worker[] = [];
+    for (const name of names) {
+      const spec = config.specialists[name]!;
+      const model = createModel({ ...spec.model, apiKey: env.geminiApiKey }, { plans: { [name]: spec.fakePlan } });
+      const worker = new Worker(
+        specialistQueue(name),
+        specialistProcessor({
+          name,
+          spec,
+          model,
+          tools,
+          checkpoints: rt.checkpoints,
+          events: rt.events,
+          deadLetters: rt.deadLetters,
+          log,
+          toolTimeoutMs: config.gateway.callTimeoutMs + 30_000,
+        }),
+        { connection: rt.redis, prefix: env.prefix, concurrency: spec.concurrency, lockDuration: 30_000, stalledInterval: 15_000, maxStalledCount: 2 },
+      );
+      worker.on('error', (err) => log.error({ err, agent: name }, 'specialist worker error'));
+      worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err: err.message }, 'task job failed'));
+      workers.push(worker);
+      log.info({ agent: name, model: model.name, concurrency: spec.concurrency }, 'specialist consuming');
+    }
+    return {
+      async close() {
+        await Promise.all(workers.map((w) => w.close()));
+        await tools.close();
+        await rt.close();
+      },
+    };
+  },
+});

@@ -1,0 +1,55 @@
+import { UnrecoverableError, type Job } from 'bullmq';
+import { TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
+import { buildStallPayload, type Logger, type SpecialistConfig } from '@bosun/config';
+import { BadCheckpointError, RetryableTaskError, runTask } from '@bosun/agent';
+import type { Model } from '@bosun/models';
+import type { CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+
+/** The ports of a specialist worker. */
+export interface SpecialistDeps {
+  name: string;
+  spec: SpecialistConfig;
+  model: Model;
+  tools: ToolClient;
+  checkpoints: CheckpointStore;
+  events: EventSink;
+  deadLetters: Pick<DeadLetters, 'add'>;
+  log: Logger;
+  toolTimeoutMs?: number;
+}
+
+/**
+ * The processor of one `specialist-<name>` queue. Bad input becomes a poison dead letter and an
+ * unrecoverable failure (the coordinator sees an INCOMPLETE result); a retryable model error is
+ * thrown so BullMQ retries with backoff; everything else ends in a result.
+ */
+export function specialistProcessor(deps: SpecialistDeps) {
+  const log = deps.log.child({ agent: deps.name });
+  return async (job: Job): Promise<TaskResult> => {
+    const parsed = TaskJob.safeParse(job.data);
+    if (!parsed.success || parsed.data.agent !== deps.name) {
+      const reason = parsed.success
+        ? `task for "${parsed.data.agent}" on the queue of "${deps.name}"`
+        : `invalid task: ${describeIssues(parsed.error).issues.join('; ')}`;
+      await deps.deadLetters.add({ kind: 'poison', agent: deps.name, reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
+      throw new UnrecoverableError(reason);
+    }
+    const task = parsed.data;
+    const attempt = job.attemptsMade + 1;
+    try {
+      return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, attempt);
+    } catch (err) {
+      if (err instanceof BadCheckpointError) {
+        // A checkpoint we cannot read fails this task only, with an explicit INCOMPLETE result.
+        const reason = err.message;
+        log.error({ taskId: task.taskId, reason }, 'unusable checkpoint');
+        deps.events.emit({ type: 'agent.failed', runId: task.runId, incidentId: task.incidentId, agent: deps.name, data: { taskId: task.taskId, reason } });
+        await deps.deadLetters.add({ kind: 'failure', runId: task.runId, incidentId: task.incidentId, agent: deps.name, reason, attempts: attempt }, `failure-${task.taskId}-checkpoint`);
+        return { v: 1, taskId: task.taskId, agent: deps.name, status: 'failed', output: buildStallPayload(deps.spec, deps.name, '', reason), attempts: attempt, error: reason };
+      }
+      if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err: err.message }, 'task will be retried');
+      else log.error({ taskId: task.taskId, attempt, err }, 'task error');
+      throw err;
+    }
+  };
+}

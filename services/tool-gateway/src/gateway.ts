@@ -1,0 +1,179 @@
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ToolCallJob,
+  describeIssues,
+  type Catalog,
+  type CatalogTool,
+  type ToolCallResult,
+} from '@bosun/contract';
+import { toolAllowed, type ClusterConfig, type Logger } from '@bosun/config';
+import { keys, type DeadLetters, type EventSink } from '@bosun/transport';
+import { McpServerConnection } from './mcp.js';
+
+/** The ports of the gateway. */
+export interface GatewayDeps {
+  redis: Redis;
+  prefix: string;
+  config: ClusterConfig;
+  events: EventSink;
+  deadLetters: Pick<DeadLetters, 'add'>;
+  log: Logger;
+}
+
+const RECORD_TTL_SECONDS = 7 * 24 * 3600;
+
+/** Whether a tool is read-only: only an explicit MCP `readOnlyHint: true` says so. */
+export function isReadOnly(tool: CatalogTool): boolean {
+  return tool.annotations.readOnlyHint === true;
+}
+
+/**
+ * The tool gateway: the only way agents reach MCP servers. It publishes the catalog, enforces
+ * which specialist may call which tool, and records every call's result under its idempotency
+ * key, so a call that arrives again is answered from the record and never executed twice.
+ */
+export class ToolGateway {
+  private readonly deps: GatewayDeps;
+  readonly servers: McpServerConnection[];
+  private unavailable: Record<string, string> = {};
+
+  constructor(deps: GatewayDeps) {
+    this.deps = deps;
+    this.servers = Object.entries(deps.config.mcpServers).map(([name, cfg]) => {
+      const s = new McpServerConnection(name, cfg, deps.log);
+      s.onToolsChanged = () => void this.publishCatalog().catch((err: unknown) => deps.log.warn({ err }, 'could not publish the catalog'));
+      return s;
+    });
+  }
+
+  /** Connects every server (an unreachable one is reported in the catalog, not fatal) and publishes the catalog. */
+  async start(): Promise<Catalog> {
+    await Promise.all(
+      this.servers.map(async (s) => {
+        try {
+          await s.connect();
+          delete this.unavailable[s.name];
+        } catch (err) {
+          this.unavailable[s.name] = (err as Error).message;
+          this.deps.log.error({ server: s.name, err: (err as Error).message }, 'MCP server unavailable');
+        }
+      }),
+    );
+    return this.publishCatalog();
+  }
+
+  /** The catalog of every connected server's tools. */
+  catalog(): Catalog {
+    return {
+      v: 1,
+      updatedAt: new Date().toISOString(),
+      tools: this.servers.flatMap((s) => s.tools),
+      unavailable: { ...this.unavailable },
+    };
+  }
+
+  async publishCatalog(): Promise<Catalog> {
+    const catalog = this.catalog();
+    await this.deps.redis.set(keys.catalog(this.deps.prefix), JSON.stringify(catalog));
+    return catalog;
+  }
+
+  /** The BullMQ processor of the `tools` queue. */
+  async process(job: Job): Promise<ToolCallResult> {
+    const { redis, prefix, config, events, deadLetters, log } = this.deps;
+    const parsed = ToolCallJob.safeParse(job.data);
+    if (!parsed.success) {
+      const reason = `invalid tool call: ${describeIssues(parsed.error).issues.join('; ')}`;
+      await deadLetters.add({ kind: 'poison', reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
+      throw new UnrecoverableError(reason);
+    }
+    const call = parsed.data;
+    const recordKey = keys.toolCall(prefix, call.key);
+    const base = { runId: call.runId, incidentId: call.incidentId, agent: call.agent };
+    const record = await redis.hgetall(recordKey);
+    if (record.state === 'done' && record.result) {
+      log.debug({ key: call.key }, 'answering a repeated call from its record');
+      return JSON.parse(record.result) as ToolCallResult;
+    }
+
+    const fail = async (error: string, durationMs = 0): Promise<ToolCallResult> => {
+      const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
+      await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
+      events.emit({ ...base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs } });
+      return result;
+    };
+
+    const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
+    if (!tool) return fail(`unknown tool "${call.tool}"`);
+    const spec = config.specialists[call.agent];
+    if (!spec || !toolAllowed(spec.tools, call.tool)) return fail(`tool "${call.tool}" is not allowed for agent "${call.agent}"`);
+    const readOnly = isReadOnly(tool);
+
+    if ((record.state === 'inflight' || record.state === 'in-doubt') && !readOnly) {
+      // A previous attempt sent this mutating call and nobody recorded what happened.
+      return this.inDoubt(call, tool, record.state === 'in-doubt');
+    }
+
+    await redis
+      .multi()
+      .hset(recordKey, { state: 'inflight', tool: call.tool, startedAt: new Date().toISOString(), readOnly: String(readOnly) })
+      .expire(recordKey, RECORD_TTL_SECONDS)
+      .exec();
+    events.emit({ ...base, type: 'tool.started', data: { key: call.key, tool: call.tool, readOnly, args: call.args } });
+    const server = this.servers.find((s) => s.name === tool.server);
+    const started = Date.now();
+    try {
+      const outcome = await server!.call(tool.remoteName, call.args, { timeoutMs: config.gateway.callTimeoutMs, maxChars: config.gateway.maxResultChars });
+      const durationMs = Date.now() - started;
+      const result: ToolCallResult = {
+        v: 1,
+        key: call.key,
+        tool: call.tool,
+        status: 'ok',
+        isError: outcome.isError,
+        text: outcome.text,
+        ...(outcome.structured === undefined ? {} : { structured: outcome.structured }),
+        durationMs,
+      };
+      await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
+      events.emit({ ...base, type: 'tool.completed', data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length } });
+      return result;
+    } catch (err) {
+      const durationMs = Date.now() - started;
+      const message = err instanceof Error ? err.message : String(err);
+      const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
+      if (timedOut && !readOnly) {
+        // The server may have applied the change: we cannot know, so we say so.
+        await redis.hset(recordKey, { state: 'inflight' });
+        return this.inDoubt(call, tool, false, `timed out after ${durationMs} ms`);
+      }
+      log.warn({ key: call.key, tool: call.tool, err: message }, 'tool call failed');
+      return fail(timedOut ? `timed out after ${config.gateway.callTimeoutMs} ms` : message, durationMs);
+    }
+  }
+
+  private async inDoubt(call: ToolCallJob, tool: CatalogTool, known: boolean, why = 'the gateway stopped before it recorded the result'): Promise<ToolCallResult> {
+    const { redis, prefix, events, deadLetters, log } = this.deps;
+    const recordKey = keys.toolCall(prefix, call.key);
+    const error =
+      `IN DOUBT: the mutating call ${call.tool} (key ${call.key}) was sent to its server, but ${why}. ` +
+      'Whether it took effect is unknown. It will not be retried automatically; an operator must resolve it. ' +
+      'Do not assume it succeeded or failed.';
+    if (!known) {
+      await redis.hset(recordKey, { state: 'in-doubt' });
+      log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
+      events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: call.args, server: tool.server } });
+      await deadLetters.add(
+        { kind: 'in-doubt', runId: call.runId, incidentId: call.incidentId, agent: call.agent, reason: error, input: { key: call.key, tool: call.tool, args: call.args } },
+        `in-doubt-${call.key}`,
+      );
+    }
+    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.servers.map((s) => s.close()));
+  }
+}

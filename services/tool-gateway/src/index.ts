@@ -1,0 +1,4 @@
+export { ToolGateway, isReadOnly } from './gateway.js';
+export type { GatewayDeps } from './gateway.js';
+export { McpServerConnection } from './mcp.js';
+export type { McpCallOutcome } from './mcp.js';

@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+import { Worker } from 'bullmq';
+import { TOOLS_QUEUE } from '@bosun/contract';
+import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { openRuntime, runService } from '@bosun/transport';
+import { ToolGateway } from './gateway.js';
+
+const log = createLogger({ service: 'tool-gateway', level: process.env.LOG_LEVEL ?? 'info' });
+
+runService({
+  name: 'tool-gateway',
+  log,
+  graceMs: Number(process.env.BOSUN_GRACE_MS ?? 30_000),
+  async start() {
+    const env = readEnv();
+    const config = loadClusterConfig(env.configFile);
+    const rt = await openRuntime(env, { service: 'tool-gateway', log });
+    const gateway = new ToolGateway({ redis: rt.redis, prefix: env.prefix, config, events: rt.events, deadLetters: rt.deadLetters, log });
+    const catalog = await gateway.start();
+    log.info({ tools: catalog.tools.length, unavailable: Object.keys(catalog.unavailable) }, 'tool catalog published');
+    const worker = new Worker(TOOLS_QUEUE, (job) => gateway.process(job), {
+      connection: rt.redis,
+      prefix: env.prefix,
+      concurrency: config.gateway.concurrency,
+      lockDuration: 30_000,
+      stalledInterval: 15_000,
+      maxStalledCount: 1,
+    });
+    worker.on('error', (err) => log.error({ err }, 'tools worker error'));
+    return {
+      async close() {
+        await worker.close();
+        await gateway.close();
+        await rt.close();
+      },
+    };
+  },
+});
