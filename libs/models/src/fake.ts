@@ -226,10 +226,10 @@ function responsesByName(messages: readonly Message[]): Map<string, { output: un
   return out;
 }
 
-function toolResults(messages: readonly Message[]): { tool: string; output: unknown; isError: boolean }[] {
+function toolResults(messages: readonly Message[]): Result[] {
   const calls = new Map<string, ToolCall>();
   for (const m of messages) if (m.role === 'model') for (const c of m.calls ?? []) calls.set(c.id, c);
-  const out: { tool: string; output: unknown; isError: boolean }[] = [];
+  const out: Result[] = [];
   for (const m of messages) {
     if (m.role !== 'tool') continue;
     for (const r of m.responses) {
@@ -246,11 +246,14 @@ function excerpt(value: unknown, max: number): string {
   return flat.length > max ? `${flat.slice(0, max)}…` : flat;
 }
 
+type Result = { tool: string; output: unknown; isError: boolean };
+
 /**
- * A value for a JSON Schema that reports the tool results: prose fields summarise them, arrays
- * get one entry per result, enums their first value, numbers their minimum.
+ * A value for a JSON Schema that reports the tool results: required fields only; prose fields
+ * summarise the results, arrays get one entry per result, enums their first value, numbers
+ * their minimum. It reports what the tools said and nothing else.
  */
-function fill(schema: unknown, name: string, results: { tool: string; output: unknown; isError: boolean }[], incident: Json | undefined): unknown {
+function fill(schema: unknown, name: string, results: Result[], incident: Json | undefined): unknown {
   const s = (schema && typeof schema === 'object' ? schema : {}) as Json;
   const type = Array.isArray(s.type) ? (s.type as string[]).find((t) => t !== 'null') : (s.type as string | undefined);
   if (s.const !== undefined) return s.const;
@@ -258,12 +261,16 @@ function fill(schema: unknown, name: string, results: { tool: string; output: un
   switch (type ?? (s.properties ? 'object' : 'string')) {
     case 'object': {
       const props = (s.properties ?? {}) as Record<string, unknown>;
-      return Object.fromEntries(Object.entries(props).map(([k, v]) => [k, fill(v, k, results, incident)]));
+      const required = new Set(Array.isArray(s.required) ? (s.required as string[]) : Object.keys(props));
+      return Object.fromEntries(
+        Object.entries(props)
+          .filter(([k]) => required.has(k))
+          .map(([k, v]) => [k, fill(v, k, results, incident)]),
+      );
     }
     case 'array': {
-      const items = results.length > 0 ? results : [];
       const min = typeof s.minItems === 'number' ? s.minItems : 0;
-      const rows = items.map((r) => fill(s.items, name, [r], incident));
+      const rows = results.map((r) => fill(s.items, name, [r], incident));
       while (rows.length < min) rows.push(fill(s.items, name, [], incident));
       return rows;
     }
@@ -273,12 +280,17 @@ function fill(schema: unknown, name: string, results: { tool: string; output: un
     case 'boolean':
       return false;
     default: {
-      const text =
-        results.length === 0
-          ? `No tool results for incident ${String(incident?.id ?? '?')}.`
-          : results.map((r) => `${r.tool}${r.isError ? ' (error)' : ''}: ${excerpt(r.output, 300)}`).join('; ');
-      const limited = typeof s.maxLength === 'number' ? text.slice(0, s.maxLength) : text;
-      return limited;
+      let text: string;
+      if (results.length === 0) text = `No tool results for incident ${String(incident?.id ?? '?')}.`;
+      else if (results.length === 1 && /^(title|name|tool)$/i.test(name)) text = results[0]!.tool;
+      else if (results.length === 1) text = `${results[0]!.isError ? '(error) ' : ''}${excerpt(results[0]!.output, 160)}`;
+      else {
+        text =
+          `Checked ${results.length} tool results for incident ${String(incident?.id ?? '?')} ` +
+          `(${[...new Set(results.map((r) => r.tool))].join(', ')})` +
+          `${results.some((r) => r.isError) ? `; ${results.filter((r) => r.isError).length} returned errors` : ''}.`;
+      }
+      return typeof s.maxLength === 'number' ? text.slice(0, s.maxLength) : text;
     }
   }
 }

@@ -456,13 +456,21 @@ export function parseRouting(text: string, known: readonly string[]): string[] {
   return known.filter((n) => new RegExp(`\\b${n}\\b`).test(text));
 }
 
+/** A report in a few lines: its summary and findings, or its JSON. */
 function describeOutput(output: unknown): string {
   if (output === undefined || output === null) return '(no output)';
   if (typeof output === 'string') return output;
-  if (typeof output === 'object' && typeof (output as { summary?: unknown }).summary === 'string') {
-    const o = output as Record<string, unknown>;
-    const rest = Object.fromEntries(Object.entries(o).filter(([k]) => k !== 'summary'));
-    return `${o.summary as string}\n${JSON.stringify(rest, null, 2)}`;
+  if (typeof output !== 'object') return JSON.stringify(output);
+  const o = output as Record<string, unknown>;
+  if (typeof o.summary !== 'string') return JSON.stringify(output, null, 2);
+  const lines = [o.summary];
+  const findings = Array.isArray(o.findings) ? o.findings : [];
+  for (const f of findings) {
+    if (f && typeof f === 'object') {
+      const { title, detail } = f as { title?: unknown; detail?: unknown };
+      lines.push(`- ${String(title ?? '')}${detail === undefined ? '' : `: ${String(detail)}`}`);
+    } else lines.push(`- ${String(f)}`);
   }
-  return JSON.stringify(output, null, 2);
+  for (const k of ['suspectedCause', 'recommendedAction']) if (typeof o[k] === 'string') lines.push(`${k}: ${o[k] as string}`);
+  return lines.join('\n');
 }
