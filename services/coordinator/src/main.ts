@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { INCIDENTS_QUEUE } from '@bosun/contract';
 import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
@@ -37,6 +38,7 @@ runService({
     const worker = new Worker(INCIDENTS_QUEUE, (job, token) => coordinator.process(job, token), {
       connection: rt.redis,
       prefix: env.prefix,
+      name: `coordinator-${hostname()}-${process.pid}`,
       concurrency: c.concurrency,
       lockDuration: 30_000,
       stalledInterval: 15_000,

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
@@ -42,7 +43,7 @@ runService({
           log,
           toolTimeoutMs: config.gateway.callTimeoutMs + 30_000,
         }),
-        { connection: rt.redis, prefix: env.prefix, concurrency: spec.concurrency, lockDuration: 30_000, stalledInterval: 15_000, maxStalledCount: 2 },
+        { connection: rt.redis, prefix: env.prefix, name: `specialist-${hostname()}-${process.pid}`, concurrency: spec.concurrency, lockDuration: 30_000, stalledInterval: 15_000, maxStalledCount: 2 },
       );
       worker.on('error', (err) => log.error({ err, agent: name }, 'specialist worker error'));
       worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err: err.message }, 'task job failed'));

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
 import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
@@ -21,6 +22,7 @@ runService({
     const worker = new Worker(TOOLS_QUEUE, (job) => gateway.process(job), {
       connection: rt.redis,
       prefix: env.prefix,
+      name: `gateway-${hostname()}-${process.pid}`,
       concurrency: config.gateway.concurrency,
       lockDuration: 30_000,
       stalledInterval: 15_000,

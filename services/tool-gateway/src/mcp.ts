@@ -21,6 +21,7 @@ export class McpServerConnection {
   private readonly config: McpServerConfig;
   private readonly log: Logger;
   private client: Client | null = null;
+  private stdio: StdioClientTransport | null = null;
   private connecting: Promise<Client> | null = null;
   private nextAttemptAt = 0;
   private failures = 0;
@@ -60,6 +61,7 @@ export class McpServerConnection {
         ...(this.config.cwd ? { cwd: this.config.cwd } : {}),
         stderr: 'pipe',
       });
+      this.stdio = stdio;
       stdio.stderr?.on('data', (chunk: Buffer) => this.log.debug({ stderr: chunk.toString('utf8').trimEnd() }, 'server stderr'));
       transport = stdio;
     } else {
@@ -101,6 +103,11 @@ export class McpServerConnection {
       await client.close().catch(() => undefined);
       throw new Error(`cannot connect to MCP server ${this.name}: ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  /** The process id of a connected stdio server. */
+  get pid(): number | undefined {
+    return this.client ? (this.stdio?.pid ?? undefined) : undefined;
   }
 
   /** Calls a tool by its name on this server. Throws on protocol and connection failures. */

@@ -1,0 +1,373 @@
+import { fileURLToPath } from 'node:url';
+import { dirname, resolve } from 'node:path';
+import { Writable } from 'node:stream';
+
+import { afterEach, describe, expect, it } from 'vitest';
+import { STALL_MARKER } from '@bosun/contract';
+
+import { ConfigError, loadClusterConfig, parseClusterConfig, toolAllowed } from './cluster.js';
+import { readEnv } from './env.js';
+import { createLogger } from './logger.js';
+import { buildStallPayload, deriveStallPayload, validateAgainstSchema } from './output-schema.js';
+
+const DEMO = fileURLToPath(new URL('../../../infra/demo/bosun.yaml', import.meta.url));
+
+/** The demo specialists' report schema. */
+function reportSchema(): Record<string, unknown> {
+  return {
+    type: 'object',
+    required: ['summary', 'findings', 'evidence'],
+    properties: {
+      summary: { type: 'string' },
+      findings: {
+        type: 'array',
+        items: { type: 'object', required: ['title', 'detail'], properties: { title: { type: 'string' }, detail: { type: 'string' } } },
+      },
+      evidence: { type: 'array', items: { type: 'string' } },
+      suspectedCause: { type: 'string' },
+    },
+  };
+}
+
+/** A small valid raw config; each call returns a fresh object that a test may change. */
+function minimal(): Record<string, any> {
+  return {
+    coordinator: { routes: { PodCrashLooping: ['kubernetes'] }, defaultRoute: ['kubernetes'] },
+    specialists: {
+      kubernetes: { description: 'pods', tools: ['demo__*'], outputSchema: reportSchema() },
+    },
+    mcpServers: { demo: { transport: 'stdio', command: 'node', args: ['main.js'] } },
+  };
+}
+
+/** The ConfigError thrown by parsing `raw`. */
+function configError(raw: unknown, env: NodeJS.ProcessEnv = {}): ConfigError {
+  try {
+    parseClusterConfig(raw, { file: 'cluster.yaml', env });
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('the demo config', () => {
+  it('loads with defaults substituted', () => {
+    const config = loadClusterConfig(DEMO, {});
+    expect(Object.keys(config.specialists).sort()).toEqual(['database', 'kubernetes']);
+    expect(config.coordinator.mode).toBe('route');
+    expect(config.coordinator.routes.ErrorRateHigh).toEqual(['kubernetes', 'database']);
+    expect(config.coordinator.defaultRoute).toEqual(['kubernetes']);
+    expect(config.coordinator.maxRounds).toBe(3);
+    const demo = config.mcpServers.demo;
+    expect(demo?.transport).toBe('stdio');
+    if (demo?.transport !== 'stdio') throw new Error('unreachable');
+    expect(demo.env.DEMO_MCP_SLOW_MS).toBe('0');
+    // Relative paths are resolved against the config file's folder.
+    expect(demo.cwd).toBe(dirname(DEMO));
+    const k = config.specialists.kubernetes!;
+    expect(k.tools).toEqual(['demo__*']);
+    expect(k.maxToolRounds).toBe(8);
+    expect(k.maxInvalidOutputs).toBe(2);
+    expect(k.model.provider).toBe('auto');
+    expect(k.fakePlan.map((c) => c.tool)).toEqual(['demo__get_pods', 'demo__get_logs', 'demo__get_deployments']);
+    expect(k.fakePlan[1]?.args).toEqual({ service: '${labels.service}', lines: 10 });
+    expect(config.gateway.callTimeoutMs).toBe(30000);
+  });
+
+  it('takes a substituted value from the environment when set', () => {
+    const config = loadClusterConfig(DEMO, { DEMO_MCP_SLOW_MS: '250' });
+    const demo = config.mcpServers.demo;
+    if (demo?.transport !== 'stdio') throw new Error('expected a stdio server');
+    expect(demo.env.DEMO_MCP_SLOW_MS).toBe('250');
+  });
+
+  it('is frozen', () => {
+    const config = loadClusterConfig(DEMO, {});
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(Object.isFrozen(config.specialists.kubernetes!.tools)).toBe(true);
+  });
+
+  it('names the file when it cannot be read', () => {
+    expect(() => loadClusterConfig('/nonexistent/bosun.yaml', {})).toThrow(/cannot read config file \/nonexistent\/bosun\.yaml/);
+  });
+});
+
+describe('config errors name the field', () => {
+  it('accepts the minimal config', () => {
+    expect(() => parseClusterConfig(minimal(), { file: 'cluster.yaml', env: {} })).not.toThrow();
+  });
+
+  it('a route to an unknown specialist', () => {
+    const raw = minimal();
+    raw.coordinator.routes.HighLatency = ['kubernetes', 'databse'];
+    const err = configError(raw);
+    expect(err.message).toContain('cluster.yaml');
+    expect(err.message).toContain('coordinator.routes.HighLatency');
+    expect(err.message).toContain('"databse"');
+    expect(err.code).toBe('invalid_config');
+  });
+
+  it('a default route to an unknown specialist', () => {
+    const raw = minimal();
+    raw.coordinator.defaultRoute = ['nobody'];
+    expect(configError(raw).message).toContain('coordinator.defaultRoute');
+  });
+
+  it('a tool pattern for an unknown server', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.tools = ['demo__get_pods', 'k8s__*'];
+    const err = configError(raw);
+    expect(err.message).toContain('specialists.kubernetes.tools.1');
+    expect(err.message).toContain('"k8s__*"');
+  });
+
+  it('a tool pattern without a server', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.tools = ['get_pods'];
+    expect(configError(raw).message).toContain('specialists.kubernetes.tools.0');
+  });
+
+  it('a bad specialist name', () => {
+    const raw = minimal();
+    raw.specialists.Kube_1 = raw.specialists.kubernetes;
+    expect(configError(raw).message).toContain('specialists.Kube_1');
+  });
+
+  it('an unknown top-level key', () => {
+    const raw = minimal();
+    raw.specialist = {};
+    expect(configError(raw).message).toContain('"specialist"');
+  });
+
+  it('an unknown key inside a specialist', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.maxToolRound = 3;
+    const message = configError(raw).message;
+    expect(message).toContain('specialists.kubernetes');
+    expect(message).toContain('maxToolRound');
+  });
+
+  it('a missing ${VAR} without a default names the variable and the field', () => {
+    const raw = minimal();
+    raw.mcpServers.demo.env = { TOKEN: 'Bearer ${DEMO_TOKEN}' };
+    const err = configError(raw, {});
+    expect(err.message).toContain('DEMO_TOKEN');
+    expect(err.message).toContain('mcpServers.demo.env.TOKEN');
+    // Set, it is substituted.
+    const config = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { DEMO_TOKEN: 't0k' } });
+    const demo = config.mcpServers.demo;
+    if (demo?.transport !== 'stdio') throw new Error('expected a stdio server');
+    expect(demo.env.TOKEN).toBe('Bearer t0k');
+  });
+
+  it('a missing ${VAR} in an http header names the header', () => {
+    const raw = minimal();
+    raw.mcpServers.web = { transport: 'http', url: 'http://127.0.0.1:1/mcp', headers: { Authorization: '${WEB_TOKEN}' } };
+    const err = configError(raw, {});
+    expect(err.message).toContain('WEB_TOKEN');
+    expect(err.message).toContain('mcpServers.web.headers.Authorization');
+  });
+
+  it('an output schema whose required enum has no unknown-like value and no stallPayload', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.outputSchema = {
+      type: 'object',
+      required: ['summary', 'severity'],
+      properties: { summary: { type: 'string' }, severity: { enum: ['low', 'high'] } },
+    };
+    const err = configError(raw);
+    expect(err.message).toContain('specialists.kubernetes');
+    expect(err.message).toContain('severity');
+    expect(err.message).toContain('stallPayload');
+  });
+
+  it('a required enum with an unknown-like value is filled with it', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.outputSchema = {
+      type: 'object',
+      required: ['summary', 'severity'],
+      properties: { summary: { type: 'string' }, severity: { enum: ['low', 'high', 'Unknown'] } },
+    };
+    expect(() => parseClusterConfig(raw, { file: 'cluster.yaml', env: {} })).not.toThrow();
+  });
+
+  it('a configured stallPayload with ${stallText} validates', () => {
+    const raw = minimal();
+    const schema = {
+      type: 'object',
+      required: ['summary', 'severity'],
+      properties: { summary: { type: 'string' }, severity: { enum: ['low', 'high'] } },
+    };
+    raw.specialists.kubernetes.outputSchema = schema;
+    raw.specialists.kubernetes.stallPayload = { summary: 'Stalled: ${stallText}', severity: 'high' };
+    const config = parseClusterConfig(raw, { file: 'cluster.yaml', env: {} });
+    const payload = buildStallPayload(config.specialists.kubernetes!, 'kubernetes', 'which cluster?');
+    expect(payload.severity).toBe('high');
+    expect(payload.summary).toMatch(new RegExp(`^Stalled: ${escape(STALL_MARKER)}`));
+    expect(payload.summary).toContain('which cluster?');
+    expect(validateAgainstSchema(schema, payload)).toBeNull();
+  });
+
+  it('a stallPayload without ${stallText} is rejected', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.stallPayload = { summary: 'nothing to see', findings: [], evidence: [] };
+    expect(configError(raw).message).toContain('${stallText}');
+  });
+
+  it('a stallPayload that does not validate is rejected', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.stallPayload = { summary: '${stallText}', findings: 'none' };
+    const message = configError(raw).message;
+    expect(message).toContain('does not validate');
+    expect(message).toContain('/findings');
+  });
+
+  it('no specialists at all', () => {
+    const raw = minimal();
+    raw.specialists = {};
+    raw.coordinator = {};
+    expect(configError(raw).message).toContain('specialists');
+  });
+});
+
+describe('stall payloads and schema validation', () => {
+  it('deriveStallPayload leaves arrays empty and puts the marker in summary', () => {
+    const payload = deriveStallPayload(reportSchema(), `${STALL_MARKER}\nAgent: k`);
+    expect(payload).toEqual({ summary: `${STALL_MARKER}\nAgent: k`, findings: [], evidence: [] });
+    expect(validateAgainstSchema(reportSchema(), payload)).toBeNull();
+  });
+
+  it('deriveStallPayload refuses a required number', () => {
+    const schema = { type: 'object', required: ['summary', 'count'], properties: { summary: { type: 'string' }, count: { type: 'number' } } };
+    expect(() => deriveStallPayload(schema, 'x')).toThrow(/count.*stallPayload/);
+  });
+
+  it('validateAgainstSchema names the failing paths', () => {
+    expect(validateAgainstSchema(reportSchema(), { summary: 's', findings: [], evidence: [] })).toBeNull();
+    const problem = validateAgainstSchema(reportSchema(), { summary: 3, findings: [{ title: 't' }], evidence: [] });
+    expect(problem).toContain('/summary: must be string');
+    expect(problem).toContain("/findings/0: must have required property 'detail'");
+    const missing = validateAgainstSchema(reportSchema(), { summary: 's' });
+    expect(missing).toContain("(root): must have required property 'findings'");
+    const enumSchema = { type: 'object', properties: { severity: { enum: ['low', 'high'] } } };
+    expect(validateAgainstSchema(enumSchema, { severity: 'mid' })).toBe('/severity: must be equal to one of the allowed values ["low","high"]');
+  });
+});
+
+describe('toolAllowed', () => {
+  it('matches exact names and server__* patterns', () => {
+    expect(toolAllowed(['demo__get_pods'], 'demo__get_pods')).toBe(true);
+    expect(toolAllowed(['demo__get_pods'], 'demo__get_logs')).toBe(false);
+    expect(toolAllowed(['demo__*'], 'demo__get_logs')).toBe(true);
+    expect(toolAllowed(['demo__*'], 'demox__get_logs')).toBe(false);
+    expect(toolAllowed(['demo__*'], 'other__get_logs')).toBe(false);
+    expect(toolAllowed([], 'demo__get_pods')).toBe(false);
+    expect(toolAllowed(['db__query', 'demo__*'], 'db__query')).toBe(true);
+  });
+});
+
+describe('createLogger', () => {
+  const saved = process.env.FOO_API_KEY;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.FOO_API_KEY;
+    else process.env.FOO_API_KEY = saved;
+  });
+
+  function capture(): { lines: () => Record<string, unknown>[]; stream: Writable } {
+    const chunks: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer | string, _enc, cb) {
+        chunks.push(chunk.toString());
+        cb();
+      },
+    });
+    return {
+      stream,
+      lines: () =>
+        chunks
+          .join('')
+          .split('\n')
+          .filter((l) => l.trim() !== '')
+          .map((l) => JSON.parse(l) as Record<string, unknown>),
+    };
+  }
+
+  it('writes the service name and redacts secret-bearing keys', () => {
+    const out = capture();
+    const log = createLogger({ service: 'svc-test', destination: out.stream });
+    log.info(
+      { apiKey: 'AIza-123456', headers: { Authorization: 'Bearer abcdef' }, env: { X: 'y' }, server: { env: { Y: 'z' } }, keep: 'visible' },
+      'hello',
+    );
+    const [line] = out.lines();
+    expect(line).toBeDefined();
+    expect(line!.name).toBe('svc-test');
+    expect(line!.msg).toBe('hello');
+    expect(line!.apiKey).toBe('[redacted]');
+    expect(line!.headers).toBe('[redacted]');
+    expect(line!.env).toBe('[redacted]');
+    expect((line!.server as Record<string, unknown>).env).toBe('[redacted]');
+    expect(line!.keep).toBe('visible');
+    const raw = JSON.stringify(out.lines());
+    expect(raw).not.toContain('AIza-123456');
+    expect(raw).not.toContain('abcdef');
+  });
+
+  it('scrubs the value of a KEY-like environment variable from messages', () => {
+    process.env.FOO_API_KEY = 'sekrit-value-42';
+    const out = capture();
+    const log = createLogger({ service: 'svc-test', destination: out.stream });
+    log.warn('request failed: key sekrit-value-42 rejected');
+    log.error({ op: 'x' }, 'again sekrit-value-42');
+    const lines = out.lines();
+    expect(lines).toHaveLength(2);
+    expect(lines[0]!.msg).toBe('request failed: key [redacted] rejected');
+    expect(lines[1]!.msg).toBe('again [redacted]');
+    expect(JSON.stringify(lines)).not.toContain('sekrit-value-42');
+  });
+
+  it('respects the level', () => {
+    const out = capture();
+    const log = createLogger({ service: 'svc-test', level: 'warn', destination: out.stream });
+    log.info('quiet');
+    log.warn('loud');
+    expect(out.lines().map((l) => l.msg)).toEqual(['loud']);
+  });
+});
+
+describe('readEnv', () => {
+  it('rejects a BOSUN_PREFIX with a dot, naming BOSUN_PREFIX', () => {
+    expect(() => readEnv({ BOSUN_PREFIX: 'bosun.test' })).toThrow(ConfigError);
+    expect(() => readEnv({ BOSUN_PREFIX: 'bosun.test' })).toThrow(/^BOSUN_PREFIX: /);
+  });
+
+  it('has defaults and the bundled demo config', () => {
+    const env = readEnv({});
+    expect(env.prefix).toBe('bosun');
+    expect(env.redisUrl).toBe('redis://127.0.0.1:6379');
+    expect(env.natsUrl).toBe('nats://127.0.0.1:4222');
+    expect(env.configFile).toBe(resolve(DEMO));
+    expect(env.geminiApiKey).toBeUndefined();
+    expect(env.logLevel).toBe('info');
+  });
+
+  it('rejects a non-redis REDIS_URL and a missing config file, naming the variable', () => {
+    expect(() => readEnv({ REDIS_URL: 'http://x' })).toThrow(/^REDIS_URL: /);
+    expect(() => readEnv({ BOSUN_CONFIG: '/nonexistent/bosun.yaml' })).toThrow(/^BOSUN_CONFIG: /);
+  });
+
+  it('treats a blank GEMINI_API_KEY as unset', () => {
+    expect(readEnv({ GEMINI_API_KEY: '  ' }).geminiApiKey).toBeUndefined();
+    expect(readEnv({ GEMINI_API_KEY: 'abc' }).geminiApiKey).toBe('abc');
+  });
+});
+
+function escape(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+/** A copy of a raw config (the parsed one is frozen and substituted in place). */
+function minimal2(raw: Record<string, any>): Record<string, any> {
+  return JSON.parse(JSON.stringify(raw)) as Record<string, any>;
+}

@@ -1,0 +1,5 @@
+export { openContext, demoConfig, writeConfig } from './context.js';
+export type { TestContext } from './context.js';
+export { ServiceProcess, TestCluster, startService } from './processes.js';
+export { EventCollector } from './events.js';
+export { ROOT, ENTRY } from './paths.js';

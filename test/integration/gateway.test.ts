@@ -1,0 +1,188 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync, existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { DEAD_LETTER_QUEUE, type ToolCallJob } from '@bosun/contract';
+import { createLogger, parseClusterConfig } from '@bosun/config';
+import { DeadLetters, EventPublisher, keys } from '@bosun/transport';
+import { ToolGateway } from '@bosun/tool-gateway';
+import { EventCollector, ENTRY, demoConfig, openContext, type TestContext } from '../helpers/index.js';
+
+const require = createRequire(import.meta.url);
+const everythingBin = join(require.resolve('@modelcontextprotocol/server-everything/package.json'), '..', 'dist/index.js');
+const memoryBin = join(require.resolve('@modelcontextprotocol/server-memory/package.json'), '..', 'dist/index.js');
+
+let ctx: TestContext;
+let gateway: ToolGateway;
+let events: EventPublisher;
+let deadLetters: DeadLetters;
+let collector: EventCollector;
+let httpServer: ChildProcess;
+let callLog: string;
+const httpPort = 20000 + Math.floor(Math.random() * 20000);
+
+function call(key: string, tool: string, args: Record<string, unknown>, agent = 'ops'): Promise<import('@bosun/contract').ToolCallResult> {
+  const data: ToolCallJob = { v: 1, key, runId: 'r-gw', incidentId: 'inc-gw', agent, tool, args };
+  // The processor only reads the job's name, id and data.
+  return gateway.process({ name: 'tool-call', id: key, data } as never);
+}
+
+function logged(tool: string): number {
+  if (!existsSync(callLog)) return 0;
+  return readFileSync(callLog, 'utf8').split('\n').filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
+}
+
+beforeAll(async () => {
+  ctx = await openContext('gateway');
+  callLog = join(ctx.dir, 'calls.jsonl');
+  httpServer = spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(httpPort) }, stdio: ['ignore', 'ignore', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error('server-everything (HTTP) did not start')), 20_000);
+    httpServer.stderr?.on('data', (b: Buffer) => {
+      if (b.toString().includes('listening')) {
+        clearTimeout(t);
+        resolve();
+      }
+    });
+  });
+  const raw = demoConfig();
+  raw.mcpServers = {
+    demo: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_CALL_LOG: callLog } },
+    everything: { transport: 'stdio', command: process.execPath, args: [everythingBin, 'stdio'] },
+    memory: { transport: 'stdio', command: process.execPath, args: [memoryBin], env: { MEMORY_FILE_PATH: join(ctx.dir, 'memory.jsonl') } },
+    hang: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_HANG_TOOLS: 'restart_pod,get_pods' } },
+    web: { transport: 'http', url: `http://127.0.0.1:${httpPort}/mcp`, headers: { Authorization: 'Bearer ${GW_TEST_TOKEN:-not-a-secret}' } },
+  };
+  raw.specialists = {
+    ops: { ...raw.specialists.kubernetes, tools: ['demo__*', 'everything__*', 'memory__*', 'web__*', 'hang__*'] },
+    reader: { ...raw.specialists.kubernetes, tools: ['demo__get_pods'] },
+  };
+  raw.coordinator.routes = {};
+  raw.coordinator.defaultRoute = ['ops'];
+  raw.gateway = { concurrency: 8, callTimeoutMs: 2_000, maxResultChars: 5_000 };
+  const config = parseClusterConfig(raw, { file: join(ctx.dir, 'inline.json') });
+  const log = createLogger({ service: 'gateway-test', level: 'silent' });
+  events = new EventPublisher({ prefix: ctx.prefix, redis: ctx.redis, nats: ctx.nats, log });
+  deadLetters = new DeadLetters({ redis: ctx.redis, prefix: ctx.prefix });
+  collector = new EventCollector(ctx.nats, ctx.prefix);
+  gateway = new ToolGateway({ redis: ctx.redis, prefix: ctx.prefix, config, events, deadLetters, log });
+  await gateway.start();
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await events?.flush();
+  collector?.close();
+  await deadLetters?.close();
+  httpServer?.kill();
+  await ctx?.close();
+});
+
+describe('tool gateway against real MCP servers', () => {
+  it('publishes a namespaced catalog with annotations from every server, stdio and HTTP', async () => {
+    const catalog = gateway.catalog();
+    const names = catalog.tools.map((t) => t.name);
+    expect(catalog.unavailable).toEqual({});
+    expect(names).toContain('demo__get_pods');
+    expect(names).toContain('demo__restart_pod');
+    expect(names).toContain('everything__echo');
+    expect(names).toContain('memory__create_entities');
+    expect(names).toContain('web__echo');
+    expect(catalog.tools.find((t) => t.name === 'demo__get_pods')?.annotations.readOnlyHint).toBe(true);
+    expect(catalog.tools.find((t) => t.name === 'demo__restart_pod')?.annotations.readOnlyHint).toBe(false);
+    const stored = JSON.parse((await ctx.redis.get(keys.catalog(ctx.prefix))) ?? '{}') as { tools: unknown[] };
+    expect(stored.tools).toHaveLength(catalog.tools.length);
+  });
+
+  it('executes calls on servers we did not write (server-everything over stdio and HTTP, server-memory)', async () => {
+    const echo = await call('k-echo', 'everything__echo', { message: 'hello bosun' });
+    expect(echo.status).toBe('ok');
+    expect(echo.text).toContain('hello bosun');
+    const httpEcho = await call('k-web-echo', 'web__echo', { message: 'over http' });
+    expect(httpEcho.status).toBe('ok');
+    expect(httpEcho.text).toContain('over http');
+    const created = await call('k-mem', 'memory__create_entities', { entities: [{ name: 'checkout', entityType: 'service', observations: ['crashlooping'] }] });
+    expect(created.status).toBe('ok');
+    const graph = await call('k-mem-read', 'memory__read_graph', {});
+    expect(graph.text).toContain('crashlooping');
+  });
+
+  it('answers a repeated idempotency key from its record without calling the server again', async () => {
+    const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' };
+    const first = await call('k-restart-1', 'demo__restart_pod', args);
+    const again = await call('k-restart-1', 'demo__restart_pod', args);
+    expect(first.status).toBe('ok');
+    expect(again).toEqual(first);
+    expect(logged('restart_pod')).toBe(1);
+    const other = await call('k-restart-2', 'demo__restart_pod', args);
+    expect(other.status).toBe('ok');
+    expect(logged('restart_pod')).toBe(2);
+  });
+
+  it("passes a tool's own error back as a result, and refuses tools outside the agent's policy", async () => {
+    const bad = await call('k-bad-svc', 'demo__get_pods', { service: 'nope' });
+    expect(bad.status).toBe('ok');
+    expect(bad.isError).toBe(true);
+    expect(bad.text).toContain('nope');
+    const refused = await call('k-refused', 'demo__restart_pod', { service: 'checkout', pod: 'x' }, 'reader');
+    expect(refused.status).toBe('error');
+    expect(refused.error).toMatch(/not allowed for agent "reader"/);
+    const unknown = await call('k-unknown', 'demo__drop_database', {});
+    expect(unknown.error).toMatch(/unknown tool "demo__drop_database"/);
+    await collector.waitFor((e) => e.type === 'tool.failed' && e.data.key === 'k-refused', 10_000);
+  });
+
+  it('declares a mutating call found in flight (the gateway died mid-call) in doubt and never re-sends it', async () => {
+    const key = 'k-in-doubt';
+    await ctx.redis.hset(keys.toolCall(ctx.prefix, key), { state: 'inflight', tool: 'demo__rollback_deployment' });
+    const before = logged('rollback_deployment');
+    const result = await call(key, 'demo__rollback_deployment', { service: 'checkout', toVersion: 'v41' });
+    expect(result.status).toBe('error');
+    expect(result.error).toMatch(/^IN DOUBT/);
+    expect(logged('rollback_deployment')).toBe(before);
+    const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    const entries = (await dlq.getWaiting()).map((j) => j.data as { kind: string; input?: { key?: string } });
+    await dlq.close();
+    expect(entries.some((e) => e.kind === 'in-doubt' && e.input?.key === key)).toBe(true);
+    await collector.waitFor((e) => e.type === 'tool.in_doubt' && e.data.key === key, 10_000);
+    // A read-only call found in flight is simply run again.
+    await ctx.redis.hset(keys.toolCall(ctx.prefix, 'k-ro-inflight'), { state: 'inflight' });
+    const ro = await call('k-ro-inflight', 'demo__get_pods', { service: 'search' });
+    expect(ro.status).toBe('ok');
+  });
+
+  it('ends a call that outlasts the per-call timeout with a clear error', async () => {
+    // trigger-long-running-operation runs for `duration` seconds; the gateway's timeout is 2 s.
+    const slow = await call('k-slow', 'everything__trigger-long-running-operation', { duration: 5, steps: 5 });
+    expect(slow.status).toBe('error');
+    expect(slow.error).toMatch(/timed out/i);
+    expect(slow.error).not.toMatch(/IN DOUBT/);
+  });
+
+  it('declares a mutating call that timed out in doubt, and a read-only one merely failed', async () => {
+    const ro = await call('k-hang-ro', 'hang__get_pods', { service: 'checkout' });
+    expect(ro.error).toMatch(/timed out/);
+    expect(ro.error).not.toMatch(/IN DOUBT/);
+    const rw = await call('k-hang-rw', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' });
+    expect(rw.error).toMatch(/^IN DOUBT/);
+    // Asked again (a retry after a crash), it stays in doubt and is not sent again.
+    const again = await call('k-hang-rw', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' });
+    expect(again.error).toMatch(/^IN DOUBT/);
+  });
+
+  it('reconnects to a stdio server that died, on the next call', async () => {
+    const demo = gateway.servers.find((s) => s.name === 'demo')!;
+    const pid = demo.pid;
+    expect(pid).toBeTypeOf('number');
+    process.kill(pid!, 'SIGKILL');
+    const deadline = Date.now() + 10_000;
+    while (demo.pid !== undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(demo.pid).toBeUndefined();
+    const after = await call('k-after-restart', 'demo__list_services', {});
+    expect(after.status).toBe('ok');
+    expect(demo.pid).toBeTypeOf('number');
+    expect(demo.pid).not.toBe(pid);
+  });
+});
