@@ -202,7 +202,7 @@ describe('route mode, end to end', () => {
     expect(events.events.filter((e) => e.incidentId === 'dup-1' && e.type === 'run.started')).toHaveLength(1);
   });
 
-  it('spreads work over both specialist processes and parks waiting runs without holding coordinator slots', async () => {
+  it('spreads work over both specialist processes', async () => {
     const published = await Promise.all(
       Array.from({ length: 12 }, (_, i) => publish({ id: `load-${i}`, source: 'test', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' } })),
     );
