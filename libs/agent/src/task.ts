@@ -104,18 +104,12 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
     if (last.role !== 'model') {
       // The model's turn.
-      let offered = declarations;
-      if (state.toolRounds >= spec.maxToolRounds) {
-        if (state.askedToFinish) {
-          // Asked once already and it answered with tools again: treat as a stall.
-          return finish(await stall(job, spec, deps, state, attempt, 'did not finish after the last tool round'));
-        }
+      if (state.toolRounds >= spec.maxToolRounds && !state.askedToFinish) {
         state.askedToFinish = true;
         state.messages.push({ role: 'user', text: ASK_TO_FINISH });
-        offered = declarations.filter((d) => d.name === FINISH_TASK_TOOL);
-      } else if (state.askedToFinish) {
-        offered = declarations.filter((d) => d.name === FINISH_TASK_TOOL);
       }
+      // Once asked to finish, only finish_task is offered (and an invalid output may be retried).
+      const offered = state.askedToFinish ? declarations.filter((d) => d.name === FINISH_TASK_TOOL) : declarations;
       const started = Date.now();
       let response;
       try {
@@ -180,6 +174,11 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       });
       await checkpoints.save(ckptId, state);
       continue;
+    }
+
+    if (state.askedToFinish) {
+      // Asked once to finish and it reached for tools again: nothing it was not offered runs.
+      return finish(await stall(job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
     }
 
     // Tool calls. Each carries an idempotency key from its place in the run, so a resumed

@@ -91,9 +91,10 @@ export class FakeModel implements Model {
         })),
       };
     }
+    const agentOf = new Map(this.targets(incident, d).map((a) => [delegateToolName(a), a]));
     const lines = [...answered.entries()]
       .filter(([name]) => name.startsWith(DELEGATE_TOOL_PREFIX))
-      .map(([name, r]) => `- ${name.slice(DELEGATE_TOOL_PREFIX.length)}: ${excerpt(r.output, 400)}`);
+      .map(([name, r]) => `- ${agentOf.get(name) ?? name.slice(DELEGATE_TOOL_PREFIX.length)}: ${excerpt(r.output, 400)}`);
     return { text: `Summary for incident ${String(incident?.id ?? '?')}:\n${lines.join('\n') || '- no specialist reported'}`, calls: [] };
   }
 

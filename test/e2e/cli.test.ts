@@ -1,0 +1,103 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
+import { ENTRY, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+
+let ctx: TestContext;
+let cluster: TestCluster;
+let env: Record<string, string>;
+
+/** Runs the bosun CLI as a user would and collects its output. */
+function bosun(args: string[], input?: string, timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const t = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(input ?? '');
+  });
+}
+
+beforeAll(async () => {
+  ctx = await openContext('cli');
+  const file = writeConfig(ctx, demoConfig());
+  env = { ...ctx.env, BOSUN_CONFIG: file };
+  cluster = await TestCluster.start(env, { specialists: 1 });
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+  await ctx?.close();
+});
+
+describe('bosun CLI', () => {
+  it('refuses a malformed incident before it reaches the queue, naming the fields', async () => {
+    const bad = join(ctx.dir, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ id: 'has space', source: 's', summary: 'x', payload: 'p'.repeat(300_000) }));
+    const r = await bosun(['publish', bad]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/invalid incident: id: .*; reason: .*; payload: must be at most 262144 bytes/);
+    const notJson = await bosun(['publish', '-'], '{ nope');
+    expect(notJson.code).toBe(2);
+    expect(notJson.stderr).toMatch(/not valid JSON/);
+    const q = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    expect(await q.count()).toBe(0);
+    await q.close();
+  });
+
+  it('publishes from stdin, prints the run id, and prints the result with --wait', async () => {
+    const incident = { id: 'cli-1', source: 'cli', reason: 'ErrorRateHigh', summary: 'errors', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } };
+    const pub = await bosun(['publish', '-'], JSON.stringify(incident));
+    expect(pub.code).toBe(0);
+    const runId = pub.stdout.trim();
+    const q = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    const job = await q.getJob('cli-1');
+    await q.close();
+    expect(runId).toBe(runIdFor('cli-1', job!.timestamp));
+
+    const res = await bosun(['result', 'cli-1', '--wait', '--timeout', '60']);
+    expect(res.code).toBe(0);
+    const result = JSON.parse(res.stdout) as { status: string; runId: string };
+    expect(result).toMatchObject({ status: 'partial', runId });
+
+    const again = await bosun(['publish', '-'], JSON.stringify(incident));
+    expect(again.code).toBe(0);
+    expect(again.stdout.trim()).toBe(runId);
+    expect(again.stderr).toMatch(/already published; it runs once/);
+
+    const watch = await bosun(['watch', runId]);
+    expect(watch.code).toBe(0);
+    const lines = watch.stdout.trim().split('\n');
+    expect(lines[0]).toContain('run.started');
+    expect(lines[lines.length - 1]).toContain('run.completed');
+    expect(watch.stdout).toContain('agent.stalled');
+
+    const dlq = await bosun(['dlq', '--json']);
+    expect(dlq.code).toBe(0);
+    const entries = JSON.parse(dlq.stdout) as { kind: string; runId?: string; marker: string }[];
+    expect(entries.filter((e) => e.runId === runId)).toEqual([expect.objectContaining({ kind: 'stall', marker: STALL_MARKER })]);
+    const table = await bosun(['dlq']);
+    expect(table.stdout).toContain('stall');
+  });
+
+  it('says when a result is not there yet, and when an incident is unknown', async () => {
+    const none = await bosun(['result', 'never-published']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('no incident never-published');
+    const usage = await bosun(['frobnicate']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('unknown command "frobnicate"');
+  });
+});
