@@ -29,6 +29,10 @@ const TaskCheckpointSchema = z.object({
   invalidOutputs: z.number().int().nonnegative(),
   askedToFinish: z.boolean(),
   messages: z.array(MessageSchema).min(1),
+  /** The step under way (save-before): a model call, or tool calls with their idempotency keys. */
+  pending: z
+    .object({ kind: z.enum(['model', 'tools']), step: z.number().int(), keys: z.array(z.string()).optional(), at: z.string() })
+    .optional(),
   result: TaskResult.optional(),
 });
 

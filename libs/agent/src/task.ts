@@ -43,6 +43,18 @@ export interface TaskAgentDeps {
   log: Logger;
   /** Per-call timeout for tools. */
   toolTimeoutMs?: number;
+  /** True when the process is draining: the loop hands the task back at the next step. */
+  shouldYield?: () => boolean;
+  /** Whether the coordinator has given up on this task (deadline passed). Checked before each step. */
+  isCancelled?: (taskId: string) => Promise<boolean>;
+}
+
+/** Thrown at a step boundary when the process is draining; the job goes back to the queue. */
+export class YieldError extends BosunError {
+  constructor(taskId: string) {
+    super('yield', `task ${taskId} handed back: this process is stopping`);
+    this.name = 'YieldError';
+  }
 }
 
 /** A model failure that may pass if the task is tried again (BullMQ retries the job). */
@@ -98,9 +110,19 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     return result;
   };
 
+  const deadline = job.deadlineAt ? Date.parse(job.deadlineAt) : Number.POSITIVE_INFINITY;
   for (;;) {
     const last = state.messages[state.messages.length - 1];
     if (!last) throw new BosunError('corrupt_checkpoint', `checkpoint ${ckptId} has no messages`);
+    // Step boundary: the state is saved, so this is where a task may stop or be handed over.
+    if (Date.now() >= deadline) {
+      return finish(await incomplete('timeout', job, spec, deps, state, attempt, `did not finish before its deadline (${job.deadlineAt ?? ''})`));
+    }
+    if (deps.isCancelled && (await deps.isCancelled(job.taskId))) {
+      log.info({ taskId: job.taskId }, 'task cancelled by the coordinator');
+      return finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output: buildStallPayload(spec, spec.name, lastWordsOf(state.messages), 'cancelled by the coordinator'), attempts: attempt, error: 'cancelled' });
+    }
+    if (deps.shouldYield?.()) throw new YieldError(job.taskId);
 
     if (last.role !== 'model') {
       // The model's turn.
@@ -110,6 +132,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       }
       // Once asked to finish, only finish_task is offered (and an invalid output may be retried).
       const offered = state.askedToFinish ? declarations.filter((d) => d.name === FINISH_TASK_TOOL) : declarations;
+      state.pending = { kind: 'model', step: state.step + 1, at: new Date().toISOString() };
+      await checkpoints.save(ckptId, state);
       const started = Date.now();
       let response;
       try {
@@ -143,6 +167,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         ...(response.text ? { text: response.text } : {}),
         ...(response.calls.length > 0 ? { calls: response.calls } : {}),
       });
+      delete state.pending;
       await checkpoints.save(ckptId, state);
       continue;
     }
@@ -150,7 +175,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     // The model has spoken; act on it.
     const calls = last.calls ?? [];
     if (calls.length === 0) {
-      return finish(await stall(job, spec, deps, state, attempt, 'ended its turn without calling finish_task'));
+      return finish(await incomplete('stall', job, spec, deps, state, attempt, 'ended its turn without calling finish_task'));
     }
     const finishCall = calls.find((c) => c.name === FINISH_TASK_TOOL);
     if (finishCall) {
@@ -178,13 +203,16 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
     if (state.askedToFinish) {
       // Asked once to finish and it reached for tools again: nothing it was not offered runs.
-      return finish(await stall(job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
+      return finish(await incomplete('stall', job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
     }
 
     // Tool calls. Each carries an idempotency key from its place in the run, so a resumed
     // task sends the same keys and the gateway answers repeats from its record.
     state.toolRounds++;
     const step = state.step;
+    state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
+    await checkpoints.save(ckptId, state);
+    const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline - Date.now()));
     const byName = new Map<string, CatalogTool>(allowed.map((t) => [t.name, t]));
     const responses: ToolResponse[] = await Promise.all(
       calls.map(async (call, index): Promise<ToolResponse> => {
@@ -195,7 +223,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         try {
           result = await tools.call(
             { v: 1, key: toolCallKey(job.taskId, step, index), runId: job.runId, incidentId: job.incidentId, agent: spec.name, tool: call.name, args: call.args },
-            deps.toolTimeoutMs === undefined ? {} : { timeoutMs: deps.toolTimeoutMs },
+            Number.isFinite(toolTimeout) ? { timeoutMs: toolTimeout } : {},
           );
         } catch (err) {
           return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${(err as Error).message}` };
@@ -207,6 +235,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       }),
     );
     state.messages.push({ role: 'tool', responses });
+    delete state.pending;
     await checkpoints.save(ckptId, state);
   }
 }
@@ -231,7 +260,12 @@ function lastWordsOf(messages: readonly Message[]): string {
   return '';
 }
 
-async function stall(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {
+/**
+ * An INCOMPLETE result written on the agent's behalf: `stall` (it ended its turn without
+ * reporting) or `timeout` (its deadline passed). Nothing is invented: the payload comes from
+ * the configured or derived stall payload, with the agent's last words verbatim.
+ */
+async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {
   const lastWords = lastWordsOf(state.messages);
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
   deps.events.emit({
@@ -239,14 +273,14 @@ async function stall(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, sta
     incidentId: job.incidentId,
     agent: spec.name,
     type: 'agent.stalled',
-    data: { taskId: job.taskId, reason, marker: STALL_MARKER, lastWords },
+    data: { taskId: job.taskId, kind, reason, marker: STALL_MARKER, lastWords },
   });
   await deps.deadLetters.add(
-    { kind: 'stall', runId: job.runId, incidentId: job.incidentId, agent: spec.name, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
-    `stall-${job.taskId}`,
+    { kind, runId: job.runId, incidentId: job.incidentId, agent: spec.name, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
+    `${kind}-${job.taskId}`,
   );
-  deps.log.warn({ taskId: job.taskId, reason }, 'task stalled');
-  return { v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output, attempts: attempt, lastWords };
+  deps.log.warn({ taskId: job.taskId, kind, reason }, 'task incomplete');
+  return { v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output, attempts: attempt, lastWords, ...(kind === 'timeout' ? { error: reason } : {}) };
 }
 
 async function failTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {

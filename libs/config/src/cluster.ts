@@ -67,6 +67,10 @@ const Specialist = z
     maxInvalidOutputs: z.number().int().nonnegative().max(10).default(2),
     /** Tasks one specialist process runs at once for this specialist. */
     concurrency: z.number().int().positive().max(10_000).default(50),
+    /** Time a delegation may take, from when it is handed out, before it becomes an INCOMPLETE `timeout` result. */
+    deadlineMs: z.number().int().positive().default(600_000),
+    /** Retries of a task that failed (exponential backoff from 1 s); after the last, an INCOMPLETE `failure` result. */
+    retries: z.number().int().nonnegative().max(20).default(2),
     model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
@@ -86,6 +90,8 @@ const Coordinator = z
     maxRounds: z.number().int().positive().max(20).default(4),
     /** Incidents one coordinator process handles at once. */
     concurrency: z.number().int().positive().max(10_000).default(50),
+    /** Time a run may take; at it the run ends `partial` with what it has. */
+    runDeadlineMs: z.number().int().positive().default(1_800_000),
     model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 }),
   })
   .strict();
@@ -101,6 +107,20 @@ const Gateway = z
   })
   .strict();
 
+/**
+ * How BullMQ notices a dead worker. A job whose worker stops renewing its lock for
+ * `lockDurationMs` is moved back to waiting at the next stalled check (every
+ * `stalledIntervalMs`) and resumed elsewhere from its checkpoint; after `maxStalledCount`
+ * such losses it fails for good and becomes an INCOMPLETE result.
+ */
+const Workers = z
+  .object({
+    lockDurationMs: z.number().int().min(1_000).default(10_000),
+    stalledIntervalMs: z.number().int().min(500).default(5_000),
+    maxStalledCount: z.number().int().nonnegative().max(100).default(2),
+  })
+  .strict();
+
 const ClusterConfigSchema = z
   .object({
     coordinator: Coordinator.default({
@@ -109,11 +129,13 @@ const ClusterConfigSchema = z
       defaultRoute: [],
       maxRounds: 4,
       concurrency: 50,
+      runDeadlineMs: 1_800_000,
       model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 },
     }),
     specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),
     gateway: Gateway.default({ concurrency: 64, callTimeoutMs: 60_000, maxResultChars: 100_000 }),
+    workers: Workers.default({ lockDurationMs: 10_000, stalledIntervalMs: 5_000, maxStalledCount: 2 }),
   })
   .strict();
 
@@ -123,6 +145,8 @@ export type ClusterConfig = z.output<typeof ClusterConfigSchema>;
 export type SpecialistConfig = z.output<typeof Specialist>;
 /** One MCP server's config. */
 export type McpServerConfig = z.output<typeof McpServer>;
+/** Worker (stalled-job) settings. */
+export type WorkersConfig = z.output<typeof Workers>;
 /** Model selection of one agent. */
 export type ModelSpec = z.output<typeof ModelSpec>;
 /** A planned call of the fake model. */

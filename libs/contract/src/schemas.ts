@@ -77,6 +77,8 @@ export const TaskJob = z.object({
   /** What the coordinator asks of this specialist. */
   task: z.string(),
   incident: Incident,
+  /** When the delegation becomes an INCOMPLETE `timeout` result (ISO time). */
+  deadlineAt: z.string().optional(),
 });
 export type TaskJob = z.infer<typeof TaskJob>;
 export type TaskJobInput = z.input<typeof TaskJob>;

@@ -1,8 +1,10 @@
-import { Queue, UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
+import { Job, Queue, UnrecoverableError, WaitingChildrenError } from 'bullmq';
 import { z } from 'zod';
 import {
+  INCIDENTS_QUEUE,
   INCIDENT_JOB,
   Incident,
+  STALL_MARKER,
   TASK_JOB,
   TaskResult,
   describeIssues,
@@ -25,7 +27,7 @@ import {
   type ModelResponse,
   type ToolDeclaration,
 } from '@bosun/models';
-import { MessageSchema, BadCheckpointError } from '@bosun/agent';
+import { MessageSchema, BadCheckpointError, TaskCheckpoint } from '@bosun/agent';
 import type { CheckpointStore, DeadLetters, EventSink } from '@bosun/transport';
 import type { Redis } from 'ioredis';
 
@@ -36,6 +38,8 @@ const Delegation = z.object({
   /** The model's call id, in delegate mode. */
   callId: z.string().optional(),
   task: z.string(),
+  /** When this delegation times out (ISO). */
+  deadlineAt: z.string().optional(),
   /** Filled once the child job has finished (or could not be created). */
   result: TaskResult.optional(),
 });
@@ -46,6 +50,10 @@ const RunCheckpointSchema = z.object({
   runId: z.string(),
   incidentId: z.string(),
   startedAt: z.string(),
+  /** When the run ends `partial` with what it has (ISO). */
+  deadlineAt: z.string(),
+  /** The incident job's id, so timers can find the parked job. */
+  jobId: z.string(),
   mode: z.enum(['route', 'delegate']),
   phase: z.enum(['routing', 'waiting', 'thinking', 'done']),
   round: z.number().int().nonnegative(),
@@ -55,6 +63,21 @@ const RunCheckpointSchema = z.object({
   result: z.unknown().optional(),
 });
 type RunCheckpoint = z.infer<typeof RunCheckpointSchema>;
+
+/** Internal queue of the coordinator's deadline timers (delayed jobs). */
+export const TIMERS_QUEUE = 'coordinator-timers';
+
+const TimerJob = z.object({
+  kind: z.enum(['task-deadline', 'run-deadline']),
+  runId: z.string(),
+  taskId: z.string().optional(),
+});
+
+/** Time a specialist has past its own deadline to report the timeout itself before the coordinator does. */
+const DEADLINE_GRACE_MS = 5_000;
+
+/** BullMQ's reason for a job lost more often than `maxStalledCount` (it offers no code to test instead). */
+const LOST_TOO_OFTEN = /stalled more than allowable limit/;
 
 /** The ports a coordinator uses. */
 export interface CoordinatorDeps {
@@ -87,9 +110,13 @@ const DEFAULT_DELEGATE_INSTRUCTION =
 export class Coordinator {
   private readonly deps: CoordinatorDeps;
   private readonly queues = new Map<string, Queue>();
+  private readonly timers: Queue;
+  private readonly incidents: Queue;
 
   constructor(deps: CoordinatorDeps) {
     this.deps = deps;
+    this.timers = new Queue(TIMERS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+    this.incidents = new Queue(INCIDENTS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
   }
 
   private queueFor(agent: string): Queue {
@@ -121,7 +148,7 @@ export class Coordinator {
     let state: RunCheckpoint;
     let fresh = false;
     try {
-      const loaded = await this.load(ckptId, incident.id, runId);
+      const loaded = await this.load(ckptId, incident.id, runId, String(job.id));
       state = loaded.state;
       fresh = loaded.fresh;
     } catch (err) {
@@ -133,12 +160,22 @@ export class Coordinator {
     if (state.result) return state.result as RunResult;
     if (fresh) {
       await this.deps.checkpoints.save(ckptId, state);
+      await this.timers.add('run-deadline', { kind: 'run-deadline', runId }, { jobId: `run-deadline-${runId}`, delay: this.deps.config.coordinator.runDeadlineMs, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
       await job.updateProgress({ runId, phase: 'started' });
       this.deps.events.emit({ type: 'run.started', runId, incidentId: incident.id, data: { incident: { id: incident.id, reason: incident.reason, severity: incident.severity, source: incident.source, summary: incident.summary }, mode: state.mode } });
     }
 
     try {
       for (;;) {
+        if (state.phase !== 'done' && Date.now() >= Date.parse(state.deadlineAt)) {
+          // The run's deadline: end now with what we have; whatever is still out is INCOMPLETE.
+          if (state.phase === 'waiting') await this.collect(job, state, 'skip');
+          for (const d of state.delegations) if (!d.result) await this.timeout(state, d, 'the run reached its deadline');
+          state.phase = 'done';
+          await this.deps.checkpoints.save(ckptId, state);
+          const answer = `${this.merge(incident, state)}\n\nThe run reached its deadline (${state.deadlineAt}) before it was complete.`;
+          return await this.finish(ckptId, incident, state, answer);
+        }
         if (state.phase === 'waiting') {
           // Park until every child has finished; BullMQ requeues this job then.
           const stillWaiting = token ? await job.moveToWaitingChildren(token) : false;
@@ -196,7 +233,7 @@ export class Coordinator {
     }
   }
 
-  private async load(ckptId: string, incidentId: string, runId: string): Promise<{ state: RunCheckpoint; fresh: boolean }> {
+  private async load(ckptId: string, incidentId: string, runId: string, jobId: string): Promise<{ state: RunCheckpoint; fresh: boolean }> {
     const raw = await this.deps.checkpoints.load(ckptId);
     if (raw === null) {
       const state: RunCheckpoint = {
@@ -204,6 +241,8 @@ export class Coordinator {
         runId,
         incidentId,
         startedAt: new Date().toISOString(),
+        deadlineAt: new Date(Date.now() + this.deps.config.coordinator.runDeadlineMs).toISOString(),
+        jobId,
         mode: this.deps.config.coordinator.mode,
         phase: this.deps.config.coordinator.mode === 'route' ? 'routing' : 'thinking',
         round: 0,
@@ -314,11 +353,19 @@ export class Coordinator {
         events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
         continue;
       }
-      const data: TaskJob = { v: 1, runId: state.runId, incidentId: incident.id, taskId: d.taskId, agent: d.agent, task: d.task, incident };
+      d.deadlineAt ??= new Date(Date.now() + spec.deadlineMs).toISOString();
+      const data: TaskJob = { v: 1, runId: state.runId, incidentId: incident.id, taskId: d.taskId, agent: d.agent, task: d.task, incident, deadlineAt: d.deadlineAt };
+      // The backstop: if no specialist reports the timeout itself, the coordinator does.
+      await this.timers.add('task-deadline', { kind: 'task-deadline', runId: state.runId, taskId: d.taskId }, {
+        jobId: `task-deadline-${d.taskId}`,
+        delay: Math.max(0, Date.parse(d.deadlineAt) - Date.now()) + DEADLINE_GRACE_MS,
+        removeOnComplete: true,
+        removeOnFail: { age: 7 * 24 * 3600 },
+      });
       await this.queueFor(d.agent).add(TASK_JOB, data, {
         jobId: d.taskId,
         parent: { id: job.id as string, queue: job.queueQualifiedName },
-        attempts: 3,
+        attempts: spec.retries + 1,
         backoff: { type: 'exponential', delay: 1_000 },
         // A child that fails for good must not block the run: its failure is collected instead.
         ignoreDependencyOnFailure: true,
@@ -330,7 +377,7 @@ export class Coordinator {
   }
 
   /** Reads the children's results (and failures) into the delegations. */
-  private async collect(job: Job, state: RunCheckpoint): Promise<void> {
+  private async collect(job: Job, state: RunCheckpoint, missing: 'fail' | 'skip' = 'fail'): Promise<void> {
     const values = (await job.getChildrenValues()) as Record<string, unknown>;
     const failures = await job.getIgnoredChildrenFailures();
     const byId = new Map<string, unknown>();
@@ -345,18 +392,89 @@ export class Coordinator {
         d.result = parsed.data;
         continue;
       }
-      const reason = failedById.get(d.taskId) ?? (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
-      await this.hardFailure(state, d, reason);
+      const failed = failedById.get(d.taskId);
+      if (missing === 'skip' && failed === undefined && value === undefined) continue;
+      const reason = failed ?? (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
+      await this.hardFailure(state, d, failed !== undefined && LOST_TOO_OFTEN.test(failed) ? 'stall' : 'failure', reason);
     }
   }
 
-  /** A delegation that ended without a result becomes an INCOMPLETE result, never a hole. */
-  private async hardFailure(state: RunCheckpoint, d: Delegation, reason: string): Promise<void> {
+  /** The agent's last words, from its task checkpoint (empty when there are none). */
+  private async lastWords(taskId: string): Promise<string> {
+    try {
+      const ckpt = TaskCheckpoint.parse(await this.deps.checkpoints.load(`task:${taskId}`), `task:${taskId}`);
+      for (const m of [...(ckpt?.messages ?? [])].reverse()) if (m.role === 'model' && m.text) return m.text;
+    } catch {
+      // An unreadable checkpoint has no last words to offer.
+    }
+    return '';
+  }
+
+  private async attemptsOf(d: Delegation): Promise<number> {
+    const child = await Job.fromId(this.queueFor(d.agent), d.taskId).catch(() => undefined);
+    return child?.attemptsMade ?? 0;
+  }
+
+  /**
+   * A delegation that ended without a result — failed after its retries, or lost more often
+   * than the stalled-job limit — becomes an INCOMPLETE result, never a hole.
+   */
+  private async hardFailure(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure', reason: string): Promise<void> {
     const spec = this.deps.config.specialists[d.agent];
-    const output = spec ? buildStallPayload(spec, d.agent, '', reason) : stallText(d.agent, '', reason);
-    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output, attempts: 0, error: reason };
-    this.deps.events.emit({ type: 'agent.failed', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, reason } });
-    await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason }, `failure-${d.taskId}`);
+    const lastWords = await this.lastWords(d.taskId);
+    const attempts = await this.attemptsOf(d);
+    const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
+    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'stall' ? 'stalled' : 'failed', output, attempts, error: reason, lastWords };
+    this.deps.events.emit({
+      type: kind === 'stall' ? 'agent.stalled' : 'agent.failed',
+      runId: state.runId,
+      incidentId: state.incidentId,
+      agent: d.agent,
+      data: { taskId: d.taskId, kind, reason, marker: STALL_MARKER },
+    });
+    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason, lastWords, attempts }, `${kind}-${d.taskId}`);
+  }
+
+  /** A delegation past its deadline: INCOMPLETE `timeout`, and the specialist is told to stop. */
+  private async timeout(state: RunCheckpoint, d: Delegation, reason: string): Promise<void> {
+    const spec = this.deps.config.specialists[d.agent];
+    const lastWords = await this.lastWords(d.taskId);
+    const attempts = await this.attemptsOf(d);
+    const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
+    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'stalled', output, attempts, error: reason, lastWords };
+    await this.deps.redis.set(`${this.deps.prefix}:cancel:${d.taskId}`, '1', 'EX', 7 * 24 * 3600);
+    this.deps.events.emit({ type: 'agent.stalled', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, kind: 'timeout', reason, marker: STALL_MARKER } });
+    await this.deps.deadLetters.add({ kind: 'timeout', runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason: `${d.agent} ${reason}`, lastWords, attempts }, `timeout-${d.taskId}`);
+  }
+
+  /**
+   * The processor of the timers queue. A task deadline (or the run's) that passes while the run
+   * is parked turns the missing delegations into INCOMPLETE `timeout` results and releases the
+   * parked run, so it never waits forever on a specialist that will not answer.
+   */
+  async onTimer(job: Job): Promise<void> {
+    const timer = TimerJob.parse(job.data);
+    const ckptId = `run:${timer.runId}`;
+    const raw = await this.deps.checkpoints.load(ckptId);
+    const parsed = RunCheckpointSchema.safeParse(raw);
+    if (!parsed.success) return;
+    const state = parsed.data;
+    if (state.result || state.phase !== 'waiting') return;
+    const parent = await Job.fromId(this.incidents, state.jobId);
+    // Only a parked run may be changed from here; an active one is being handled by its processor.
+    if (!parent || (await parent.getState()) !== 'waiting-children') return;
+    const due = state.delegations.filter((d) => !d.result && (timer.kind === 'run-deadline' || d.taskId === timer.taskId));
+    const release: Job[] = [];
+    for (const d of due) {
+      const child = await Job.fromId(this.queueFor(d.agent), d.taskId);
+      if (child && (await child.getState()) === 'completed') continue;
+      await this.timeout(state, d, timer.kind === 'run-deadline' ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`);
+      if (child) release.push(child);
+    }
+    if (due.length === 0) return;
+    await this.deps.checkpoints.save(ckptId, state);
+    // Dropping the dependency lets BullMQ move the parked run back to the queue once none remain.
+    for (const child of release) await child.removeChildDependency();
   }
 
   private appendDelegationResults(state: RunCheckpoint): void {
@@ -436,7 +554,7 @@ export class Coordinator {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.queues.values()].map((q) => q.close()));
+    await Promise.all([...this.queues.values(), this.timers, this.incidents].map((q) => q.close()));
   }
 }
 

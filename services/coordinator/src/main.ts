@@ -5,7 +5,7 @@ import { INCIDENTS_QUEUE } from '@bosun/contract';
 import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { openRuntime, runService } from '@bosun/transport';
-import { Coordinator } from './coordinator.js';
+import { Coordinator, TIMERS_QUEUE } from './coordinator.js';
 
 const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL ?? 'info' });
 
@@ -40,16 +40,24 @@ runService({
       prefix: env.prefix,
       name: `coordinator-${hostname()}-${process.pid}`,
       concurrency: c.concurrency,
-      lockDuration: 30_000,
-      stalledInterval: 15_000,
-      maxStalledCount: 2,
+      lockDuration: config.workers.lockDurationMs,
+      stalledInterval: config.workers.stalledIntervalMs,
+      maxStalledCount: config.workers.maxStalledCount,
     });
     worker.on('error', (err) => log.error({ err }, 'incidents worker error'));
+    const timers = new Worker(TIMERS_QUEUE, (job) => coordinator.onTimer(job), {
+      connection: rt.redis,
+      prefix: env.prefix,
+      concurrency: 16,
+      lockDuration: config.workers.lockDurationMs,
+      stalledInterval: config.workers.stalledIntervalMs,
+    });
+    timers.on('error', (err) => log.error({ err }, 'timers worker error'));
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err: err.message }, 'incident job failed'));
     log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
     return {
       async close() {
-        await worker.close();
+        await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();
         await rt.close();
       },

@@ -27,6 +27,8 @@ runService({
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await tools.ready();
     const workers: Worker[] = [];
+    let draining = false;
+    const cancelKey = (taskId: string) => `${env.prefix}:cancel:${taskId}`;
     for (const name of names) {
       const spec = config.specialists[name]!;
       const model = createModel({ ...spec.model, apiKey: env.geminiApiKey }, { plans: { [name]: spec.fakePlan } });
@@ -42,8 +44,18 @@ runService({
           deadLetters: rt.deadLetters,
           log,
           toolTimeoutMs: config.gateway.callTimeoutMs + 30_000,
+          shouldYield: () => draining,
+          isCancelled: async (taskId) => (await rt.redis.exists(cancelKey(taskId))) === 1,
         }),
-        { connection: rt.redis, prefix: env.prefix, name: `specialist-${hostname()}-${process.pid}`, concurrency: spec.concurrency, lockDuration: 30_000, stalledInterval: 15_000, maxStalledCount: 2 },
+        {
+          connection: rt.redis,
+          prefix: env.prefix,
+          name: `specialist-${hostname()}-${process.pid}`,
+          concurrency: spec.concurrency,
+          lockDuration: config.workers.lockDurationMs,
+          stalledInterval: config.workers.stalledIntervalMs,
+          maxStalledCount: config.workers.maxStalledCount,
+        },
       );
       worker.on('error', (err) => log.error({ err, agent: name }, 'specialist worker error'));
       worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err: err.message }, 'task job failed'));
@@ -52,6 +64,8 @@ runService({
     }
     return {
       async close() {
+        // Stop taking work; tasks in flight hand themselves back at their next step boundary.
+        draining = true;
         await Promise.all(workers.map((w) => w.close()));
         await tools.close();
         await rt.close();

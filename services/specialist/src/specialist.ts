@@ -1,7 +1,7 @@
-import { UnrecoverableError, type Job } from 'bullmq';
-import { TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
+import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type Logger, type SpecialistConfig } from '@bosun/config';
-import { BadCheckpointError, RetryableTaskError, runTask } from '@bosun/agent';
+import { RetryableTaskError, YieldError, runTask } from '@bosun/agent';
 import type { Model } from '@bosun/models';
 import type { CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
 
@@ -16,7 +16,12 @@ export interface SpecialistDeps {
   deadLetters: Pick<DeadLetters, 'add'>;
   log: Logger;
   toolTimeoutMs?: number;
+  shouldYield?: () => boolean;
+  isCancelled?: (taskId: string) => Promise<boolean>;
 }
+
+/** Checkpoint errors that fail one task, never the worker. */
+const UNUSABLE_CHECKPOINT = new Set(['bad_checkpoint', 'corrupt_checkpoint']);
 
 /**
  * The processor of one `specialist-<name>` queue. Bad input becomes a poison dead letter and an
@@ -25,7 +30,7 @@ export interface SpecialistDeps {
  */
 export function specialistProcessor(deps: SpecialistDeps) {
   const log = deps.log.child({ agent: deps.name });
-  return async (job: Job): Promise<TaskResult> => {
+  return async (job: Job, token?: string): Promise<TaskResult> => {
     const parsed = TaskJob.safeParse(job.data);
     if (!parsed.success || parsed.data.agent !== deps.name) {
       const reason = parsed.success
@@ -39,7 +44,13 @@ export function specialistProcessor(deps: SpecialistDeps) {
     try {
       return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, attempt);
     } catch (err) {
-      if (err instanceof BadCheckpointError) {
+      if (err instanceof YieldError && token) {
+        // Draining: hand the task back now rather than after the lock expires.
+        log.info({ taskId: task.taskId }, 'handing the task back to the queue');
+        await job.moveToDelayed(Date.now(), token);
+        throw new DelayedError();
+      }
+      if (err instanceof BosunError && UNUSABLE_CHECKPOINT.has(err.code)) {
         // A checkpoint we cannot read fails this task only, with an explicit INCOMPLETE result.
         const reason = err.message;
         log.error({ taskId: task.taskId, reason }, 'unusable checkpoint');

@@ -24,9 +24,9 @@ runService({
       prefix: env.prefix,
       name: `gateway-${hostname()}-${process.pid}`,
       concurrency: config.gateway.concurrency,
-      lockDuration: 30_000,
-      stalledInterval: 15_000,
-      maxStalledCount: 1,
+      lockDuration: config.workers.lockDurationMs,
+      stalledInterval: config.workers.stalledIntervalMs,
+      maxStalledCount: config.workers.maxStalledCount,
     });
     worker.on('error', (err) => log.error({ err }, 'tools worker error'));
     return {
