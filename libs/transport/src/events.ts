@@ -110,6 +110,8 @@ export class EventPublisher implements EventSink {
     if (this.buffer.length >= this.bufferLimit) {
       this.buffer.shift();
       this.stats.dropped++;
+      // Counted where operators can see it (`bosun stats`), not only in this process.
+      void this.redis.hincrby(keys.events(this.prefix), 'dropped', 1).catch(() => undefined);
       if (this.stats.dropped % 1000 === 1) this.log.warn({ dropped: this.stats.dropped }, 'NATS unreachable: events dropped');
     }
     this.buffer.push({ subject, body });

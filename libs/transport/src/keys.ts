@@ -11,6 +11,10 @@ export const keys = {
   catalog: (prefix: string) => `${prefix}:gateway:catalog`,
   /** The record of one tool call, by idempotency key. */
   toolCall: (prefix: string, key: string) => `${prefix}:toolcall:${key}`,
+  /** Event counters: a hash with `dropped`. */
+  events: (prefix: string) => `${prefix}:stats:events`,
+  /** A cancellation flag the coordinator sets for a task past its deadline. */
+  cancel: (prefix: string, taskId: string) => `${prefix}:cancel:${taskId}`,
   /** Counters of degraded results: a hash `<agent>:<kind>` → count. */
   degraded: (prefix: string) => `${prefix}:stats:degraded`,
 };

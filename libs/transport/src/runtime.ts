@@ -45,6 +45,19 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
         nc = conn;
         events.attach(conn);
         log.info('connected to NATS');
+        // While NATS is away, events go to the publisher's bounded buffer instead of the
+        // client's own (unbounded) one; they are flushed when it is back.
+        void (async () => {
+          for await (const status of conn.status()) {
+            if (status.type === 'disconnect') {
+              log.warn('NATS disconnected; buffering events');
+              events.attach(null);
+            } else if (status.type === 'reconnect') {
+              log.info('NATS reconnected; flushing buffered events');
+              events.attach(conn);
+            }
+          }
+        })().catch(() => undefined);
         return;
       } catch (err) {
         if (attempt === 0) log.warn({ err: (err as Error).message }, 'NATS unreachable; events are buffered until it answers');

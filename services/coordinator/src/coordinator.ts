@@ -28,7 +28,7 @@ import {
   type ToolDeclaration,
 } from '@bosun/models';
 import { MessageSchema, BadCheckpointError, TaskCheckpoint } from '@bosun/agent';
-import type { CheckpointStore, DeadLetters, EventSink } from '@bosun/transport';
+import { keys, type CheckpointStore, type DeadLetters, type EventSink } from '@bosun/transport';
 import type { Redis } from 'ioredis';
 
 const Delegation = z.object({
@@ -442,7 +442,7 @@ export class Coordinator {
     const attempts = await this.attemptsOf(d);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'stalled', output, attempts, error: reason, lastWords };
-    await this.deps.redis.set(`${this.deps.prefix}:cancel:${d.taskId}`, '1', 'EX', 7 * 24 * 3600);
+    await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
     this.deps.events.emit({ type: 'agent.stalled', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, kind: 'timeout', reason, marker: STALL_MARKER } });
     await this.deps.deadLetters.add({ kind: 'timeout', runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason: `${d.agent} ${reason}`, lastWords, attempts }, `timeout-${d.taskId}`);
   }

@@ -5,7 +5,7 @@ import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
 import { ConfigError, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { QueueToolClient, openRuntime, runService } from '@bosun/transport';
+import { QueueToolClient, keys, openRuntime, runService } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
 
 const log = createLogger({ service: 'specialist', level: process.env.LOG_LEVEL ?? 'info' });
@@ -28,7 +28,6 @@ runService({
     await tools.ready();
     const workers: Worker[] = [];
     let draining = false;
-    const cancelKey = (taskId: string) => `${env.prefix}:cancel:${taskId}`;
     for (const name of names) {
       const spec = config.specialists[name]!;
       const model = createModel({ ...spec.model, apiKey: env.geminiApiKey }, { plans: { [name]: spec.fakePlan } });
@@ -45,7 +44,7 @@ runService({
           log,
           toolTimeoutMs: config.gateway.callTimeoutMs + 30_000,
           shouldYield: () => draining,
-          isCancelled: async (taskId) => (await rt.redis.exists(cancelKey(taskId))) === 1,
+          isCancelled: async (taskId) => (await rt.redis.exists(keys.cancel(env.prefix, taskId))) === 1,
         }),
         {
           connection: rt.redis,

@@ -111,6 +111,7 @@ export class ToolGateway {
     if (!spec || !toolAllowed(spec.tools, call.tool)) return fail(`tool "${call.tool}" is not allowed for agent "${call.agent}"`);
     const readOnly = isReadOnly(tool);
 
+    // `retry`: an operator resolved an in-doubt call with `bosun ack --retry`: send it once more.
     if ((record.state === 'inflight' || record.state === 'in-doubt') && !readOnly) {
       // A previous attempt sent this mutating call and nobody recorded what happened.
       return this.inDoubt(call, tool, record.state === 'in-doubt');
@@ -118,7 +119,16 @@ export class ToolGateway {
 
     await redis
       .multi()
-      .hset(recordKey, { state: 'inflight', tool: call.tool, startedAt: new Date().toISOString(), readOnly: String(readOnly) })
+      .hset(recordKey, {
+        state: 'inflight',
+        tool: call.tool,
+        args: JSON.stringify(call.args),
+        runId: call.runId,
+        incidentId: call.incidentId,
+        agent: call.agent,
+        startedAt: new Date().toISOString(),
+        readOnly: String(readOnly),
+      })
       .expire(recordKey, RECORD_TTL_SECONDS)
       .exec();
     events.emit({ ...base, type: 'tool.started', data: { key: call.key, tool: call.tool, readOnly, args: call.args } });
