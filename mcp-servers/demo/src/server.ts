@@ -282,7 +282,11 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
       title: 'Restart pod',
       description:
         'Restart one pod of a service. The pod comes back Running and ready with its restart count reset. This does not fix the cause of a crash; check logs and deployments first.',
-      inputSchema: { service: serviceArg, pod: podArg },
+      inputSchema: {
+        service: serviceArg,
+        pod: podArg,
+        reason: z.string().max(500).optional().describe('Why the pod is restarted; recorded in the call log for audit.'),
+      },
       outputSchema: {
         service: z.string(),
         pod: podSchema,

@@ -1,0 +1,637 @@
+/**
+ * Operator commands: the dead-letter inbox (`bosun dlq`), the state of one run (`bosun runs
+ * show`), resolving in-doubt tool calls (`bosun ack`) and the degraded-result counters
+ * (`bosun stats`). Every function takes `{ redis, prefix }` and returns data; `main.ts` prints.
+ */
+import { Job, Queue, QueueEvents } from 'bullmq';
+import type { Redis } from 'ioredis';
+import {
+  DEAD_LETTER_QUEUE,
+  INCIDENTS_QUEUE,
+  TOOLS_QUEUE,
+  TOOL_CALL_JOB,
+  type ToolCallJob,
+  type ToolCallResult,
+} from '@bosun/contract';
+import { keys } from '@bosun/transport';
+import { publishIncident } from './publish.js';
+
+/** What every operator command needs. */
+export interface OperatorDeps {
+  redis: Redis;
+  prefix: string;
+}
+
+/** A refusal or a failure the CLI reports as is, with its exit code (1 failure/not found, 2 bad usage). */
+export class OperatorError extends Error {
+  readonly exitCode: 1 | 2;
+
+  constructor(message: string, exitCode: 1 | 2 = 1) {
+    super(message);
+    this.name = 'OperatorError';
+    this.exitCode = exitCode;
+  }
+}
+
+type Data = Record<string, unknown>;
+
+function isObject(v: unknown): v is Data {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' ? v : undefined;
+}
+
+/** Runs `fn` with a queue opened on the shared connection, and closes it. */
+async function withQueue<T>(deps: OperatorDeps, name: string, fn: (q: Queue) => Promise<T>): Promise<T> {
+  const queue = new Queue(name, { connection: deps.redis, prefix: deps.prefix });
+  try {
+    return await fn(queue);
+  } finally {
+    await queue.close();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dead letters
+
+/** Who resolved something, and how. */
+export interface Resolution {
+  action: AckAction;
+  by: string;
+  at: string;
+}
+
+/** What a retried dead letter was re-run as. */
+export interface RetriedAs {
+  incidentId: string;
+  runId: string;
+  at: string;
+}
+
+/** One line of `bosun dlq list`. */
+export interface DeadLetterSummary {
+  id: string;
+  at: string;
+  kind: string;
+  runId?: string;
+  incidentId?: string;
+  agent?: string;
+  /** One line, truncated. */
+  reason: string;
+  /** `resolved` when the entry has a `resolution`, `retried` when it has `retriedAs`. */
+  marker?: 'resolved' | 'retried';
+  /** The full entry: the job data plus its id. */
+  entry: Data & { id: string };
+}
+
+const REASON_MAX = 100;
+
+/** The reason on one line, cut at {@link REASON_MAX} characters. */
+export function oneLine(text: string, max = REASON_MAX): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max)}…` : flat;
+}
+
+function entryOf(job: Job): Data & { id: string } {
+  const data = isObject(job.data) ? (job.data as Data) : { data: job.data as unknown };
+  return { id: String(job.id), ...data };
+}
+
+function summarize(job: Job): DeadLetterSummary {
+  const entry = entryOf(job);
+  const marker = entry.resolution !== undefined ? 'resolved' : entry.retriedAs !== undefined ? 'retried' : undefined;
+  const s: DeadLetterSummary = {
+    id: entry.id,
+    at: str(entry.at) ?? new Date(job.timestamp).toISOString(),
+    kind: str(entry.kind) ?? job.name,
+    reason: oneLine(String(entry.reason ?? '')),
+    entry,
+  };
+  const runId = str(entry.runId);
+  const incidentId = str(entry.incidentId);
+  const agent = str(entry.agent);
+  if (runId) s.runId = runId;
+  if (incidentId) s.incidentId = incidentId;
+  if (agent) s.agent = agent;
+  if (marker) s.marker = marker;
+  return s;
+}
+
+/** Every job of the dead-letter queue (they stay in `wait`; other states are read too, in case). */
+async function allDeadLetterJobs(queue: Queue): Promise<Job[]> {
+  const jobs = await queue.getJobs(['waiting', 'paused', 'delayed', 'prioritized', 'active', 'failed', 'completed'], 0, -1, false);
+  // getJobs may repeat a job that moved between states while it read them.
+  const seen = new Set<string>();
+  return jobs.filter((j): j is Job => {
+    if (!j || j.id === undefined || seen.has(j.id)) return false;
+    seen.add(j.id);
+    return true;
+  });
+}
+
+/** `bosun dlq list`: the dead-letter entries, newest first, optionally of one kind. */
+export async function listDeadLetters(deps: OperatorDeps, options: { kind?: string } = {}): Promise<DeadLetterSummary[]> {
+  return withQueue(deps, DEAD_LETTER_QUEUE, async (queue) => {
+    const entries = (await allDeadLetterJobs(queue)).map((j) => ({ s: summarize(j), ts: j.timestamp }));
+    const filtered = options.kind ? entries.filter((e) => e.s.kind === options.kind) : entries;
+    filtered.sort((a, b) => {
+      const ta = Date.parse(a.s.at);
+      const tb = Date.parse(b.s.at);
+      const ka = Number.isNaN(ta) ? a.ts : ta;
+      const kb = Number.isNaN(tb) ? b.ts : tb;
+      return kb - ka || b.ts - a.ts || b.s.id.localeCompare(a.s.id);
+    });
+    return filtered.map((e) => e.s);
+  });
+}
+
+/** `bosun dlq show`: the full entry (job data plus id), or null when there is none. */
+export async function showDeadLetter(deps: OperatorDeps, jobId: string): Promise<(Data & { id: string }) | null> {
+  return withQueue(deps, DEAD_LETTER_QUEUE, async (queue) => {
+    const job = await Job.fromId(queue, jobId);
+    return job ? entryOf(job) : null;
+  });
+}
+
+/** `bosun dlq drop`: removes one entry. Throws (exit 1) when there is no such entry. */
+export async function dropDeadLetter(deps: OperatorDeps, jobId: string): Promise<void> {
+  await withQueue(deps, DEAD_LETTER_QUEUE, async (queue) => {
+    const job = await Job.fromId(queue, jobId);
+    if (!job) throw new OperatorError(`no dead-letter entry ${jobId} under BOSUN_PREFIX=${deps.prefix}`, 1);
+    await job.remove();
+  });
+}
+
+/** What {@link retryDeadLetter} did. */
+export interface RetryOutcome {
+  deadLetterId: string;
+  /** The incident that was re-run. */
+  originalIncidentId: string;
+  incidentId: string;
+  runId: string;
+  at: string;
+  /** Earlier retries of the same entry, when there were any (the last one). */
+  previous?: RetriedAs;
+}
+
+const INCIDENT_ID_MAX = 128;
+
+/** `<incidentId>-retry<n>`, shortened at the front part so that it stays within 128 characters. */
+export function retryIncidentId(incidentId: string, n: number): string {
+  const suffix = `-retry${n}`;
+  return `${incidentId.slice(0, INCIDENT_ID_MAX - suffix.length)}${suffix}`;
+}
+
+/**
+ * `bosun dlq retry`: re-runs the incident behind a `stall`, `timeout` or `failure` entry as a
+ * new incident `<incidentId>-retry<n>` labelled `bosunRetryOf=<entry id>`, and links the entry
+ * to it (`retriedAs`). The entry stays in the queue. Poison and in-doubt entries are refused.
+ */
+export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promise<RetryOutcome> {
+  const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+  const incidents = new Queue(INCIDENTS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+  try {
+    const job = await Job.fromId(dlq, jobId);
+    if (!job) throw new OperatorError(`no dead-letter entry ${jobId} under BOSUN_PREFIX=${deps.prefix}`, 1);
+    const data = entryOf(job);
+    const kind = str(data.kind) ?? job.name;
+    if (kind === 'poison') {
+      throw new OperatorError(
+        `dead letter ${jobId} is poison: its input is invalid as it stands and retrying it would fail the same way. ` +
+          'Fix the input (see `bosun dlq show ' + jobId + '`) and publish it with `bosun publish`.',
+        2,
+      );
+    }
+    if (kind === 'in-doubt') {
+      const input = isObject(data.input) ? data.input : {};
+      const key = str(input.key) ?? '<key>';
+      throw new OperatorError(
+        `dead letter ${jobId} is an in-doubt tool call: it is not retried from here. Check whether the call took effect, then resolve it with ` +
+          `\`bosun ack ${key} --done\`, \`--skip\`, or \`bosun ack ${key} --retry\` to send it once more.`,
+        2,
+      );
+    }
+    if (kind !== 'stall' && kind !== 'timeout' && kind !== 'failure') {
+      throw new OperatorError(`dead letter ${jobId} is of kind "${kind}", which cannot be retried`, 2);
+    }
+    const originalId = str(data.incidentId);
+    if (!originalId) throw new OperatorError(`dead letter ${jobId} names no incident: there is nothing to re-run`, 2);
+
+    const original = await Job.fromId(incidents, originalId);
+    // A run failure also carries the incident in `input`: use it when the job is gone.
+    const source: unknown = original?.data ?? data.input;
+    if (!isObject(source)) {
+      throw new OperatorError(`incident ${originalId} of dead letter ${jobId} is no longer in the incidents queue under BOSUN_PREFIX=${deps.prefix}: nothing to re-run`, 1);
+    }
+    const labels = isObject(source.labels) ? source.labels : {};
+    for (let n = 1; n < 10_000; n++) {
+      const id = retryIncidentId(originalId, n);
+      if (await Job.fromId(incidents, id)) continue;
+      const published = await publishIncident(incidents, { ...source, id, labels: { ...labels, bosunRetryOf: jobId } });
+      // Another operator took this id between the check and the add: try the next one.
+      if (published.duplicate) continue;
+      const at = new Date().toISOString();
+      const retriedAs: RetriedAs = { incidentId: id, runId: published.runId, at };
+      const previous = isObject(data.retriedAs) ? (data.retriedAs as unknown as RetriedAs) : undefined;
+      const { id: _id, ...stored } = data;
+      await job.updateData({ ...stored, retriedAs });
+      return { deadLetterId: jobId, originalIncidentId: originalId, incidentId: id, runId: published.runId, at, ...(previous ? { previous } : {}) };
+    }
+    throw new OperatorError(`incident ${originalId} has been retried too often: no free retry id`, 1);
+  } finally {
+    await Promise.all([dlq.close(), incidents.close()]);
+  }
+}
+
+/** Adds `resolution` to the in-doubt dead letter of a tool call. Returns its id, or null when there is none. */
+async function annotateInDoubt(deps: OperatorDeps, key: string, resolution: Resolution): Promise<string | null> {
+  return withQueue(deps, DEAD_LETTER_QUEUE, async (queue) => {
+    const matches = (job: Job | undefined | null): job is Job =>
+      !!job && (str((job.data as Data | undefined)?.kind) ?? job.name) === 'in-doubt' && isObject((job.data as Data).input) && ((job.data as Data).input as Data).key === key;
+    // The gateway writes it as `in-doubt-<key>`; look further only when that one is not there.
+    let job: Job | undefined = await Job.fromId(queue, `in-doubt-${key}`);
+    if (!matches(job)) job = (await allDeadLetterJobs(queue)).find(matches);
+    if (!job) return null;
+    await job.updateData({ ...(job.data as Data), resolution });
+    return String(job.id);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+/** One tool call of a task, from its record. */
+export interface ToolCallView {
+  key: string;
+  state: string;
+  tool?: string;
+  args?: unknown;
+  startedAt?: string;
+  readOnly?: boolean;
+  /** From the recorded result, when done. */
+  status?: string;
+  isError?: boolean;
+  error?: string;
+  resolution?: unknown;
+}
+
+/** One delegation of a run. */
+export interface DelegationView {
+  taskId: string;
+  agent: string;
+  round?: number;
+  task?: string;
+  deadlineAt?: string;
+  /** The result's status, or `running` (a task checkpoint exists) or `queued` (none yet). */
+  status: string;
+  /** From the task checkpoint. */
+  step?: number;
+  toolRounds?: number;
+  pending?: { kind: string; step?: number; keys?: string[]; at?: string };
+  /** Why the task checkpoint could not be read, when it could not. */
+  checkpointError?: string;
+  toolCalls: ToolCallView[];
+}
+
+/** `bosun runs show`. */
+export interface RunView {
+  runId: string;
+  incidentId?: string;
+  mode?: string;
+  phase?: string;
+  round?: number;
+  startedAt?: string;
+  deadlineAt?: string;
+  jobId?: string;
+  /** The run result's status, when the run finished. */
+  status?: string;
+  delegations: DelegationView[];
+  /** Every call of the run in state `in-doubt`. */
+  inDoubt: { key: string; agent: string; tool?: string; args?: unknown }[];
+  /** Checkpoints that could not be read (the CLI exits 1 when there are any). */
+  problems: string[];
+}
+
+function escapeGlob(s: string): string {
+  return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
+}
+
+async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    found.push(...batch);
+  } while (cursor !== '0');
+  return [...new Set(found)];
+}
+
+function parseJson(text: string | undefined): unknown {
+  if (text === undefined) return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return text;
+  }
+}
+
+function toolCallView(key: string, record: Record<string, string>): ToolCallView {
+  const v: ToolCallView = { key, state: record.state ?? '(none)' };
+  if (record.tool) v.tool = record.tool;
+  if (record.args !== undefined) v.args = parseJson(record.args);
+  if (record.startedAt) v.startedAt = record.startedAt;
+  if (record.readOnly !== undefined) v.readOnly = record.readOnly === 'true';
+  const result = parseJson(record.result);
+  if (isObject(result)) {
+    if (typeof result.status === 'string') v.status = result.status;
+    if (typeof result.isError === 'boolean') v.isError = result.isError;
+    if (typeof result.error === 'string') v.error = result.error;
+    if (!v.tool && typeof result.tool === 'string') v.tool = result.tool;
+  }
+  if (record.resolution !== undefined) v.resolution = parseJson(record.resolution);
+  return v;
+}
+
+/** Sorts `<taskId>-s<step>-c<i>` keys by step, then call index. */
+function callOrder(taskId: string): (a: ToolCallView, b: ToolCallView) => number {
+  const pos = (k: string) => {
+    const m = /-s(\d+)-c(\d+)$/.exec(k.slice(taskId.length));
+    return m ? [Number(m[1]), Number(m[2])] : [Number.MAX_SAFE_INTEGER, 0];
+  };
+  return (a, b) => {
+    const [sa = 0, ca = 0] = pos(a.key);
+    const [sb = 0, cb = 0] = pos(b.key);
+    return sa - sb || ca - cb || a.key.localeCompare(b.key);
+  };
+}
+
+/** The tool calls of one task, found by SCAN over `<prefix>:toolcall:<taskId>-*`. */
+async function toolCallsOf(deps: OperatorDeps, taskId: string): Promise<ToolCallView[]> {
+  const base = keys.toolCall(deps.prefix, '');
+  const found = await scanKeys(deps.redis, `${escapeGlob(keys.toolCall(deps.prefix, taskId))}-*`);
+  const own = found.map((k) => k.slice(base.length)).filter((k) => k.startsWith(`${taskId}-`) && /^-s\d+-c\d+$/.test(k.slice(taskId.length)));
+  const views: ToolCallView[] = [];
+  for (const key of own) {
+    const record = await deps.redis.hgetall(keys.toolCall(deps.prefix, key));
+    if (Object.keys(record).length > 0) views.push(toolCallView(key, record));
+  }
+  return views.sort(callOrder(taskId));
+}
+
+/** Reads a checkpoint: null when absent; throws {@link OperatorError} naming the key when it is not JSON. */
+async function readCheckpoint(deps: OperatorDeps, id: string): Promise<unknown> {
+  const key = keys.checkpoint(deps.prefix, id);
+  const text = await deps.redis.get(key);
+  if (text === null) return null;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new OperatorError(`checkpoint ${key} is not valid JSON (${(err as Error).message}); it cannot be shown`, 1);
+  }
+}
+
+/** `bosun runs show`: a run's state from its checkpoints and tool-call records. */
+export async function showRun(deps: OperatorDeps, runId: string): Promise<RunView> {
+  const runKey = keys.checkpoint(deps.prefix, `run:${runId}`);
+  const raw = await readCheckpoint(deps, `run:${runId}`);
+  if (raw === null) throw new OperatorError(`no run ${runId} under BOSUN_PREFIX=${deps.prefix}`, 1);
+  if (!isObject(raw) || (raw.delegations !== undefined && !Array.isArray(raw.delegations))) {
+    throw new OperatorError(`checkpoint ${runKey} is not a run checkpoint (expected an object with delegations[])`, 1);
+  }
+  const view: RunView = { runId, delegations: [], inDoubt: [], problems: [] };
+  for (const f of ['incidentId', 'mode', 'phase', 'startedAt', 'deadlineAt', 'jobId'] as const) {
+    const v = str(raw[f]);
+    if (v !== undefined) view[f] = v;
+  }
+  if (typeof raw.round === 'number') view.round = raw.round;
+  if (isObject(raw.result) && typeof raw.result.status === 'string') view.status = raw.result.status;
+
+  const delegations = (Array.isArray(raw.delegations) ? raw.delegations : []) as unknown[];
+  for (const [i, d] of delegations.entries()) {
+    if (!isObject(d) || typeof d.taskId !== 'string') {
+      view.problems.push(`checkpoint ${runKey}: delegation ${i} has no taskId`);
+      continue;
+    }
+    const taskId = d.taskId;
+    const dv: DelegationView = { taskId, agent: str(d.agent) ?? '?', status: 'queued', toolCalls: [] };
+    if (typeof d.round === 'number') dv.round = d.round;
+    if (typeof d.task === 'string') dv.task = d.task;
+    if (typeof d.deadlineAt === 'string') dv.deadlineAt = d.deadlineAt;
+
+    let task: unknown = null;
+    try {
+      task = await readCheckpoint(deps, `task:${taskId}`);
+    } catch (err) {
+      dv.checkpointError = (err as Error).message;
+      view.problems.push((err as Error).message);
+    }
+    const result = isObject(d.result) ? d.result : undefined;
+    if (isObject(task)) {
+      if (typeof task.step === 'number') dv.step = task.step;
+      if (typeof task.toolRounds === 'number') dv.toolRounds = task.toolRounds;
+      if (isObject(task.pending)) {
+        const p = task.pending;
+        dv.pending = { kind: str(p.kind) ?? '?' };
+        if (typeof p.step === 'number') dv.pending.step = p.step;
+        if (Array.isArray(p.keys)) dv.pending.keys = p.keys.filter((k): k is string => typeof k === 'string');
+        if (typeof p.at === 'string') dv.pending.at = p.at;
+      }
+    }
+    const taskResult = isObject(task) && isObject(task.result) ? task.result : undefined;
+    dv.status = str(result?.status) ?? str(taskResult?.status) ?? (task !== null || dv.checkpointError ? 'running' : 'queued');
+    dv.toolCalls = await toolCallsOf(deps, taskId);
+    for (const c of dv.toolCalls) {
+      if (c.state === 'in-doubt') view.inDoubt.push({ key: c.key, agent: dv.agent, ...(c.tool ? { tool: c.tool } : {}), ...(c.args !== undefined ? { args: c.args } : {}) });
+    }
+    view.delegations.push(dv);
+  }
+  return view;
+}
+
+/** The text of `bosun runs show`. */
+export function formatRun(view: RunView): string {
+  const lines: string[] = [];
+  lines.push(`run ${view.runId}${view.incidentId ? ` (incident ${view.incidentId})` : ''}`);
+  lines.push(`  phase:     ${view.phase ?? '?'}${view.mode ? ` (${view.mode} mode${view.round !== undefined ? `, round ${view.round}` : ''})` : ''}`);
+  if (view.status) lines.push(`  status:    ${view.status}`);
+  lines.push(`  started:   ${view.startedAt ?? '?'}`);
+  lines.push(`  deadline:  ${view.deadlineAt ?? '?'}`);
+  lines.push('');
+  if (view.delegations.length === 0) lines.push('no delegations yet');
+  for (const d of view.delegations) {
+    const progress = [d.step !== undefined ? `step ${d.step}` : '', d.toolRounds !== undefined ? `${d.toolRounds} tool rounds` : ''].filter(Boolean).join(', ');
+    lines.push(`${d.agent.padEnd(14)} ${d.status.padEnd(10)} ${d.taskId}${progress ? `  (${progress})` : ''}`);
+    if (d.checkpointError) lines.push(`    ! ${d.checkpointError}`);
+    if (d.pending) {
+      const at = d.pending.step !== undefined ? ` at step ${d.pending.step}` : '';
+      if (d.pending.kind === 'tools') lines.push(`    pending: tool calls${at}: ${(d.pending.keys ?? []).join(', ') || '(no keys)'}`);
+      else if (d.pending.kind === 'model') lines.push(`    pending: model call${at}`);
+      else lines.push(`    pending: ${d.pending.kind}${at}`);
+    }
+    for (const c of d.toolCalls) {
+      const outcome = c.status ? ` ${c.status}${c.isError ? ' (tool error)' : ''}` : '';
+      lines.push(`    ${c.state.padEnd(9)} ${c.key}  ${c.tool ?? '?'}${outcome}${c.error ? `: ${oneLine(c.error, 80)}` : ''}`);
+    }
+  }
+  lines.push('');
+  if (view.inDoubt.length === 0) lines.push('in doubt: none');
+  else {
+    lines.push(`in doubt (${view.inDoubt.length}): resolve each with bosun ack <key> --done|--retry|--skip`);
+    for (const c of view.inDoubt) lines.push(`  ${c.key}  ${c.tool ?? '?'} ${JSON.stringify(c.args ?? {})}`);
+  }
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// ack
+
+export type AckAction = 'done' | 'retry' | 'skip';
+
+/** What {@link ackToolCall} did. */
+export interface AckOutcome {
+  key: string;
+  action: AckAction;
+  resolution: Resolution;
+  /** The result recorded (done, skip) or returned by the re-sent call (retry). */
+  result: ToolCallResult;
+  /** The tool job of a retry. */
+  jobId?: string;
+  /** The in-doubt dead letter annotated, or null when there was none. */
+  deadLetterId: string | null;
+}
+
+/** Sets fields of a record only if it is in state `in-doubt`; returns the state it was in. */
+const RESOLVE_SCRIPT = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'in-doubt' then return state or false end
+for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 'in-doubt'
+`;
+
+/**
+ * `bosun ack`: resolves an in-doubt tool call. `done`: it took effect; `skip`: treat it as not
+ * executed; `retry`: send it once more through the gateway and wait (up to `timeoutMs`) for its
+ * result. The in-doubt dead letter of the call gets the `resolution`.
+ */
+export async function ackToolCall(
+  deps: OperatorDeps,
+  key: string,
+  action: AckAction,
+  options: { by: string; timeoutMs?: number },
+): Promise<AckOutcome> {
+  const recordKey = keys.toolCall(deps.prefix, key);
+  const record = await deps.redis.hgetall(recordKey);
+  if (Object.keys(record).length === 0) throw new OperatorError(`no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`, 1);
+  if (record.state !== 'in-doubt') throw new OperatorError(`tool call ${key} is not in doubt: its state is "${record.state ?? '(none)'}"`, 1);
+  const tool = record.tool ?? '';
+  const resolution: Resolution = { action, by: options.by, at: new Date().toISOString() };
+
+  if (action === 'done' || action === 'skip') {
+    const result: ToolCallResult =
+      action === 'done'
+        ? { v: 1, key, tool, status: 'ok', isError: false, text: 'Resolved by an operator: the call took effect.', durationMs: 0 }
+        : { v: 1, key, tool, status: 'error', isError: true, text: '', error: 'Resolved by an operator: treated as not executed.', durationMs: 0 };
+    await setIfInDoubt(deps, recordKey, key, ['state', 'done', 'result', JSON.stringify(result), 'resolution', JSON.stringify(resolution)]);
+    const deadLetterId = await annotateInDoubt(deps, key, resolution);
+    return { key, action, resolution, result, deadLetterId };
+  }
+
+  // retry: everything the tool job needs must be in the record before the state changes.
+  const args = parseJson(record.args);
+  const missing = (['tool', 'runId', 'incidentId', 'agent'] as const).filter((f) => !record[f]);
+  if (missing.length > 0 || !isObject(args)) {
+    throw new OperatorError(`tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(isObject(args) ? [] : ['args'])].join(', ')}`, 1);
+  }
+  const call: ToolCallJob = { v: 1, key, runId: record.runId!, incidentId: record.incidentId!, agent: record.agent!, tool, args };
+  const queue = new Queue(TOOLS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+  const eventsConnection = deps.redis.duplicate();
+  eventsConnection.on('error', () => undefined);
+  const events = new QueueEvents(TOOLS_QUEUE, { connection: eventsConnection, prefix: deps.prefix });
+  try {
+    // Listen before adding, so the completion cannot be missed.
+    await events.waitUntilReady();
+    await setIfInDoubt(deps, recordKey, key, ['state', 'retry', 'resolution', JSON.stringify(resolution)]);
+    const deadLetterId = await annotateInDoubt(deps, key, resolution);
+    let job: Job | undefined;
+    for (let n = 1; !job; n++) {
+      const jobId = `${key}-ack${n}`;
+      if (await Job.fromId(queue, jobId)) continue;
+      const added = await queue.add(TOOL_CALL_JOB, call, { jobId, removeOnComplete: { age: 7 * 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+      // Someone else added this id in between: BullMQ returned theirs; take the next id.
+      if (added.data && (added.data as Data).key === key && (await isOurs(added, call))) job = added;
+    }
+    const timeoutMs = options.timeoutMs ?? 120_000;
+    let value: unknown;
+    try {
+      value = await job.waitUntilFinished(events, timeoutMs);
+    } catch (err) {
+      throw new OperatorError(
+        `tool call ${key} was re-sent as job ${String(job.id)}, but ${(err as Error).message}. ` +
+          `Its record is in state "retry"; the gateway runs it once when it picks the job up (see bosun runs show ${call.runId}).`,
+        1,
+      );
+    }
+    return { key, action, resolution, result: value as ToolCallResult, jobId: String(job.id), deadLetterId };
+  } finally {
+    await events.close().catch(() => undefined);
+    eventsConnection.disconnect();
+    await queue.close();
+  }
+}
+
+/** A job just added is ours when it carries our call (BullMQ returns the existing job on a duplicate id). */
+async function isOurs(job: Job, call: ToolCallJob): Promise<boolean> {
+  return JSON.stringify(job.data) === JSON.stringify(call);
+}
+
+async function setIfInDoubt(deps: OperatorDeps, recordKey: string, key: string, fields: string[]): Promise<void> {
+  const was = (await deps.redis.eval(RESOLVE_SCRIPT, 1, recordKey, ...fields)) as string | null;
+  if (was !== 'in-doubt') throw new OperatorError(`tool call ${key} is not in doubt: its state is "${was ?? '(none)'}"`, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// stats
+
+/** `bosun stats`. */
+export interface Stats {
+  /** Degraded results per agent and kind, most first. */
+  degraded: { agent: string; kind: string; count: number }[];
+  /** Events dropped (NATS unreachable with a full buffer, or sequencing failed). */
+  dropped: number;
+}
+
+export async function readStats(deps: OperatorDeps): Promise<Stats> {
+  const [raw, dropped] = await Promise.all([deps.redis.hgetall(keys.degraded(deps.prefix)), deps.redis.hget(keys.events(deps.prefix), 'dropped')]);
+  const degraded = Object.entries(raw).map(([field, count]) => {
+    const i = field.lastIndexOf(':');
+    return { agent: i < 0 ? field : field.slice(0, i), kind: i < 0 ? '?' : field.slice(i + 1), count: Number(count) };
+  });
+  degraded.sort((a, b) => b.count - a.count || a.agent.localeCompare(b.agent) || a.kind.localeCompare(b.kind));
+  return { degraded, dropped: Number(dropped ?? 0) };
+}
+
+export function formatStats(stats: Stats): string {
+  const lines = ['degraded results'];
+  if (stats.degraded.length === 0) lines.push('  none');
+  else {
+    const w = Math.max(5, ...stats.degraded.map((d) => d.agent.length));
+    lines.push(`  ${'agent'.padEnd(w)}  ${'kind'.padEnd(9)} count`);
+    for (const d of stats.degraded) lines.push(`  ${d.agent.padEnd(w)}  ${d.kind.padEnd(9)} ${d.count}`);
+  }
+  lines.push('', `events dropped: ${stats.dropped}`);
+  return lines.join('\n');
+}
+
+/** The text of `bosun dlq list`. */
+export function formatDeadLetters(entries: DeadLetterSummary[]): string {
+  if (entries.length === 0) return 'dead-letter queue is empty';
+  const w = Math.max(2, ...entries.map((e) => e.id.length));
+  const lines = [`${'id'.padEnd(w)}  ${'at'.padEnd(24)} ${'kind'.padEnd(9)} ${'run'.padEnd(21)} ${'agent'.padEnd(12)} ${'mark'.padEnd(8)} reason`];
+  for (const e of entries) {
+    lines.push(`${e.id.padEnd(w)}  ${e.at.padEnd(24)} ${e.kind.padEnd(9)} ${(e.runId ?? '-').padEnd(21)} ${(e.agent ?? '-').padEnd(12)} ${(e.marker ?? '-').padEnd(8)} ${e.reason}`);
+  }
+  return lines.join('\n');
+}

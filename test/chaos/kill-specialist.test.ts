@@ -1,0 +1,150 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue, QueueEvents } from 'bullmq';
+import { INCIDENTS_QUEUE, RunResult, runIdFor, specialistQueue } from '@bosun/contract';
+import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+
+// Chaos 1: specialists are SIGKILLed mid-run, repeatedly. Every incident still completes, and
+// the mutating tool of a counting MCP server is called exactly once per intended call.
+
+let ctx: TestContext;
+let cluster: TestCluster;
+let incidents: Queue;
+let queueEvents: QueueEvents;
+let events: EventCollector;
+let callLog: string;
+let env: Record<string, string>;
+
+function logged(tool: string): { args: Record<string, unknown> }[] {
+  if (!existsSync(callLog)) return [];
+  return readFileSync(callLog, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { tool: string; args: Record<string, unknown> })
+    .filter((l) => l.tool === tool);
+}
+
+beforeAll(async () => {
+  ctx = await openContext('chaos-kill');
+  callLog = join(ctx.dir, 'calls.jsonl');
+  const config = demoConfig();
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '400' };
+  // Fast failure detection for the test: a dead worker's jobs move on after 3 s.
+  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
+  config.specialists.kubernetes.concurrency = 5;
+  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
+  cluster = await TestCluster.start(env, { specialists: 2 });
+  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+  incidents.setMaxListeners(0);
+  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+  await queueEvents.waitUntilReady();
+  events = new EventCollector(ctx.nats, ctx.prefix);
+});
+
+afterAll(async () => {
+  events?.close();
+  await queueEvents?.close();
+  await incidents?.close();
+  await cluster?.stop();
+  await ctx?.close();
+});
+
+async function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {
+  const q = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix: ctx.prefix });
+  const job = await q.getJob(taskId);
+  await q.close();
+  const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
+  return cluster.processes.find((p) => p.running && p.name.startsWith('specialist') && String(p.pid) === pid);
+}
+
+describe('specialists killed mid-run', () => {
+  it('resumes a killed task elsewhere from its checkpoint (recovery time measured)', async () => {
+    const incident = {
+      id: 'recover-1',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+      payload: { fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_logs', args: { service: 'checkout', lines: 5 } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } },
+    };
+    const job = await incidents.add('incident', incident, { jobId: incident.id });
+    const runId = runIdFor(incident.id, job.timestamp);
+    const started = await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const holder = await specialistHolding(String(started.data.key).replace(/-s\d+-c\d+$/, ''));
+    expect(holder).toBeDefined();
+    const killedAt = Date.now();
+    holder!.kill('SIGKILL');
+    const next = await events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) > killedAt, 30_000, 'next step after the kill');
+    const recoveryMs = Date.parse(next.at) - killedAt;
+    process.stdout.write(`[chaos] recovery after SIGKILL: ${recoveryMs} ms (lockDuration 3000 ms, stalledInterval 1000 ms)\n`);
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    expect(result.status).toBe('completed');
+    // The tool call in flight at the kill was answered from the gateway's record, not sent twice.
+    expect(logged('get_pods').filter((l) => l.args.service === 'checkout').length).toBeGreaterThanOrEqual(1);
+    const calls = events.forRun(runId).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
+    expect(new Set(calls).size).toBe(calls.length);
+    expect(recoveryMs).toBeLessThan(15_000);
+    cluster.add(startService('specialist', env, { name: 'specialist-r' }));
+    await cluster.get('specialist-r').ready();
+  });
+
+  it('completes 50 incidents while a specialist is SIGKILLed repeatedly, each mutating call made exactly once', async () => {
+    const n = 50;
+    const before = logged('restart_pod').length;
+    const jobs = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        incidents.add(
+          'incident',
+          {
+            id: `storm-${i}`,
+            source: 'chaos',
+            reason: 'PodCrashLooping',
+            summary: `storm ${i}`,
+            labels: { service: 'checkout' },
+            payload: {
+              fake: {
+                calls: {
+                  kubernetes: [
+                    { tool: 'demo__get_pods', args: { service: 'checkout' } },
+                    // A mutating call whose arguments name the incident, so the counting server tells them apart.
+                    { tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason: `storm-${i}` } },
+                    { tool: 'demo__get_logs', args: { service: 'checkout', lines: 5 } },
+                  ],
+                },
+              },
+            },
+          },
+          { jobId: `storm-${i}` },
+        ),
+      ),
+    );
+    let kills = 0;
+    let done = false;
+    const killer = (async () => {
+      while (!done && kills < 6) {
+        await new Promise((r) => setTimeout(r, 1_500));
+        if (done) break;
+        const victims = cluster.processes.filter((p) => p.running && p.name.startsWith('specialist'));
+        const victim = victims[kills % victims.length];
+        if (!victim) continue;
+        victim.kill('SIGKILL');
+        kills++;
+        const replacement = cluster.add(startService('specialist', env, { name: `specialist-k${kills}` }));
+        await replacement.ready();
+      }
+    })();
+    const results = await Promise.all(jobs.map((j) => j.waitUntilFinished(queueEvents, 150_000).then((v) => RunResult.parse(v))));
+    done = true;
+    await killer;
+    process.stdout.write(`[chaos] ${n} incidents, ${kills} specialist kills\n`);
+    expect(kills).toBeGreaterThanOrEqual(2);
+    expect(results.map((r) => r.status)).toEqual(results.map(() => 'completed'));
+    const restarts = logged('restart_pod').slice(before);
+    const perIncident = new Map<string, number>();
+    for (const r of restarts) perIncident.set(String(r.args.reason), (perIncident.get(String(r.args.reason)) ?? 0) + 1);
+    expect(restarts).toHaveLength(n);
+    expect([...perIncident.values()].every((c) => c === 1)).toBe(true);
+    expect(perIncident.size).toBe(n);
+  }, 200_000);
+});
