@@ -1,13 +1,27 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunResult } from '@bosun/contract';
+import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunResult } from '@bosun/contract';
 import { readEnv, ConfigError, type BosunEnv } from '@bosun/config';
 import { connectNats, createRedis, waitForRedis } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 import { runDemo } from './demo.js';
+import {
+  OperatorError,
+  ackToolCall,
+  dropDeadLetter,
+  formatDeadLetters,
+  formatRun,
+  formatStats,
+  listDeadLetters,
+  readStats,
+  retryDeadLetter,
+  showDeadLetter,
+  showRun,
+  type OperatorDeps,
+} from './operator.js';
 
 const USAGE = `bosun — operate a Bosun cluster
 
@@ -16,7 +30,20 @@ Usage:
   bosun watch [runId] [--new]       follow run events (one run, or all), replaying from the stream
   bosun result <incidentId> [--wait] [--timeout <s>]
                                     print an incident's run result (JSON)
-  bosun dlq [--json]                list the dead-letter queue
+  bosun dlq [list] [--json] [--kind <kind>]
+                                    list the dead-letter queue, newest first
+  bosun dlq show <jobId>            print one dead-letter entry (JSON)
+  bosun dlq retry <jobId>           re-runs the incident of a stall/timeout/failure entry as a new
+                                    incident <id>-retry<n>; prints its run id (the entry stays,
+                                    linked to it). Poison input must be fixed and published with
+                                    bosun publish; in-doubt calls are resolved with bosun ack
+  bosun dlq drop <jobId>            remove one entry (the only way an entry leaves the queue)
+  bosun runs show <runId> [--json]  a run's state from its checkpoints: delegations, pending steps,
+                                    tool calls, and the calls in doubt
+  bosun ack <key> --done|--retry|--skip [--by <name>]
+                                    resolve an in-doubt tool call: it took effect (--done), treat
+                                    it as not executed (--skip), or send it once more (--retry)
+  bosun stats [--json]              degraded-result counters and dropped events
   bosun demo [--once]               start a demo cluster and publish sample incidents
 
 Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG (see docs/configuration.md).
@@ -138,29 +165,110 @@ async function main(argv: string[]): Promise<number> {
         }
       });
     }
-    case 'dlq': {
-      const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } } });
-      return withRedis(env, async (redis) => {
-        const queue = new Queue(DEAD_LETTER_QUEUE, { connection: redis, prefix: env.prefix });
+    case 'dlq':
+    case 'runs':
+    case 'ack':
+    case 'stats': {
+      // Operator commands: parse everything first (bad usage exits 2 before any connection).
+      const parse = <O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals: number) => {
+        let parsed;
         try {
-          const jobs = await queue.getJobs(['waiting', 'delayed', 'prioritized', 'failed', 'completed'], 0, 999, true);
-          if (values.json) {
-            process.stdout.write(`${JSON.stringify(jobs.map((j) => ({ id: j.id, ...j.data })), null, 2)}\n`);
-            return 0;
-          }
-          if (jobs.length === 0) process.stdout.write('dead-letter queue is empty\n');
-          for (const j of jobs) {
-            const d = j.data as Record<string, unknown>;
-            const reason = String(d.reason ?? '').replace(/\s+/g, ' ');
-            process.stdout.write(
-              `${String(d.at ?? '').padEnd(24)} ${String(d.kind).padEnd(9)} ${String(d.runId ?? '-').padEnd(21)} ${String(d.agent ?? '-').padEnd(12)} ${reason.length > 100 ? `${reason.slice(0, 100)}…` : reason}\n`,
-            );
-          }
-          return 0;
-        } finally {
-          await queue.close();
+          parsed = parseArgs({ args, options, allowPositionals: true as const, strict: true as const });
+        } catch (err) {
+          throw new UsageError(`${command}: ${(err as Error).message}`);
         }
-      });
+        if (parsed.positionals.length > positionals) throw new UsageError(`${command}: unexpected argument "${parsed.positionals[positionals] ?? ''}"`);
+        return parsed;
+      };
+      let run: (deps: OperatorDeps) => Promise<number>;
+      if (command === 'dlq') {
+        const [first, ...more] = rest;
+        const sub = first === undefined || first.startsWith('-') ? 'list' : first;
+        const args = sub === first ? more : rest;
+        if (sub === 'list') {
+          const { values } = parse(args, { json: { type: 'boolean', default: false }, kind: { type: 'string' } }, 0);
+          const kind = values.kind;
+          if (kind !== undefined && !DeadLetterKind.options.includes(kind as DeadLetterKind)) {
+            throw new UsageError(`dlq list: --kind must be one of ${DeadLetterKind.options.join(', ')}`);
+          }
+          run = async (deps) => {
+            const entries = await listDeadLetters(deps, kind ? { kind } : {});
+            process.stdout.write(`${values.json ? JSON.stringify(entries.map((e) => e.entry), null, 2) : formatDeadLetters(entries)}\n`);
+            return 0;
+          };
+        } else if (sub === 'show' || sub === 'retry' || sub === 'drop') {
+          const { positionals } = parse(args, {}, 1);
+          const id = positionals[0];
+          if (!id) throw new UsageError(`dlq ${sub} needs a dead-letter job id (see bosun dlq list)`);
+          run = async (deps) => {
+            if (sub === 'show') {
+              const entry = await showDeadLetter(deps, id);
+              if (!entry) throw new OperatorError(`no dead-letter entry ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+              process.stdout.write(`${JSON.stringify(entry, null, 2)}\n`);
+            } else if (sub === 'drop') {
+              await dropDeadLetter(deps, id);
+              process.stderr.write(`dropped dead-letter entry ${id}\n`);
+            } else {
+              const r = await retryDeadLetter(deps, id);
+              if (r.previous) process.stderr.write(`note: entry ${id} was already retried as ${r.previous.incidentId} (run ${r.previous.runId})\n`);
+              process.stderr.write(`re-running incident ${r.originalIncidentId} as ${r.incidentId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`);
+              process.stdout.write(`${r.runId}\n`);
+            }
+            return 0;
+          };
+        } else {
+          throw new UsageError(`unknown dlq command "${sub}" (list, show, retry, drop)`);
+        }
+      } else if (command === 'runs') {
+        const [sub, ...args] = rest;
+        if (sub !== 'show') throw new UsageError(sub ? `unknown runs command "${sub}" (show)` : 'runs needs a command: show <runId>');
+        const { values, positionals } = parse(args, { json: { type: 'boolean', default: false } }, 1);
+        const runId = positionals[0];
+        if (!runId) throw new UsageError('runs show needs a run id');
+        run = async (deps) => {
+          const view = await showRun(deps, runId);
+          process.stdout.write(`${values.json ? JSON.stringify(view, null, 2) : formatRun(view)}\n`);
+          for (const p of view.problems) process.stderr.write(`bosun: ${p}\n`);
+          return view.problems.length > 0 ? 1 : 0;
+        };
+      } else if (command === 'ack') {
+        const { values, positionals } = parse(
+          rest,
+          { done: { type: 'boolean', default: false }, retry: { type: 'boolean', default: false }, skip: { type: 'boolean', default: false }, by: { type: 'string' } },
+          1,
+        );
+        const key = positionals[0];
+        if (!key) throw new UsageError('ack needs a tool-call key (see bosun runs show, or bosun dlq list --kind in-doubt)');
+        const actions = (['done', 'retry', 'skip'] as const).filter((a) => values[a]);
+        const action = actions[0];
+        if (actions.length !== 1 || !action) throw new UsageError('ack needs exactly one of --done, --retry, --skip');
+        const by = values.by?.trim() || process.env.USER?.trim() || 'operator';
+        run = async (deps) => {
+          const r = await ackToolCall(deps, key, action, { by });
+          const note = r.deadLetterId ? `dead letter ${r.deadLetterId} annotated` : 'no in-doubt dead letter found for it';
+          if (action === 'retry') {
+            process.stderr.write(`tool call ${key} re-sent once as job ${r.jobId ?? '?'} (by ${by}); ${note}\n`);
+            process.stdout.write(`${JSON.stringify(r.result, null, 2)}\n`);
+            return r.result.status === 'ok' ? 0 : 1;
+          }
+          process.stdout.write(`tool call ${key} resolved: ${action === 'done' ? 'took effect' : 'treated as not executed'} (by ${by} at ${r.resolution.at}); ${note}\n`);
+          return 0;
+        };
+      } else {
+        const { values } = parse(rest, { json: { type: 'boolean', default: false } }, 0);
+        run = async (deps) => {
+          const stats = await readStats(deps);
+          process.stdout.write(`${values.json ? JSON.stringify(stats, null, 2) : formatStats(stats)}\n`);
+          return 0;
+        };
+      }
+      try {
+        return await withRedis(env, (redis) => run({ redis, prefix: env.prefix }));
+      } catch (err) {
+        if (!(err instanceof OperatorError)) throw err;
+        process.stderr.write(`bosun: ${err.message}\n`);
+        return err.exitCode;
+      }
     }
     default:
       throw new UsageError(`unknown command "${command}"`);

@@ -121,7 +121,7 @@ function summarize(job: Job): DeadLetterSummary {
 
 /** Every job of the dead-letter queue (they stay in `wait`; other states are read too, in case). */
 async function allDeadLetterJobs(queue: Queue): Promise<Job[]> {
-  const jobs = await queue.getJobs(['waiting', 'paused', 'delayed', 'prioritized', 'active', 'failed', 'completed'], 0, -1, false);
+  const jobs = await queue.getJobs(['waiting', 'delayed', 'prioritized', 'active', 'failed', 'completed'], 0, -1, false);
   // getJobs may repeat a job that moved between states while it read them.
   const seen = new Set<string>();
   return jobs.filter((j): j is Job => {
@@ -554,15 +554,19 @@ export async function ackToolCall(
     // Listen before adding, so the completion cannot be missed.
     await events.waitUntilReady();
     await setIfInDoubt(deps, recordKey, key, ['state', 'retry', 'resolution', JSON.stringify(resolution)]);
-    const deadLetterId = await annotateInDoubt(deps, key, resolution);
-    let job: Job | undefined;
-    for (let n = 1; !job; n++) {
-      const jobId = `${key}-ack${n}`;
-      if (await Job.fromId(queue, jobId)) continue;
-      const added = await queue.add(TOOL_CALL_JOB, call, { jobId, removeOnComplete: { age: 7 * 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
-      // Someone else added this id in between: BullMQ returned theirs; take the next id.
-      if (added.data && (added.data as Data).key === key && (await isOurs(added, call))) job = added;
+    // Only this ack moved the record out of `in-doubt` (the script above is atomic), so no other
+    // ack adds a job for this key now: the first unused `-ack<n>` id is ours.
+    let job: Job;
+    try {
+      let n = 1;
+      while (await Job.fromId(queue, `${key}-ack${n}`)) n++;
+      job = await queue.add(TOOL_CALL_JOB, call, { jobId: `${key}-ack${n}`, removeOnComplete: { age: 7 * 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+    } catch (err) {
+      // Nothing was sent: put the call back in doubt so that it can be resolved again.
+      await deps.redis.multi().hset(recordKey, { state: 'in-doubt' }).hdel(recordKey, 'resolution').exec();
+      throw err;
     }
+    const deadLetterId = await annotateInDoubt(deps, key, resolution);
     const timeoutMs = options.timeoutMs ?? 120_000;
     let value: unknown;
     try {
@@ -580,11 +584,6 @@ export async function ackToolCall(
     eventsConnection.disconnect();
     await queue.close();
   }
-}
-
-/** A job just added is ours when it carries our call (BullMQ returns the existing job on a duplicate id). */
-async function isOurs(job: Job, call: ToolCallJob): Promise<boolean> {
-  return JSON.stringify(job.data) === JSON.stringify(call);
 }
 
 async function setIfInDoubt(deps: OperatorDeps, recordKey: string, key: string, fields: string[]): Promise<void> {
