@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { Queue, QueueEvents } from 'bullmq';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
+import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
+import { OwnServer, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+
+// Chaos 5b: Redis restarts while runs are in flight (services reconnect, runs continue, none is
+// lost); NATS is unreachable (runs go on, events are buffered and published when it is back).
+// Each case runs the cluster against a server the test owns, so it can stop it.
+
+let ctx: TestContext;
+beforeAll(async () => {
+  ctx = await openContext('chaos-outage');
+});
+afterAll(async () => {
+  await ctx?.close();
+});
+
+const plan = (service: string) => ({
+  fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service } }, { tool: 'demo__get_logs', args: { service, lines: 3 } }, { tool: 'demo__get_deployments', args: { service } }] } },
+});
+
+describe('Redis restarts while runs are in flight', () => {
+  let redisServer: OwnServer;
+  let cluster: TestCluster;
+  let redis: Redis;
+
+  afterAll(async () => {
+    await cluster?.stop();
+    redis?.disconnect();
+    await redisServer?.stop();
+  });
+
+  it('reconnects every service and completes every run', async () => {
+    redisServer = await new OwnServer('redis', ctx.dir).start();
+    const config = demoConfig();
+    config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '700' };
+    config.workers = { lockDurationMs: 5_000, stalledIntervalMs: 2_000, maxStalledCount: 5 };
+    const env = { ...ctx.env, REDIS_URL: redisServer.url, BOSUN_CONFIG: writeConfig(ctx, config, 'redis.json') };
+    cluster = await TestCluster.start(env, { specialists: 1 });
+    redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
+    redis.on('error', () => undefined);
+    const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: ctx.prefix });
+    incidents.on('error', () => undefined);
+    const ids = Array.from({ length: 5 }, (_, i) => `redis-${i}`);
+    const runIds = new Map<string, string>();
+    for (const id of ids) {
+      const job = await incidents.add('incident', { id, source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('checkout') }, { jobId: id });
+      runIds.set(id, runIdFor(id, job.timestamp));
+    }
+    // Let the runs get going, then take Redis away for a second and bring it back.
+    await new Promise((r) => setTimeout(r, 1_200));
+    await redisServer.restart(1_000);
+    const deadline = Date.now() + 90_000;
+    const states = new Map<string, string>();
+    while (Date.now() < deadline) {
+      for (const id of ids) states.set(id, (await (await incidents.getJob(id))?.getState()) ?? 'missing');
+      if ([...states.values()].every((s) => s === 'completed' || s === 'failed')) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    expect([...states.values()]).toEqual(ids.map(() => 'completed'));
+    for (const id of ids) {
+      const result = RunResult.parse((await incidents.getJob(id))!.returnvalue);
+      expect(result.runId).toBe(runIds.get(id));
+      expect(result.status).toBe('completed');
+    }
+    expect(cluster.processes.every((p) => p.running)).toBe(true);
+    await incidents.close();
+  }, 120_000);
+});
+
+describe('NATS is unreachable', () => {
+  let natsServer: OwnServer;
+  let cluster: TestCluster;
+  let nc: NatsConnection | undefined;
+
+  afterAll(async () => {
+    await nc?.close();
+    await cluster?.stop();
+    await natsServer?.stop();
+  });
+
+  it('goes on with runs while NATS is down and publishes their events when it is back', async () => {
+    natsServer = await new OwnServer('nats', ctx.dir).start();
+    const config = demoConfig();
+    const env = { ...ctx.env, NATS_URL: natsServer.url, BOSUN_CONFIG: writeConfig(ctx, config, 'nats.json') };
+    cluster = await TestCluster.start(env, { specialists: 1 });
+    await natsServer.stop();
+
+    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+    await queueEvents.waitUntilReady();
+    const job = await incidents.add('incident', { id: 'nats-down', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('search') }, { jobId: 'nats-down' });
+    const runId = runIdFor('nats-down', job.timestamp);
+    // The run does not wait for observers.
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    expect(result.status).toBe('completed');
+
+    await natsServer.start();
+    nc = await connect({ servers: natsServer.url });
+    const js = jetstream(nc);
+    // The services reconnect and flush what they buffered; the stream then holds the whole run.
+    const deadline = Date.now() + 30_000;
+    let types: string[] = [];
+    while (Date.now() < deadline) {
+      try {
+        const consumer = await js.consumers.get(`${ctx.prefix}-runs`, { filter_subjects: `${ctx.prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
+        const batch = await consumer.fetch({ max_messages: 200, expires: 1_000 });
+        types = [];
+        for await (const m of batch) types.push(m.json<{ type: string }>().type);
+        if (types.includes('run.completed')) break;
+      } catch {
+        // The stream may not be there yet.
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    expect(types[0]).toBe('run.started');
+    expect(types).toContain('run.completed');
+    expect(types.filter((t) => t === 'tool.completed')).toHaveLength(3);
+    expect(await ctx.redis.hget(`${ctx.prefix}:stats:events`, 'dropped')).toBeNull();
+    await queueEvents.close();
+    await incidents.close();
+  }, 120_000);
+});
