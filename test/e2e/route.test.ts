@@ -164,6 +164,7 @@ describe('route mode, end to end', () => {
     expect(result.specialists.find((s) => s.name === 'kubernetes')?.status).toBe('completed');
     const routed = await events.waitFor((e) => e.runId === runId && e.type === 'run.routed', 5_000);
     expect(routed.data.unknown).toEqual(['nonexistent']);
+    expect((await deadLetterEntries()).filter((d) => d.runId === runId)).toEqual([expect.objectContaining({ kind: 'failure', agent: 'nonexistent' })]);
     expect(cluster.processes.every((p) => p.running)).toBe(true);
   });
 

@@ -179,7 +179,20 @@ function substitute(value: string, env: NodeJS.ProcessEnv, field: string, file: 
  * (routes name known specialists, tool patterns name known servers, output schemas compile,
  * a stall payload can be built for every specialist).
  */
-export function parseClusterConfig(raw: unknown, options: { file: string; env?: NodeJS.ProcessEnv }): ClusterConfig {
+/** Options of {@link parseClusterConfig}. */
+export interface ParseOptions {
+  /** The file the config came from (for messages and relative paths). */
+  file: string;
+  /** Environment for `${VAR}` substitution; default `process.env`. */
+  env?: NodeJS.ProcessEnv;
+  /**
+   * Substitute `${VAR}` in the MCP servers' env, args and headers (default true). Only the
+   * gateway needs those values — and their secrets — so the other services pass false.
+   */
+  resolveServers?: boolean;
+}
+
+export function parseClusterConfig(raw: unknown, options: ParseOptions): ClusterConfig {
   const { file } = options;
   const env = options.env ?? process.env;
   const parsed = ClusterConfigSchema.safeParse(raw);
@@ -205,6 +218,7 @@ export function parseClusterConfig(raw: unknown, options: { file: string; env?: 
   const servers = Object.keys(config.mcpServers);
   const baseDir = dirname(resolve(file));
   for (const [name, server] of Object.entries(config.mcpServers)) {
+    if (options.resolveServers === false) continue;
     if (server.transport === 'stdio') {
       for (const [k, v] of Object.entries(server.env)) server.env[k] = substitute(v, env, `mcpServers.${name}.env.${k}`, file);
       server.args = server.args.map((a, i) => substitute(a, env, `mcpServers.${name}.args.${i}`, file));
@@ -234,7 +248,7 @@ export function parseClusterConfig(raw: unknown, options: { file: string; env?: 
 }
 
 /** Reads, parses and checks a YAML (or JSON) cluster config file. */
-export function loadClusterConfig(file: string, env?: NodeJS.ProcessEnv): ClusterConfig {
+export function loadClusterConfig(file: string, options: { env?: NodeJS.ProcessEnv; resolveServers?: boolean } = {}): ClusterConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -247,7 +261,7 @@ export function loadClusterConfig(file: string, env?: NodeJS.ProcessEnv): Cluste
   } catch (err) {
     throw new ConfigError(`${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
   }
-  return parseClusterConfig(raw, { file, ...(env ? { env } : {}) });
+  return parseClusterConfig(raw, { file, ...options });
 }
 
 function deepFreeze<T>(value: T): T {

@@ -53,7 +53,7 @@ function configError(raw: unknown, env: NodeJS.ProcessEnv = {}): ConfigError {
 
 describe('the demo config', () => {
   it('loads with defaults substituted', () => {
-    const config = loadClusterConfig(DEMO, {});
+    const config = loadClusterConfig(DEMO, { env: {} });
     expect(Object.keys(config.specialists).sort()).toEqual(['database', 'kubernetes']);
     expect(config.coordinator.mode).toBe('route');
     expect(config.coordinator.routes.ErrorRateHigh).toEqual(['kubernetes', 'database']);
@@ -76,20 +76,20 @@ describe('the demo config', () => {
   });
 
   it('takes a substituted value from the environment when set', () => {
-    const config = loadClusterConfig(DEMO, { DEMO_MCP_SLOW_MS: '250' });
+    const config = loadClusterConfig(DEMO, { env: { DEMO_MCP_SLOW_MS: '250' } });
     const demo = config.mcpServers.demo;
     if (demo?.transport !== 'stdio') throw new Error('expected a stdio server');
     expect(demo.env.DEMO_MCP_SLOW_MS).toBe('250');
   });
 
   it('is frozen', () => {
-    const config = loadClusterConfig(DEMO, {});
+    const config = loadClusterConfig(DEMO, { env: {} });
     expect(Object.isFrozen(config)).toBe(true);
     expect(Object.isFrozen(config.specialists.kubernetes!.tools)).toBe(true);
   });
 
   it('names the file when it cannot be read', () => {
-    expect(() => loadClusterConfig('/nonexistent/bosun.yaml', {})).toThrow(/cannot read config file \/nonexistent\/bosun\.yaml/);
+    expect(() => loadClusterConfig('/nonexistent/bosun.yaml', { env: {} })).toThrow(/cannot read config file \/nonexistent\/bosun\.yaml/);
   });
 });
 
@@ -161,6 +161,15 @@ describe('config errors name the field', () => {
     expect(demo.env.TOKEN).toBe('Bearer t0k');
   });
 
+  it('leaves server values unresolved for services that do not connect to servers', () => {
+    const raw = minimal();
+    raw.mcpServers.demo.env = { TOKEN: 'Bearer ${DEMO_TOKEN}' };
+    const config = parseClusterConfig(raw, { file: 'cluster.yaml', env: {}, resolveServers: false });
+    const demo = config.mcpServers.demo;
+    if (demo?.transport !== 'stdio') throw new Error('expected a stdio server');
+    expect(demo.env.TOKEN).toBe('Bearer ${DEMO_TOKEN}');
+  });
+
   it('a missing ${VAR} in an http header names the header', () => {
     const raw = minimal();
     raw.mcpServers.web = { transport: 'http', url: 'http://127.0.0.1:1/mcp', headers: { Authorization: '${WEB_TOKEN}' } };
@@ -200,11 +209,11 @@ describe('config errors name the field', () => {
       properties: { summary: { type: 'string' }, severity: { enum: ['low', 'high'] } },
     };
     raw.specialists.kubernetes.outputSchema = schema;
-    raw.specialists.kubernetes.stallPayload = { summary: 'Stalled: ${stallText}', severity: 'high' };
+    raw.specialists.kubernetes.stallPayload = { summary: '${stallText}\n(stalled)', severity: 'high' };
     const config = parseClusterConfig(raw, { file: 'cluster.yaml', env: {} });
     const payload = buildStallPayload(config.specialists.kubernetes!, 'kubernetes', 'which cluster?');
     expect(payload.severity).toBe('high');
-    expect(payload.summary).toMatch(new RegExp(`^Stalled: ${escape(STALL_MARKER)}`));
+    expect(payload.summary).toMatch(new RegExp(`^${escape(STALL_MARKER)}`));
     expect(payload.summary).toContain('which cluster?');
     expect(validateAgainstSchema(schema, payload)).toBeNull();
   });

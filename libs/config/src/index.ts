@@ -4,7 +4,7 @@ export {
   toolAllowed,
   ConfigError,
 } from './cluster.js';
-export type { ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
+export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl } from './env.js';
 export type { BosunEnv } from './env.js';
 export { createLogger, knownSecrets, scrub, REDACT_PATHS } from './logger.js';

@@ -36,10 +36,12 @@ export interface LoggerOptions {
  */
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = knownSecrets();
-  return pino(
+  const wanted = options.level ?? 'info';
+  const valid = wanted in pino.levels.values || wanted === 'silent';
+  const logger = pino(
     {
       name: options.service,
-      level: options.level ?? 'info',
+      level: valid ? wanted : 'info',
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       hooks: {
         logMethod(args, method) {
@@ -53,6 +55,10 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     options.destination,
   );
+  if (!valid) {
+    logger.warn(`LOG_LEVEL "${wanted}" is not a level (${Object.keys(pino.levels.values).join(', ')}, silent); using info`);
+  }
+  return logger;
 }
 
 /** Secret values from the environment that must never be printed. */

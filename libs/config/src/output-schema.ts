@@ -1,5 +1,5 @@
 import { Ajv, type ValidateFunction } from 'ajv';
-import { stallText } from '@bosun/contract';
+import { isStalled, stallText } from '@bosun/contract';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 const compiled = new WeakMap<object, ValidateFunction>();
@@ -127,7 +127,8 @@ export function checkOutputSchema(agent: string, spec: OutputSpec): void {
   }
   const problem = validateAgainstSchema(spec.outputSchema, payload);
   if (problem) throw new Error(`the stall payload does not validate against outputSchema: ${problem}`);
-  if (!JSON.stringify(payload).includes('INCOMPLETE')) {
-    throw new Error('stallPayload must contain ${stallText} in a field a reader will see');
+  if (!isStalled(payload)) {
+    // isStalled is how readers count degraded results: the marker must open a top-level string.
+    throw new Error('stallPayload must start a top-level string field with ${stallText}, so the result is recognised as INCOMPLETE');
   }
 }

@@ -31,6 +31,12 @@ describe('Incident parsing', () => {
     expect(parseWith(Incident, { ...base, severity: 'critical' }, 'incident').severity).toBe('critical');
   });
 
+  it('rejects an id of digits only (BullMQ refuses integer job ids), naming id', () => {
+    const err = rejection({ ...base, id: '12345' });
+    expect(err.fields).toEqual(['id']);
+    expect(err.message).toMatch(/id: must not be only digits/);
+  });
+
   it('rejects an id with a space, naming id', () => {
     const err = rejection({ ...base, id: 'inc 1' });
     expect(err.fields).toEqual(['id']);

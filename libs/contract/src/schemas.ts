@@ -17,7 +17,9 @@ export type Severity = z.infer<typeof Severity>;
 export const Incident = z.object({
   id: z
     .string()
-    .regex(INCIDENT_ID_PATTERN, 'must be 1 to 128 characters of A-Z, a-z, 0-9, ".", "_" or "-"'),
+    .regex(INCIDENT_ID_PATTERN, 'must be 1 to 128 characters of A-Z, a-z, 0-9, ".", "_" or "-"')
+    // The id is the BullMQ job id, and BullMQ refuses ids that are integers.
+    .refine((id) => !/^\d+$/.test(id), { message: 'must not be only digits (it is the BullMQ job id)' }),
   source: z.string().min(1, 'must not be empty'),
   reason: z.string().min(1, 'must not be empty').max(256),
   summary: z.string(),

@@ -27,16 +27,17 @@ export class DeadLetters {
    */
   async add(input: DeadLetterInput, dedupeId?: string): Promise<DeadLetter> {
     const entry: DeadLetter = { v: 1, marker: STALL_MARKER, at: new Date().toISOString(), ...input };
-    if (dedupeId) {
-      // A retried step (after a crash) writes the same entry again: keep and count the first.
-      const fresh = await this.redis.set(`${this.prefix}:dlq:seen:${dedupeId}`, '1', 'EX', 30 * 24 * 3600, 'NX');
-      if (fresh === null) return entry;
-    }
+    // The job id dedupes the entry itself (a retried step after a crash writes it again)...
     await this.queue.add(entry.kind, entry, {
       ...(dedupeId ? { jobId: dedupeId } : {}),
       removeOnComplete: false,
       removeOnFail: false,
     });
+    // ...and this marker, set only after the entry exists, makes it count once.
+    if (dedupeId) {
+      const fresh = await this.redis.set(keys.deadLetterSeen(this.prefix, dedupeId), '1', 'EX', 30 * 24 * 3600, 'NX');
+      if (fresh === null) return entry;
+    }
     await this.redis.hincrby(keys.degraded(this.prefix), `${entry.agent ?? '-'}:${entry.kind}`, 1);
     return entry;
   }

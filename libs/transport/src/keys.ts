@@ -15,6 +15,8 @@ export const keys = {
   events: (prefix: string) => `${prefix}:stats:events`,
   /** A cancellation flag the coordinator sets for a task past its deadline. */
   cancel: (prefix: string, taskId: string) => `${prefix}:cancel:${taskId}`,
+  /** Set once a deduplicated dead letter has been counted. */
+  deadLetterSeen: (prefix: string, id: string) => `${prefix}:dlq:seen:${id}`,
   /** Counters of degraded results: a hash `<agent>:<kind>` → count. */
   degraded: (prefix: string) => `${prefix}:stats:degraded`,
 };

@@ -11,7 +11,10 @@ export interface RunServiceOptions {
   name: string;
   log: Logger;
   start: () => Promise<ServiceHandle>;
-  /** Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway. Default 30 s. */
+  /**
+   * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
+   * Default: `BOSUN_GRACE_MS` from the environment, else 30 s.
+   */
   graceMs?: number;
 }
 
@@ -22,7 +25,13 @@ export interface RunServiceOptions {
  */
 export function runService(options: RunServiceOptions): void {
   const { name, log } = options;
-  const grace = options.graceMs ?? 30_000;
+  const rawGrace = process.env.BOSUN_GRACE_MS;
+  const envGrace = rawGrace === undefined ? undefined : Number(rawGrace);
+  if (envGrace !== undefined && !(Number.isInteger(envGrace) && envGrace > 0)) {
+    process.stderr.write(`${name}: BOSUN_GRACE_MS: "${rawGrace}" must be a positive number of milliseconds\n`);
+    process.exit(1);
+  }
+  const grace = options.graceMs ?? envGrace ?? 30_000;
   let handle: ServiceHandle | undefined;
   let stopping = false;
 

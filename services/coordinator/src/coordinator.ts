@@ -209,7 +209,9 @@ export class Coordinator {
       }
     } catch (err) {
       if (err instanceof WaitingChildrenError) throw err;
-      if (err instanceof ModelError && err.retryable) throw err;
+      // A passing provider error is retried by BullMQ while the job has attempts left; after
+      // the last, the run ends with an honest failure like any other.
+      if (err instanceof ModelError && err.retryable && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) throw err;
       const reason = err instanceof Error ? err.message : String(err);
       log.error({ err, runId }, 'run failed');
       const result: RunResult = {
@@ -351,6 +353,7 @@ export class Coordinator {
         const reason = `unknown specialist "${d.agent}" (known: ${Object.keys(config.specialists).join(', ')})`;
         d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output: stallText(d.agent, '', reason), attempts: 0, error: reason };
         events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
+        await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: incident.id, agent: d.agent, reason, attempts: 0 }, `failure-${d.taskId}`);
         continue;
       }
       d.deadlineAt ??= new Date(Date.now() + spec.deadlineMs).toISOString();
@@ -524,7 +527,8 @@ export class Coordinator {
       v: 1,
       runId: state.runId,
       incidentId: incident.id,
-      status: state.delegations.length === 0 ? 'failed' : degraded > 0 ? 'partial' : 'completed',
+      // Route mode with nobody to ask has checked nothing; a delegating model may answer alone.
+      status: state.delegations.length === 0 && state.mode === 'route' ? 'failed' : degraded > 0 ? 'partial' : 'completed',
       answer,
       specialists,
       stalled: degraded,
@@ -534,6 +538,10 @@ export class Coordinator {
     state.result = result;
     state.phase = 'done';
     await this.deps.checkpoints.save(ckptId, state);
+    // The run is over: its deadline timers have nothing left to do.
+    await Promise.all(
+      [`run-deadline-${state.runId}`, ...state.delegations.map((d) => `task-deadline-${d.taskId}`)].map((id) => this.timers.remove(id).catch(() => 0)),
+    );
     this.deps.events.emit({
       type: result.status === 'failed' ? 'run.failed' : 'run.completed',
       runId: state.runId,

@@ -12,10 +12,9 @@ const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL 
 runService({
   name: 'coordinator',
   log,
-  graceMs: Number(process.env.BOSUN_GRACE_MS ?? 30_000),
   async start() {
     const env = readEnv();
-    const config = loadClusterConfig(env.configFile);
+    const config = loadClusterConfig(env.configFile, { resolveServers: false });
     const c = config.coordinator;
     const model = createModel(
       { ...c.model, apiKey: env.geminiApiKey },

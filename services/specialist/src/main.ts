@@ -13,11 +13,10 @@ const log = createLogger({ service: 'specialist', level: process.env.LOG_LEVEL ?
 runService({
   name: 'specialist',
   log,
-  graceMs: Number(process.env.BOSUN_GRACE_MS ?? 30_000),
   async start() {
     const { values } = parseArgs({ options: { only: { type: 'string' } }, allowPositionals: false });
     const env = readEnv();
-    const config = loadClusterConfig(env.configFile);
+    const config = loadClusterConfig(env.configFile, { resolveServers: false });
     const all = Object.keys(config.specialists);
     const names = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
     const unknown = names.filter((n) => !config.specialists[n]);

@@ -11,7 +11,6 @@ const log = createLogger({ service: 'tool-gateway', level: process.env.LOG_LEVEL
 runService({
   name: 'tool-gateway',
   log,
-  graceMs: Number(process.env.BOSUN_GRACE_MS ?? 30_000),
   async start() {
     const env = readEnv();
     const config = loadClusterConfig(env.configFile);
