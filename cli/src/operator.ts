@@ -284,7 +284,7 @@ export interface DelegationView {
   round?: number;
   task?: string;
   deadlineAt?: string;
-  /** The result's status, or `running` (a task checkpoint exists) or `queued` (none yet). */
+  /** The result's status, or `running` (a task checkpoint exists), `queued` (none yet), `unknown` (unreadable). */
   status: string;
   /** From the task checkpoint. */
   step?: number;
@@ -441,7 +441,7 @@ export async function showRun(deps: OperatorDeps, runId: string): Promise<RunVie
       }
     }
     const taskResult = isObject(task) && isObject(task.result) ? task.result : undefined;
-    dv.status = str(result?.status) ?? str(taskResult?.status) ?? (task !== null || dv.checkpointError ? 'running' : 'queued');
+    dv.status = str(result?.status) ?? str(taskResult?.status) ?? (dv.checkpointError ? 'unknown' : task !== null ? 'running' : 'queued');
     dv.toolCalls = await toolCallsOf(deps, taskId);
     for (const c of dv.toolCalls) {
       if (c.state === 'in-doubt') view.inDoubt.push({ key: c.key, agent: dv.agent, ...(c.tool ? { tool: c.tool } : {}), ...(c.args !== undefined ? { args: c.args } : {}) });

@@ -151,6 +151,10 @@ export const DeadLetter = z.object({
   at: z.string(),
   /** The original data, for rejected input. */
   input: jsonValue.optional(),
+  /** Set by `bosun ack` on an in-doubt entry: what the operator decided. */
+  resolution: z.object({ action: z.string(), by: z.string(), at: z.string() }).optional(),
+  /** Set by `bosun dlq retry`: the incident that re-runs this work. */
+  retriedAs: z.object({ incidentId: z.string(), runId: z.string(), at: z.string() }).optional(),
 });
 export type DeadLetter = z.infer<typeof DeadLetter>;
 

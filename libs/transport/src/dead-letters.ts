@@ -27,17 +27,17 @@ export class DeadLetters {
    */
   async add(input: DeadLetterInput, dedupeId?: string): Promise<DeadLetter> {
     const entry: DeadLetter = { v: 1, marker: STALL_MARKER, at: new Date().toISOString(), ...input };
-    // The job id dedupes the entry itself (a retried step after a crash writes it again)...
+    const seenKey = dedupeId ? keys.deadLetterSeen(this.prefix, dedupeId) : undefined;
+    // A retried step (after a crash) writes the same entry again: once written, never again,
+    // even after an operator dropped it.
+    if (seenKey && (await this.redis.exists(seenKey)) === 1) return entry;
+    // The job id dedupes a write that crashed before the marker below was set.
     await this.queue.add(entry.kind, entry, {
       ...(dedupeId ? { jobId: dedupeId } : {}),
       removeOnComplete: false,
       removeOnFail: false,
     });
-    // ...and this marker, set only after the entry exists, makes it count once.
-    if (dedupeId) {
-      const fresh = await this.redis.set(keys.deadLetterSeen(this.prefix, dedupeId), '1', 'EX', 30 * 24 * 3600, 'NX');
-      if (fresh === null) return entry;
-    }
+    if (seenKey && (await this.redis.set(seenKey, '1', 'EX', 30 * 24 * 3600, 'NX')) === null) return entry;
     await this.redis.hincrby(keys.degraded(this.prefix), `${entry.agent ?? '-'}:${entry.kind}`, 1);
     return entry;
   }

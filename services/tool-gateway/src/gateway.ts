@@ -24,6 +24,21 @@ export interface GatewayDeps {
 
 const RECORD_TTL_SECONDS = 7 * 24 * 3600;
 
+/**
+ * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args, runId, incidentId, agent, now.
+ * Returns 'claimed' after marking the record in flight, or the state that prevents it.
+ */
+const CLAIM_SCRIPT = `
+local state = redis.call('HGET', KEYS[1], 'state')
+if (not state) or state == 'retry' or (ARGV[1] == '1' and state == 'inflight') then
+  redis.call('HSET', KEYS[1], 'state', 'inflight', 'tool', ARGV[3], 'args', ARGV[4], 'runId', ARGV[5],
+    'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false')
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+  return 'claimed'
+end
+return state
+`;
+
 /** Whether a tool is read-only: only an explicit MCP `readOnlyHint: true` says so. */
 export function isReadOnly(tool: CatalogTool): boolean {
   return tool.annotations.readOnlyHint === true;
@@ -111,26 +126,29 @@ export class ToolGateway {
     if (!spec || !toolAllowed(spec.tools, call.tool)) return fail(`tool "${call.tool}" is not allowed for agent "${call.agent}"`);
     const readOnly = isReadOnly(tool);
 
-    // `retry`: an operator resolved an in-doubt call with `bosun ack --retry`: send it once more.
-    if ((record.state === 'inflight' || record.state === 'in-doubt') && !readOnly) {
-      // A previous attempt sent this mutating call and nobody recorded what happened.
-      return this.inDoubt(call, tool, record.state === 'in-doubt');
+    // Claim the call atomically: only a new call, one an operator asked to retry (`bosun ack
+    // --retry`), or a read-only call found in flight may be sent to the server.
+    const claim = (await redis.eval(
+      CLAIM_SCRIPT,
+      1,
+      recordKey,
+      readOnly ? '1' : '0',
+      String(RECORD_TTL_SECONDS),
+      call.tool,
+      JSON.stringify(call.args),
+      call.runId,
+      call.incidentId,
+      call.agent,
+      new Date().toISOString(),
+    )) as string;
+    if (claim === 'done') {
+      const again = await redis.hget(recordKey, 'result');
+      if (again) return JSON.parse(again) as ToolCallResult;
     }
-
-    await redis
-      .multi()
-      .hset(recordKey, {
-        state: 'inflight',
-        tool: call.tool,
-        args: JSON.stringify(call.args),
-        runId: call.runId,
-        incidentId: call.incidentId,
-        agent: call.agent,
-        startedAt: new Date().toISOString(),
-        readOnly: String(readOnly),
-      })
-      .expire(recordKey, RECORD_TTL_SECONDS)
-      .exec();
+    if (claim !== 'claimed') {
+      // A previous attempt sent this mutating call and nobody recorded what happened.
+      return this.inDoubt(call, tool, claim === 'in-doubt');
+    }
     events.emit({ ...base, type: 'tool.started', data: { key: call.key, tool: call.tool, readOnly, args: call.args } });
     const server = this.servers.find((s) => s.name === tool.server);
     const started = Date.now();
