@@ -1,0 +1,93 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue, QueueEvents } from 'bullmq';
+import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
+import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+
+// SIGTERM drains: a service stops taking work, finishes or hands back what it holds, exits 0,
+// and the next process resumes without an in-doubt call.
+
+let ctx: TestContext;
+let cluster: TestCluster;
+let env: Record<string, string>;
+let callLog: string;
+let incidents: Queue;
+let queueEvents: QueueEvents;
+let events: EventCollector;
+
+function logged(): string[] {
+  if (!existsSync(callLog)) return [];
+  return readFileSync(callLog, 'utf8').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { tool: string }).tool);
+}
+
+const plan = {
+  fake: {
+    calls: {
+      kubernetes: [
+        { tool: 'demo__get_pods', args: { service: 'checkout' } },
+        { tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason: 'drain' } },
+        { tool: 'demo__get_deployments', args: { service: 'checkout' } },
+      ],
+    },
+  },
+};
+
+beforeAll(async () => {
+  ctx = await openContext('chaos-drain');
+  callLog = join(ctx.dir, 'calls.jsonl');
+  const config = demoConfig();
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '1500' };
+  // Long locks: a resumption here must come from the hand-over, not from lock expiry.
+  config.workers = { lockDurationMs: 60_000, stalledIntervalMs: 30_000, maxStalledCount: 2 };
+  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
+  cluster = await TestCluster.start(env, { specialists: 1 });
+  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+  incidents.setMaxListeners(0);
+  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+  await queueEvents.waitUntilReady();
+  events = new EventCollector(ctx.nats, ctx.prefix);
+});
+
+afterAll(async () => {
+  events?.close();
+  await queueEvents?.close();
+  await incidents?.close();
+  await cluster?.stop();
+  await ctx?.close();
+});
+
+describe('SIGTERM drains', () => {
+  it('a specialist hands its task back at the next step and exits 0; another resumes it at once', async () => {
+    const job = await incidents.add('incident', { id: 'drain-spec', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan }, { jobId: 'drain-spec' });
+    const runId = runIdFor('drain-spec', job.timestamp);
+    await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const old = cluster.get('specialist-1');
+    const t0 = Date.now();
+    const status = await old.stop(30_000);
+    expect(status.code).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    expect(old.lines.some((l) => l.includes('handing the task back to the queue'))).toBe(true);
+    cluster.add(startService('specialist', env, { name: 'specialist-2' }));
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    expect(result.status).toBe('completed');
+    expect(logged().filter((t) => t === 'restart_pod')).toHaveLength(1);
+    expect(events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
+  });
+
+  it('a gateway finishes its call in flight before exiting 0; nothing is in doubt', async () => {
+    const before = logged().length;
+    const job = await incidents.add('incident', { id: 'drain-gw', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan }, { jobId: 'drain-gw' });
+    const runId = runIdFor('drain-gw', job.timestamp);
+    const started = await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const status = await cluster.get('gateway').stop(30_000);
+    expect(status.code).toBe(0);
+    // The call in flight was finished and recorded before the gateway left.
+    expect(await ctx.redis.hget(`${ctx.prefix}:toolcall:${String(started.data.key)}`, 'state')).toBe('done');
+    await cluster.add(startService('gateway', env)).ready();
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    expect(result.status).toBe('completed');
+    expect(logged().slice(before)).toEqual(['get_pods', 'restart_pod', 'get_deployments']);
+    expect(events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
+  });
+});

@@ -1,0 +1,110 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue, QueueEvents } from 'bullmq';
+import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, runIdFor, type DeadLetter } from '@bosun/contract';
+import { ENTRY, EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+
+// Chaos 2: the gateway is killed while a slow mutating call is in progress. Nobody knows whether
+// it took effect: it is declared in doubt, never re-sent automatically, shown to operators, and
+// `bosun ack <key> --retry` sends it exactly once more.
+
+let ctx: TestContext;
+let cluster: TestCluster;
+let env: Record<string, string>;
+let callLog: string;
+
+function logged(tool: string): number {
+  if (!existsSync(callLog)) return 0;
+  return readFileSync(callLog, 'utf8').split('\n').filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
+}
+
+function bosun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.on('exit', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+beforeAll(async () => {
+  ctx = await openContext('chaos-gateway');
+  callLog = join(ctx.dir, 'calls.jsonl');
+  const config = demoConfig();
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '4000' };
+  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
+  cluster = await TestCluster.start(env, { specialists: 1 });
+});
+
+afterAll(async () => {
+  await cluster?.stop();
+  await ctx?.close();
+});
+
+describe('the gateway dies during a mutating call', () => {
+  it('declares the call in doubt, does not call it again, and lets an operator retry it once', async () => {
+    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+    await queueEvents.waitUntilReady();
+    const events = new EventCollector(ctx.nats, ctx.prefix);
+    const incident = {
+      id: 'gw-kill',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: { fake: { calls: { kubernetes: [{ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' } }] } } },
+    };
+    const job = await incidents.add('incident', incident, { jobId: incident.id });
+    const runId = runIdFor(incident.id, job.timestamp);
+    const started = await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const key = String(started.data.key);
+    // Wait until the MCP server has received the call, then kill the gateway mid-call.
+    const until = Date.now() + 10_000;
+    while (logged('restart_pod') === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    expect(logged('restart_pod')).toBe(1);
+    cluster.get('gateway').kill('SIGKILL');
+    await cluster.get('gateway').exited;
+    const gateway = cluster.add(startService('gateway', env));
+    await gateway.ready();
+
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    // The run ends; the agent was told plainly that the effect is unknown.
+    expect(result.specialists[0]?.status).toBe('completed');
+    expect(JSON.stringify(result.specialists[0]?.output)).toContain('IN DOUBT');
+    const inDoubt = await events.waitFor((e) => e.runId === runId && e.type === 'tool.in_doubt', 10_000);
+    expect(inDoubt.data.key).toBe(key);
+    // Not re-sent: the server saw it once.
+    expect(logged('restart_pod')).toBe(1);
+
+    const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    const entries = (await dlq.getWaiting(0, 100)).map((j) => j.data as DeadLetter).filter((d) => d.kind === 'in-doubt');
+    expect(entries).toEqual([expect.objectContaining({ runId, agent: 'kubernetes', input: expect.objectContaining({ key }) })]);
+
+    const show = await bosun(['runs', 'show', runId]);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toContain('in doubt (1)');
+    expect(show.stdout).toContain(key);
+
+    const ack = await bosun(['ack', key, '--retry', '--by', 'chaos-test']);
+    expect(ack.code, ack.stderr).toBe(0);
+    expect(logged('restart_pod')).toBe(2);
+    const record = await ctx.redis.hgetall(`${ctx.prefix}:toolcall:${key}`);
+    expect(record.state).toBe('done');
+    expect(JSON.parse(record.result!)).toMatchObject({ status: 'ok', isError: false });
+    const resolved = (await dlq.getWaiting(0, 100)).map((j) => j.data as DeadLetter).find((d) => d.kind === 'in-doubt');
+    expect(resolved?.resolution).toMatchObject({ action: 'retry', by: 'chaos-test' });
+    // Resolved once: a second retry is refused.
+    expect((await bosun(['ack', key, '--retry'])).code).toBe(1);
+    expect(logged('restart_pod')).toBe(2);
+
+    events.close();
+    await dlq.close();
+    await queueEvents.close();
+    await incidents.close();
+  }, 120_000);
+});
