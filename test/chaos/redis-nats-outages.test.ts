@@ -104,20 +104,27 @@ describe('NATS is unreachable', () => {
     // The services reconnect and flush what they buffered; the stream then holds the whole run.
     const deadline = Date.now() + 30_000;
     let types: string[] = [];
+    let seqs: number[] = [];
     while (Date.now() < deadline) {
       try {
         const consumer = await js.consumers.get(`${ctx.prefix}-runs`, { filter_subjects: `${ctx.prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
         const batch = await consumer.fetch({ max_messages: 200, expires: 1_000 });
-        types = [];
-        for await (const m of batch) types.push(m.json<{ type: string }>().type);
-        if (types.includes('run.completed')) break;
+        // Each service flushes its own buffer when it reconnects: order by seq, as documented.
+        const got: { type: string; seq: number }[] = [];
+        for await (const m of batch) got.push(m.json<{ type: string; seq: number }>());
+        got.sort((a, b) => a.seq - b.seq);
+        types = got.map((e) => e.type);
+        seqs = got.map((e) => e.seq);
+        if (types.includes('run.completed') && seqs.length === seqs[seqs.length - 1]) break;
       } catch {
         // The stream may not be there yet.
       }
       await new Promise((r) => setTimeout(r, 300));
     }
     expect(types[0]).toBe('run.started');
-    expect(types).toContain('run.completed');
+    expect(types[types.length - 1]).toBe('run.completed');
+    // Nothing lost: one sequence without gaps.
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     expect(types.filter((t) => t === 'tool.completed')).toHaveLength(3);
     expect(await ctx.redis.hget(`${ctx.prefix}:stats:events`, 'dropped')).toBeNull();
     await queueEvents.close();

@@ -20,6 +20,8 @@ const ModelSpec = z
     /** Gemini API base URL (tests point it at a local server). */
     baseUrl: z.string().url().optional(),
     timeoutMs: z.number().int().positive().default(60_000),
+    /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
+    latencyMs: z.number().int().nonnegative().max(600_000).default(0),
   })
   .strict();
 
@@ -71,7 +73,7 @@ const Specialist = z
     deadlineMs: z.number().int().positive().default(600_000),
     /** Retries of a task that failed (exponential backoff from 1 s); after the last, an INCOMPLETE `failure` result. */
     retries: z.number().int().nonnegative().max(20).default(2),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 }),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
   })
@@ -92,7 +94,7 @@ const Coordinator = z
     concurrency: z.number().int().positive().max(10_000).default(50),
     /** Time a run may take; at it the run ends `partial` with what it has. */
     runDeadlineMs: z.number().int().positive().default(1_800_000),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 }),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
   })
   .strict();
 
@@ -130,7 +132,7 @@ const ClusterConfigSchema = z
       maxRounds: 4,
       concurrency: 50,
       runDeadlineMs: 1_800_000,
-      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000 },
+      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 },
     }),
     specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),

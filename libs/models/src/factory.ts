@@ -12,6 +12,8 @@ export interface ModelChoice {
   timeoutMs?: number | undefined;
   /** `GEMINI_API_KEY`. */
   apiKey?: string | undefined;
+  /** The fake model's simulated latency. */
+  latencyMs?: number | undefined;
 }
 
 /**
@@ -20,7 +22,7 @@ export interface ModelChoice {
  */
 export function createModel(choice: ModelChoice, fake: FakeModelOptions = {}): Model {
   const wantGemini = choice.provider === 'gemini' || (choice.provider === 'auto' && !!choice.apiKey);
-  if (!wantGemini) return new FakeModel(fake);
+  if (!wantGemini) return new FakeModel({ ...fake, ...(choice.latencyMs ? { latencyMs: choice.latencyMs } : {}) });
   if (!choice.apiKey) {
     throw new Error('model provider "gemini" needs GEMINI_API_KEY to be set');
   }

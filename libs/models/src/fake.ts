@@ -1,6 +1,6 @@
 import { FINISH_TASK_TOOL } from '@bosun/contract';
 import { DELEGATE_TOOL_PREFIX, delegateToolName, extractIncident } from './prompt.js';
-import { ModelError, type Message, type Model, type ModelRequest, type ModelResponse, type ToolCall } from './types.js';
+import { ModelError, type GenerateOptions, type Message, type Model, type ModelRequest, type ModelResponse, type ToolCall } from './types.js';
 
 /** A planned tool call of the fake model. */
 export interface FakePlannedCall {
@@ -16,6 +16,8 @@ export interface FakeModelOptions {
   defaultRoute?: readonly string[];
   /** Specialist → the calls it makes when the incident gives no `payload.fake.calls`. */
   plans?: Record<string, readonly FakePlannedCall[]>;
+  /** Simulated latency of every call, in ms (benchmarks). Default 0. */
+  latencyMs?: number;
 }
 
 /** What an incident's `payload.fake` may say. */
@@ -44,9 +46,13 @@ export class FakeModel implements Model {
     this.routes = options.routes ?? {};
     this.defaultRoute = options.defaultRoute ?? [];
     this.plans = options.plans ?? {};
+    this.latencyMs = options.latencyMs ?? 0;
   }
 
-  async generate(request: ModelRequest): Promise<ModelResponse> {
+  private readonly latencyMs: number;
+
+  async generate(request: ModelRequest, options: GenerateOptions = {}): Promise<ModelResponse> {
+    if (this.latencyMs > 0) await sleep(this.latencyMs, options.signal);
     const firstUser = request.messages.find((m) => m.role === 'user');
     const incident = firstUser && firstUser.role === 'user' ? extractIncident(firstUser.text) : undefined;
     const directives = readDirectives(incident);
@@ -152,6 +158,16 @@ function resolveArgs(value: unknown, incident: Json | undefined): unknown {
     return Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, resolveArgs(v, incident)]));
   }
   return value;
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => {
+      clearTimeout(t);
+      reject(new ModelError('the model call was aborted', { retryable: false }));
+    }, { once: true });
+  });
 }
 
 function readDirectives(incident: Json | undefined): FakeDirectives {

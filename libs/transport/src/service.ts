@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:http';
 import type { Logger } from '@bosun/config';
 
 /** A started service. */
@@ -34,6 +35,7 @@ export function runService(options: RunServiceOptions): void {
   const grace = options.graceMs ?? envGrace ?? 30_000;
   let handle: ServiceHandle | undefined;
   let stopping = false;
+  const health = startHealthServer(name, log, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
 
   const stop = (signal: string) => {
     if (stopping) return;
@@ -45,6 +47,7 @@ export function runService(options: RunServiceOptions): void {
     }, grace);
     timer.unref();
     Promise.resolve(handle?.close())
+      .then(() => health?.close())
       .then(() => {
         log.info(`${name} stopped`);
         log.flush?.();
@@ -71,4 +74,28 @@ export function runService(options: RunServiceOptions): void {
       process.stderr.write(`${name}: ${message}\n`);
       process.exit(1);
     });
+}
+
+/**
+ * With `BOSUN_HEALTH_PORT` set, serves `GET /healthz` (200 while the process runs) and
+ * `GET /readyz` (200 once started, 503 while starting or draining) for orchestrators' probes.
+ */
+function startHealthServer(name: string, log: Logger, state: () => 'starting' | 'ready' | 'stopping'): Server | undefined {
+  const raw = process.env.BOSUN_HEALTH_PORT;
+  if (!raw) return undefined;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    process.stderr.write(`${name}: BOSUN_HEALTH_PORT: "${raw}" must be a port number\n`);
+    process.exit(1);
+  }
+  const server = createServer((req, res) => {
+    const s = state();
+    const ok = req.url === '/healthz' || (req.url === '/readyz' && s === 'ready');
+    const known = req.url === '/healthz' || req.url === '/readyz';
+    res.writeHead(known ? (ok ? 200 : 503) : 404, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ service: name, state: s }));
+  });
+  server.on('error', (err) => log.error({ err }, 'health server error'));
+  server.listen(port, () => log.info({ port }, 'health endpoints on /healthz and /readyz'));
+  return server;
 }
