@@ -166,7 +166,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   launch('specialist-2', 'services/specialist/dist/main.js');
   say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
 
-  const redis = createRedis(env.redisUrl, { name: 'bosun-demo' });
+  const redis = createRedis(env.redisUrl, { name: 'bosun-demo', cluster: env.redisCluster });
   redis.on('error', () => undefined);
   await waitForRedis(redis, env.redisUrl);
   const nc = await connectNats(env.natsUrl, { name: 'bosun-demo' });

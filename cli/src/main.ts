@@ -52,7 +52,7 @@ Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 not finished yet.`;
 class UsageError extends Error {}
 
 async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createRedis>) => Promise<T>): Promise<T> {
-  const redis = createRedis(env.redisUrl, { name: 'bosun-cli' });
+  const redis = createRedis(env.redisUrl, { name: 'bosun-cli', cluster: env.redisCluster });
   redis.on('error', () => undefined);
   try {
     await waitForRedis(redis, env.redisUrl, 5_000);

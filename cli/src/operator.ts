@@ -4,7 +4,8 @@
  * (`bosun stats`). Every function takes `{ redis, prefix }` and returns data; `main.ts` prints.
  */
 import { Job, Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
+import { Cluster } from 'ioredis';
+import type { RedisClient } from '@bosun/transport';
 import {
   DEAD_LETTER_QUEUE,
   INCIDENTS_QUEUE,
@@ -18,7 +19,7 @@ import { publishIncident } from './publish.js';
 
 /** What every operator command needs. */
 export interface OperatorDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
 }
 
@@ -318,14 +319,18 @@ function escapeGlob(s: string): string {
   return s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 }
 
-async function scanKeys(redis: Redis, pattern: string): Promise<string[]> {
+async function scanKeys(redis: RedisClient, pattern: string): Promise<string[]> {
   const found: string[] = [];
-  let cursor = '0';
-  do {
-    const [next, batch] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
-    cursor = next;
-    found.push(...batch);
-  } while (cursor !== '0');
+  // On a Redis Cluster, SCAN is per node: walk every master.
+  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, batch] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      found.push(...batch);
+    } while (cursor !== '0');
+  }
   return [...new Set(found)];
 }
 

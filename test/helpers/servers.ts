@@ -64,7 +64,7 @@ export class OwnServer {
   /** Stops the server (SIGTERM: Redis writes its AOF, NATS its store) and waits until the port is closed. */
   async stop(): Promise<void> {
     const c = this.child;
-    if (!c || c.exitCode !== null) return;
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
     const exited = new Promise((r) => c.once('exit', r));
     c.kill('SIGTERM');
     await exited;
@@ -75,5 +75,111 @@ export class OwnServer {
     await this.stop();
     if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
     await this.start();
+  }
+}
+
+function run(cmd: string, args: string[]): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const c = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    c.stdout?.on('data', (b: Buffer) => (out += b.toString()));
+    c.stderr?.on('data', (b: Buffer) => (out += b.toString()));
+    c.on('exit', (code) => resolve({ code, out }));
+  });
+}
+
+/** A 3-master Redis Cluster on loopback ports, started from redis-server by the test. */
+export class RedisClusterServers {
+  readonly ports: number[];
+  private readonly children: ChildProcess[] = [];
+  private readonly dir: string;
+
+  constructor(dir: string) {
+    const base = randomPort();
+    this.ports = [base, base + 1, base + 2];
+    this.dir = join(dir, `redis-cluster-${base}`);
+    mkdirSync(this.dir, { recursive: true });
+  }
+
+  /** `REDIS_URL` listing every node. */
+  get url(): string {
+    return this.ports.map((p) => `redis://127.0.0.1:${p}`).join(',');
+  }
+
+  async start(): Promise<this> {
+    for (const port of this.ports) {
+      this.children.push(
+        spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no'], { stdio: 'ignore' }),
+      );
+    }
+    for (const port of this.ports) await until(() => answers(port), 10_000, `redis-server (cluster) did not answer on ${port}`);
+    const created = await run('redis-cli', ['--cluster', 'create', ...this.ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+    if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out}`);
+    await until(async () => (await run('redis-cli', ['-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'), 20_000, 'the Redis Cluster did not reach cluster_state:ok');
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.children.map(
+        (c) =>
+          new Promise<void>((r) => {
+            if (c.exitCode !== null || c.signalCode !== null) return r();
+            c.once('exit', () => r());
+            c.kill('SIGTERM');
+          }),
+      ),
+    );
+  }
+}
+
+/** A 3-node NATS cluster with JetStream on loopback ports, started from nats-server by the test. */
+export class NatsClusterServers {
+  readonly clientPorts: number[];
+  readonly routePorts: number[];
+  readonly children: (ChildProcess | undefined)[] = [];
+  private readonly dir: string;
+
+  constructor(dir: string) {
+    const base = randomPort();
+    this.clientPorts = [base, base + 1, base + 2];
+    this.routePorts = [base + 10, base + 11, base + 12];
+    this.dir = join(dir, `nats-cluster-${base}`);
+  }
+
+  /** `NATS_URL` listing every node. */
+  get url(): string {
+    return this.clientPorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
+  }
+
+  startNode(i: number): void {
+    const store = join(this.dir, `n${i}`);
+    mkdirSync(store, { recursive: true });
+    const routes = this.routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
+    this.children[i] = spawn(
+      'nats-server',
+      ['-a', '127.0.0.1', '-p', String(this.clientPorts[i]), '-n', `n${i}`, '-js', '-sd', store, '--cluster_name', 'bosun-test', '--cluster', `nats://127.0.0.1:${this.routePorts[i]}`, '--routes', routes],
+      { stdio: 'ignore' },
+    );
+  }
+
+  async start(): Promise<this> {
+    for (let i = 0; i < 3; i++) this.startNode(i);
+    for (const port of this.clientPorts) await until(() => answers(port), 10_000, `nats-server (cluster) did not answer on ${port}`);
+    return this;
+  }
+
+  /** SIGKILLs node `i`. */
+  async kill(i: number): Promise<void> {
+    const c = this.children[i];
+    if (!c || c.exitCode !== null || c.signalCode !== null) return;
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGKILL');
+    await exited;
+  }
+
+  /** Stops every node (SIGKILL: the test's data is thrown away, and a clustered shutdown is slow). */
+  async stop(): Promise<void> {
+    for (let i = 0; i < 3; i++) await this.kill(i);
   }
 }

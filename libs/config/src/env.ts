@@ -6,8 +6,10 @@ import { ConfigError } from './cluster.js';
 
 /** What every Bosun process reads from its environment. */
 export interface BosunEnv {
-  /** `REDIS_URL`, default `redis://127.0.0.1:6379`. */
+  /** `REDIS_URL`, default `redis://127.0.0.1:6379`; several comma-separated URLs name Redis Cluster nodes. */
   readonly redisUrl: string;
+  /** Redis Cluster: `REDIS_CLUSTER=1`, or several URLs in `REDIS_URL`. */
+  readonly redisCluster: boolean;
   /** `NATS_URL`, default `nats://127.0.0.1:4222`. */
   readonly natsUrl: string;
   /** `BOSUN_PREFIX`, default `bosun`: root of every Redis key and NATS subject. */
@@ -18,6 +20,8 @@ export interface BosunEnv {
   readonly geminiApiKey: string | undefined;
   /** `LOG_LEVEL`, default `info`. */
   readonly logLevel: string;
+  /** `BOSUN_STREAM_REPLICAS`: replicas of the runs stream, default 1 (3 on a NATS cluster). */
+  readonly streamReplicas: number;
 }
 
 /** The bundled demo config: `infra/demo/bosun.yaml` at the repository root. */
@@ -31,15 +35,21 @@ export function defaultConfigFile(): string {
 export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   const prefix = env.BOSUN_PREFIX ?? 'bosun';
   if (!PREFIX_PATTERN.test(prefix)) {
-    throw new ConfigError(`BOSUN_PREFIX: "${prefix}" must be 1 to 64 characters of A-Z, a-z, 0-9, "_" or "-"`);
+    throw new ConfigError(`BOSUN_PREFIX: "${prefix}" must be 1 to 64 characters of A-Z, a-z, 0-9, "_" or "-", or such a name in braces ({bosun}) for Redis Cluster`);
   }
   const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  if (!/^rediss?:\/\//.test(redisUrl)) throw new ConfigError(`REDIS_URL: must start with redis:// or rediss://`);
+  const redisUrls = redisUrl.split(',').map((u) => u.trim());
+  if (!redisUrls.every((u) => /^rediss?:\/\//.test(u))) throw new ConfigError(`REDIS_URL: every URL must start with redis:// or rediss://`);
+  const redisCluster = redisUrls.length > 1 || /^(1|true|yes)$/i.test(env.REDIS_CLUSTER ?? '');
   const natsUrl = env.NATS_URL ?? 'nats://127.0.0.1:4222';
   const configFile = resolve(env.BOSUN_CONFIG ?? defaultConfigFile());
   if (!existsSync(configFile)) throw new ConfigError(`BOSUN_CONFIG: file ${configFile} does not exist`);
   const geminiApiKey = env.GEMINI_API_KEY && env.GEMINI_API_KEY.trim() !== '' ? env.GEMINI_API_KEY : undefined;
-  return Object.freeze({ redisUrl, natsUrl, prefix, configFile, geminiApiKey, logLevel: env.LOG_LEVEL ?? 'info' });
+  const streamReplicas = Number(env.BOSUN_STREAM_REPLICAS ?? 1);
+  if (!Number.isInteger(streamReplicas) || streamReplicas < 1 || streamReplicas > 5) {
+    throw new ConfigError(`BOSUN_STREAM_REPLICAS: "${env.BOSUN_STREAM_REPLICAS ?? ''}" must be 1 to 5`);
+  }
+  return Object.freeze({ redisUrl, redisCluster, natsUrl, prefix, configFile, geminiApiKey, logLevel: env.LOG_LEVEL ?? 'info', streamReplicas });
 }
 
 /** A URL with its password (and user) replaced, safe to print. */

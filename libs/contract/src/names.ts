@@ -43,8 +43,11 @@ export const FINISH_TASK_TOOL = 'finish_task';
 /** Names a tool of an MCP server in the catalog: `<server>__<tool>`. */
 export const TOOL_NAMESPACE_SEPARATOR = '__';
 
-/** Allowed characters of `BOSUN_PREFIX`: it ends up in Redis keys, NATS subjects and a JetStream stream name. */
-export const PREFIX_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+/**
+ * Allowed `BOSUN_PREFIX` values: it ends up in Redis keys, NATS subjects and a JetStream stream
+ * name. Either a plain name, or a Redis Cluster hash tag `{name}` (required on Redis Cluster).
+ */
+export const PREFIX_PATTERN = /^(?:[A-Za-z0-9_-]{1,64}|\{[A-Za-z0-9_-]{1,62}\})$/;
 
 /** Allowed incident ids. */
 export const INCIDENT_ID_PATTERN = /^[A-Za-z0-9._-]{1,128}$/;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connections.js';
 import { BosunError } from '@bosun/contract';
 import { keys } from './keys.js';
 
@@ -23,15 +23,15 @@ export class CorruptCheckpointError extends BosunError {
 
 /** Options of {@link RedisCheckpointStore}. */
 export interface RedisCheckpointStoreOptions {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** How long a checkpoint is kept after its last write. Default 7 days. */
   ttlSeconds?: number;
 }
 
-/** Checkpoints as Redis strings at `<prefix>:ckpt:<id>`, expiring after a week without writes. */
+/** Checkpoints as RedisClient strings at `<prefix>:ckpt:<id>`, expiring after a week without writes. */
 export class RedisCheckpointStore implements CheckpointStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly prefix: string;
   private readonly ttl: number;
 
@@ -60,7 +60,7 @@ export class RedisCheckpointStore implements CheckpointStore {
   }
 }
 
-/** Checkpoints in a Map (unit tests). Values are copied through JSON, as Redis would. */
+/** Checkpoints in a Map (unit tests). Values are copied through JSON, as RedisClient would. */
 export class MemoryCheckpointStore implements CheckpointStore {
   readonly data = new Map<string, string>();
 

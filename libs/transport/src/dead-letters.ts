@@ -1,5 +1,5 @@
 import { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connections.js';
 import { DEAD_LETTER_QUEUE, STALL_MARKER, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
 import { keys } from './keys.js';
 
@@ -12,10 +12,10 @@ export type DeadLetterInput = Omit<DeadLetter, 'v' | 'at' | 'marker'> & { marker
  */
 export class DeadLetters {
   private readonly queue: Queue;
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly prefix: string;
 
-  constructor(options: { redis: Redis; prefix: string }) {
+  constructor(options: { redis: RedisClient; prefix: string }) {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.queue = new Queue(DEAD_LETTER_QUEUE, { connection: options.redis, prefix: options.prefix });

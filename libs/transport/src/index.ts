@@ -1,4 +1,5 @@
-export { createRedis, waitForRedis, connectNats } from './connections.js';
+export { createRedis, waitForRedis, connectNats, checkRedisTopology, isHashTagged } from './connections.js';
+export type { RedisClient, CreateRedisOptions } from './connections.js';
 export { ensureRunsStream, deleteRunsStream } from './stream.js';
 export type { RunsStreamLimits } from './stream.js';
 export { keys } from './keys.js';

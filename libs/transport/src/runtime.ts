@@ -1,7 +1,7 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BosunEnv, Logger } from '@bosun/config';
-import { connectNats, createRedis, waitForRedis } from './connections.js';
+import { checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
 import { EventPublisher } from './events.js';
 import { RedisCheckpointStore } from './checkpoints.js';
 import { DeadLetters } from './dead-letters.js';
@@ -9,7 +9,7 @@ import { ensureRunsStream } from './stream.js';
 
 /** The connections and stores every service uses. */
 export interface Runtime {
-  redis: Redis;
+  redis: RedisClient;
   /** Null until NATS answers; events are buffered meanwhile. */
   nats(): NatsConnection | null;
   events: EventPublisher;
@@ -20,15 +20,21 @@ export interface Runtime {
 }
 
 /**
- * Opens the runtime of a service: Redis (required: start-up fails with a clear message when it
+ * Opens the runtime of a service: RedisClient (required: start-up fails with a clear message when it
  * does not answer) and NATS (optional at start-up: the service runs and buffers events until
  * NATS answers, so observers never hold up a run).
  */
 export async function openRuntime(env: BosunEnv, options: { service: string; log: Logger }): Promise<Runtime> {
   const { service, log } = options;
-  const redis = createRedis(env.redisUrl, { name: `bosun-${service}` });
+  const redis = createRedis(env.redisUrl, { name: `bosun-${service}`, cluster: env.redisCluster });
   redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis connection error'));
   await waitForRedis(redis, env.redisUrl);
+  try {
+    await checkRedisTopology(redis, env.prefix);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log });
   let nc: NatsConnection | null = null;
   let closed = false;
@@ -41,7 +47,19 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
           await conn.close();
           return;
         }
-        await ensureRunsStream(conn, env.prefix).catch((err: unknown) => log.warn({ err }, 'could not ensure the runs stream'));
+        // The stream captures events for late observers; keep trying until JetStream takes it
+        // (a NATS cluster may still be electing its leader), without holding up the service.
+        const ensure = async (tries: number): Promise<void> => {
+          try {
+            await ensureRunsStream(conn, env.prefix, { replicas: env.streamReplicas });
+          } catch (err) {
+            if (tries === 0 || closed) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');
+            log.warn({ err: (err as Error).message }, 'runs stream not ready; retrying');
+            await new Promise((r) => setTimeout(r, 1_000));
+            return ensure(tries - 1);
+          }
+        };
+        await Promise.race([ensure(30), new Promise((r) => setTimeout(r, 5_000))]);
         nc = conn;
         events.attach(conn);
         log.info('connected to NATS');

@@ -10,6 +10,8 @@ export interface RunsStreamLimits {
   maxBytes?: number;
   /** Default 1,000,000 messages. */
   maxMsgs?: number;
+  /** Stream replicas (3 on a NATS cluster); default 1. */
+  replicas?: number;
 }
 
 /**
@@ -28,6 +30,7 @@ export async function ensureRunsStream(nc: NatsConnection, prefix: string, limit
     max_age: nanos(limits.maxAgeMs ?? 7 * 24 * 3600 * 1000),
     max_bytes: limits.maxBytes ?? 1024 ** 3,
     max_msgs: limits.maxMsgs ?? 1_000_000,
+    num_replicas: limits.replicas ?? 1,
   };
   try {
     await jsm.streams.info(name);

@@ -1,5 +1,5 @@
 import { Queue, QueueEvents } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './connections.js';
 import {
   BosunError,
   Catalog,
@@ -21,7 +21,7 @@ export interface ToolClient {
 
 /** Options of {@link QueueToolClient}. */
 export interface QueueToolClientOptions {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   /** How long to wait for the gateway's catalog to appear. Default 30 s. */
   catalogWaitMs?: number;
@@ -34,11 +34,11 @@ export interface QueueToolClientOptions {
  * job id (a call re-sent after a crash is the same job), and waiting for the gateway's result.
  */
 export class QueueToolClient implements ToolClient {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly prefix: string;
   private readonly queue: Queue;
   private readonly events: QueueEvents;
-  private readonly eventsConnection: Redis;
+  private readonly eventsConnection: RedisClient;
   private readonly catalogWaitMs: number;
   private readonly catalogCacheMs: number;
   private cached: { at: number; catalog: Catalog } | undefined;

@@ -29,7 +29,7 @@ import {
 } from '@bosun/models';
 import { MessageSchema, BadCheckpointError, TaskCheckpoint } from '@bosun/agent';
 import { keys, type CheckpointStore, type DeadLetters, type EventSink } from '@bosun/transport';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@bosun/transport';
 
 const Delegation = z.object({
   taskId: z.string(),
@@ -81,7 +81,7 @@ const LOST_TOO_OFTEN = /stalled more than allowable limit/;
 
 /** The ports a coordinator uses. */
 export interface CoordinatorDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   config: ClusterConfig;
   model: Model;

@@ -1,5 +1,5 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '@bosun/transport';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
   ToolCallJob,
@@ -14,7 +14,7 @@ import { McpServerConnection } from './mcp.js';
 
 /** The ports of the gateway. */
 export interface GatewayDeps {
-  redis: Redis;
+  redis: RedisClient;
   prefix: string;
   config: ClusterConfig;
   events: EventSink;

@@ -1,0 +1,441 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { Redis } from 'ioredis';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { parse } from 'yaml';
+import { INCIDENTS_QUEUE, TOOLS_QUEUE, runsStreamName, specialistQueue } from '@bosun/contract';
+import { note, sleep, withTimeout } from './util.js';
+
+export type ServiceName = 'tool-gateway' | 'coordinator' | 'specialist';
+export const SERVICES: readonly ServiceName[] = ['tool-gateway', 'coordinator', 'specialist'];
+
+/** Every child process the bench started and has not seen exit: stopped on error, SIGINT and exit. */
+const live = new Set<ManagedProcess>();
+
+/** One child process (a Bosun service or a raw-chain role), its output read line by line. */
+export class ManagedProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly label: string;
+  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  exited = false;
+  /** The last lines of stdout and stderr, for error messages. */
+  readonly tail: string[] = [];
+  private readonly listeners = new Set<(line: string) => void>();
+
+  constructor(label: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
+    this.label = label;
+    this.child = spawn(process.execPath, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    if (this.child.pid === undefined) throw new Error(`could not start ${label}`);
+    this.pid = this.child.pid;
+    live.add(this);
+    this.exit = new Promise((resolveExit) => {
+      this.child.once('exit', (code, signal) => {
+        this.exited = true;
+        live.delete(this);
+        resolveExit({ code, signal });
+      });
+    });
+    for (const stream of [this.child.stdout!, this.child.stderr!]) {
+      createInterface({ input: stream }).on('line', (line) => {
+        this.tail.push(line);
+        if (this.tail.length > 40) this.tail.shift();
+        for (const l of this.listeners) l(line);
+      });
+    }
+  }
+
+  onLine(listener: (line: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** SIGTERM, then wait for the exit; SIGKILL after `timeoutMs`. */
+  async stop(timeoutMs = 45_000): Promise<void> {
+    if (this.exited) return;
+    this.child.kill('SIGTERM');
+    const t = setTimeout(() => {
+      if (!this.exited) {
+        note(`${this.label} (pid ${this.pid}) did not stop within ${timeoutMs} ms; SIGKILL`);
+        this.child.kill('SIGKILL');
+      }
+    }, timeoutMs);
+    t.unref();
+    await this.exit;
+    clearTimeout(t);
+  }
+
+  /** SIGKILL and wait for the exit. */
+  async kill(): Promise<void> {
+    if (this.exited) return;
+    this.child.kill('SIGKILL');
+    await this.exit;
+  }
+
+  /** A field of /proc/<pid>/status in kB (VmRSS, VmHWM), or NaN once the process is gone. */
+  statusKb(field: 'VmRSS' | 'VmHWM'): number {
+    try {
+      const text = readFileSync(`/proc/${this.pid}/status`, 'utf8');
+      const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(text);
+      return m ? Number(m[1]) : Number.NaN;
+    } catch {
+      return Number.NaN;
+    }
+  }
+
+  describe(): string {
+    return `${this.label} (pid ${this.pid})${this.tail.length ? `; last output:\n  ${this.tail.slice(-10).join('\n  ')}` : ''}`;
+  }
+}
+
+/** Stops every child still running: SIGTERM, up to `timeoutMs`, then SIGKILL. */
+export async function stopAllProcesses(timeoutMs = 20_000): Promise<void> {
+  await Promise.all([...live].map((p) => p.stop(timeoutMs).catch(() => undefined)));
+}
+
+/** Last resort at process exit: SIGKILL whatever is left (synchronous). */
+export function killAllProcessesSync(): void {
+  for (const p of live) {
+    try {
+      p.child.kill('SIGKILL');
+    } catch {
+      /* already gone */
+    }
+  }
+}
+
+/** Samples VmRSS of a process every `intervalMs`. */
+export class RssSampler {
+  readonly samples: { t: number; kb: number }[] = [];
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly proc: ManagedProcess, intervalMs = 200) {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), intervalMs);
+    this.timer.unref();
+  }
+
+  private sample(): void {
+    const kb = this.proc.statusKb('VmRSS');
+    if (Number.isFinite(kb)) this.samples.push({ t: Date.now(), kb });
+  }
+
+  /** Stops sampling; returns the largest sample and the count. */
+  stop(): { peakKb: number; count: number } {
+    clearInterval(this.timer);
+    this.sample();
+    return { peakKb: this.samples.reduce((m, s) => Math.max(m, s.kb), 0), count: this.samples.length };
+  }
+}
+
+/**
+ * CPU time over an interval: the machine's busy share (/proc/stat), each process's utime+stime
+ * (/proc/<pid>/stat; its direct children — the gateway's MCP server — under `<label> children`),
+ * Redis (INFO cpu) and the bench process itself.
+ */
+export class CpuMeter {
+  private readonly t0 = Date.now();
+  private readonly machine0 = machineTicks();
+  private readonly bench0 = process.cpuUsage();
+  private readonly ticks0: Map<number, number>;
+  private constructor(
+    private readonly procs: ManagedProcess[],
+    private readonly redis: Redis,
+    private readonly redis0: number,
+  ) {
+    this.ticks0 = new Map();
+    for (const p of procs) for (const pid of [p.pid, ...childPids(p.pid)]) this.ticks0.set(pid, processTicks(pid));
+    const natsPid = findProcess('nats-server');
+    this.nats = natsPid === undefined ? undefined : { pid: natsPid, ticks: processTicks(natsPid) };
+  }
+
+  private readonly nats: { pid: number; ticks: number } | undefined;
+
+  static async start(procs: ManagedProcess[], redis: Redis): Promise<CpuMeter> {
+    return new CpuMeter(procs, redis, await redisCpuSeconds(redis));
+  }
+
+  /** Busy share of all cores, and CPU seconds per process label (summed by label), Redis and the bench. */
+  async stop(): Promise<{ wallS: number; machineBusyPct: number; cpuSeconds: Record<string, number> }> {
+    const m1 = machineTicks();
+    const busy = m1.total - m1.idle - (this.machine0.total - this.machine0.idle);
+    const total = m1.total - this.machine0.total;
+    const cpuSeconds: Record<string, number> = {};
+    const add = (key: string, ticks: number) => {
+      if (Number.isFinite(ticks)) cpuSeconds[key] = (cpuSeconds[key] ?? 0) + ticks / CLOCK_TICKS;
+    };
+    for (const p of this.procs) {
+      const key = p.label.replace(/-\d+$/, '');
+      add(key, processTicks(p.pid) - (this.ticks0.get(p.pid) ?? 0));
+      for (const c of childPids(p.pid)) add(`${key} children`, processTicks(c) - (this.ticks0.get(c) ?? 0));
+    }
+    cpuSeconds.redis = (await redisCpuSeconds(this.redis)) - this.redis0;
+    if (this.nats) add('nats-server', processTicks(this.nats.pid) - this.nats.ticks);
+    const b = process.cpuUsage(this.bench0);
+    cpuSeconds['bench (this process)'] = (b.user + b.system) / 1e6;
+    return { wallS: (Date.now() - this.t0) / 1000, machineBusyPct: total > 0 ? (100 * busy) / total : Number.NaN, cpuSeconds };
+  }
+}
+
+/** The pid of a local process by its command name (the NATS server, to count its CPU time). */
+function findProcess(comm: string): number | undefined {
+  try {
+    for (const name of readdirSync('/proc')) {
+      if (!/^\d+$/.test(name)) continue;
+      try {
+        if (readFileSync(`/proc/${name}/comm`, 'utf8').trim() === comm) return Number(name);
+      } catch {
+        /* gone */
+      }
+    }
+  } catch {
+    /* no /proc */
+  }
+  return undefined;
+}
+
+function childPids(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/** USER_HZ: 100 on every Linux this runs on. */
+const CLOCK_TICKS = 100;
+
+function machineTicks(): { total: number; idle: number } {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!;
+    const f = line.trim().split(/\s+/).slice(1).map(Number);
+    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+    return { total, idle: (f[3] ?? 0) + (f[4] ?? 0) };
+  } catch {
+    return { total: Number.NaN, idle: Number.NaN };
+  }
+}
+
+/** utime + stime of a process in clock ticks; NaN once it is gone. */
+function processTicks(pid: number): number {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    // After the command: state(0) ppid(1) … utime(11) stime(12)
+    return Number(f[11]) + Number(f[12]);
+  } catch {
+    return Number.NaN;
+  }
+}
+
+async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const text = await redis.info('cpu');
+  const sys = Number(/used_cpu_sys:([\d.]+)/.exec(text)?.[1] ?? Number.NaN);
+  const user = Number(/used_cpu_user:([\d.]+)/.exec(text)?.[1] ?? Number.NaN);
+  return sys + user;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration of one scenario
+
+/** What a scenario changes in the demo config. */
+export interface ScenarioConfig {
+  /** The fake model's latency for the kubernetes specialist (the others get 0). */
+  kubernetesLatencyMs?: number;
+  kubernetesConcurrency?: number;
+  coordinatorConcurrency?: number;
+  gatewayConcurrency?: number;
+  workers?: { lockDurationMs?: number; stalledIntervalMs?: number; maxStalledCount?: number };
+}
+
+/**
+ * The demo config (infra/demo/bosun.yaml) with the MCP server at its absolute path, the fake
+ * model everywhere (never Gemini, whatever the environment), and the scenario's settings.
+ */
+export function buildConfig(root: string, s: ScenarioConfig): Record<string, unknown> {
+  const demo = parse(readFileSync(join(root, 'infra/demo/bosun.yaml'), 'utf8')) as Record<string, any>;
+  demo.mcpServers.demo.args = [resolve(root, 'mcp-servers/demo/dist/main.js')];
+  demo.coordinator.model = { provider: 'fake' };
+  if (s.coordinatorConcurrency !== undefined) demo.coordinator.concurrency = s.coordinatorConcurrency;
+  for (const [name, spec] of Object.entries(demo.specialists as Record<string, any>)) {
+    spec.model = { provider: 'fake', latencyMs: name === 'kubernetes' ? (s.kubernetesLatencyMs ?? 0) : 0 };
+  }
+  if (s.kubernetesConcurrency !== undefined) demo.specialists.kubernetes.concurrency = s.kubernetesConcurrency;
+  if (s.gatewayConcurrency !== undefined) demo.gateway.concurrency = s.gatewayConcurrency;
+  if (s.workers) demo.workers = { ...s.workers };
+  return demo;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A Bosun cluster of separate processes
+
+export interface ClusterOptions {
+  root: string;
+  prefix: string;
+  redisUrl: string;
+  natsUrl: string;
+  config: Record<string, unknown>;
+  /** Control connection, for the readiness check through CLIENT LIST. */
+  redis: Redis;
+  /** Start this service under `node --cpu-prof` into `dir`. */
+  profile?: { service: ServiceName; dir: string } | undefined;
+}
+
+/** The services of one scenario, started as `node services/<name>/dist/main.js`. */
+export class Cluster {
+  readonly dir: string;
+  readonly configPath: string;
+  readonly procs: ManagedProcess[] = [];
+  private readonly specialistNames: string[];
+
+  constructor(private readonly opts: ClusterOptions) {
+    this.dir = mkdtempSync(join(tmpdir(), `${opts.prefix}-`));
+    this.configPath = join(this.dir, 'bosun.json');
+    // A JSON document is valid YAML: the services read it as their config file.
+    writeFileSync(this.configPath, JSON.stringify(opts.config, null, 2));
+    this.specialistNames = Object.keys((opts.config.specialists ?? {}) as Record<string, unknown>);
+  }
+
+  get prefix(): string {
+    return this.opts.prefix;
+  }
+
+  /** Starts one service and waits until it is ready (60 s at most). */
+  async start(service: ServiceName, label: string = service): Promise<ManagedProcess> {
+    const { root, prefix, redisUrl, natsUrl, profile } = this.opts;
+    const script = join(root, 'services', service, 'dist', 'main.js');
+    if (!existsSync(script)) throw new Error(`${script} does not exist: build first (npx tsc -b)`);
+    const nodeArgs: string[] = [];
+    if (profile && profile.service === service) {
+      mkdirSync(profile.dir, { recursive: true });
+      // Node names the file CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile; it is written when the service exits.
+      nodeArgs.push('--cpu-prof', '--cpu-prof-dir', profile.dir);
+    }
+    // Only what the services need: no GEMINI_API_KEY, no NODE_OPTIONS from the caller.
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      REDIS_URL: redisUrl,
+      NATS_URL: natsUrl,
+      BOSUN_PREFIX: prefix,
+      BOSUN_CONFIG: this.configPath,
+      LOG_LEVEL: 'warn',
+    };
+    const proc = new ManagedProcess(label, [...nodeArgs, script], { cwd: root, env });
+    this.procs.push(proc);
+    await this.waitReady(service, proc);
+    return proc;
+  }
+
+  /**
+   * Ready = the service's `"msg":"<service> started"` line on stdout, or — because that line is
+   * logged at `info` and the services run with LOG_LEVEL=warn — its BullMQ workers registered in
+   * Redis under their worker names (`<service>-<host>-<pid>`), which the service creates just
+   * before it logs that line. Whichever comes first.
+   */
+  private async waitReady(service: ServiceName, proc: ManagedProcess, timeoutMs = 60_000): Promise<void> {
+    const { prefix, redis } = this.opts;
+    const workerName = `${service === 'tool-gateway' ? 'gateway' : service}-${hostname()}-${proc.pid}`;
+    const queues =
+      service === 'tool-gateway' ? [TOOLS_QUEUE] : service === 'coordinator' ? [INCIDENTS_QUEUE] : this.specialistNames.map(specialistQueue);
+    const expected = queues.map((q) => `${prefix}:${Buffer.from(q).toString('base64')}:w:${workerName}`);
+    let done = false;
+    let unsubscribe: () => unknown = () => undefined;
+    const byLine = new Promise<string>((res) => {
+      unsubscribe = proc.onLine((line) => {
+        if (line.includes(`"msg":"${service} started"`)) res('log line');
+      });
+    });
+    const byRedis = (async () => {
+      while (!done) {
+        const list = String(await redis.client('LIST'));
+        const names = new Set([...list.matchAll(/ name=(\S*)/g)].map((m) => m[1]));
+        if (expected.every((n) => names.has(n))) return 'workers registered';
+        await sleep(100);
+      }
+      return 'stopped';
+    })();
+    const exited = proc.exit.then(({ code, signal }) => {
+      throw new Error(`${proc.label} exited (code ${code}, signal ${signal}) before it was ready: ${proc.describe()}`);
+    });
+    try {
+      await withTimeout(Promise.race([byLine, byRedis, exited]), timeoutMs, `${proc.describe()} not ready after ${timeoutMs} ms`);
+    } finally {
+      done = true;
+      unsubscribe();
+    }
+  }
+
+  /** Stops every service (SIGTERM, wait for the exit) and removes the temp dir. */
+  async stop(): Promise<void> {
+    await Promise.all(this.procs.map((p) => p.stop()));
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Clean-up and Redis counters
+
+/** Deletes every key `<prefix>:*` (SCAN + DEL) and the stream `<prefix>-runs`. */
+export async function cleanupPrefix(redis: Redis, nc: NatsConnection | null, prefix: string): Promise<{ keys: number; stream: string }> {
+  let cursor = '0';
+  let deleted = 0;
+  for (let i = 0; i < 100_000; i++) {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    for (let j = 0; j < keys.length; j += 500) deleted += await redis.del(...keys.slice(j, j + 500));
+    cursor = next;
+    if (cursor === '0') break;
+  }
+  let stream = 'no NATS';
+  if (nc) {
+    try {
+      const m = await nc.request(`$JS.API.STREAM.DELETE.${runsStreamName(prefix)}`, '', { timeout: 5_000 });
+      const r = m.json<{ success?: boolean; error?: { code?: number; err_code?: number; description?: string } }>();
+      stream = r.success ? 'deleted' : r.error?.err_code === 10059 ? 'absent' : `error: ${r.error?.description ?? 'unknown'}`;
+    } catch (err) {
+      stream = `error: ${(err as Error).message}`;
+    }
+  }
+  return { keys: deleted, stream };
+}
+
+/** `INFO commandstats` as command → { calls, usec }. */
+export async function commandStats(redis: Redis): Promise<Map<string, { calls: number; usec: number }>> {
+  const text = await redis.info('commandstats');
+  const out = new Map<string, { calls: number; usec: number }>();
+  for (const m of text.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) {
+    out.set(m[1]!, { calls: Number(m[2]), usec: Number(m[3]) });
+  }
+  return out;
+}
+
+export function diffStats(
+  before: Map<string, { calls: number; usec: number }>,
+  after: Map<string, { calls: number; usec: number }>,
+): { command: string; calls: number; usec: number }[] {
+  const rows: { command: string; calls: number; usec: number }[] = [];
+  for (const [command, a] of after) {
+    const b = before.get(command) ?? { calls: 0, usec: 0 };
+    if (a.calls > b.calls) rows.push({ command, calls: a.calls - b.calls, usec: a.usec - b.usec });
+  }
+  return rows.sort((x, y) => y.calls - x.calls);
+}
+
+/** Throws if a URL's host is not the loopback: the bench sends no traffic elsewhere. */
+export function assertLoopback(name: string, url: string): void {
+  for (const one of url.split(',')) {
+    let host: string;
+    try {
+      host = new URL(one.trim().includes('://') ? one.trim() : `nats://${one.trim()}`).hostname;
+    } catch {
+      throw new Error(`${name}: cannot parse "${one}"`);
+    }
+    if (!['127.0.0.1', 'localhost', '[::1]', '::1'].includes(host)) {
+      throw new Error(`${name}: ${host} is not 127.0.0.1 — the bench only talks to a local Redis and NATS`);
+    }
+  }
+}
+

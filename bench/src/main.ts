@@ -1,0 +1,244 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench`: a real Bosun cluster (separate processes) against a raw BullMQ chain.
+ * Prints a table and writes bench/results.json. See bench/README.md.
+ */
+import { existsSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, release, platform } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { SERVICES, assertLoopback, cleanupPrefix, killAllProcessesSync, stopAllProcesses, type ServiceName } from './cluster.js';
+import { findProfiles, summarizeProfile, type ProfileSummary } from './profile.js';
+import {
+  scenarioInFlight,
+  scenarioLatency,
+  scenarioRecovery,
+  scenarioScaleOut,
+  scenarioThroughput,
+  type CommandStatsReport,
+  type Ctx,
+  type Row,
+  type ScenarioResult,
+} from './scenarios.js';
+import { abort, fmt, note } from './util.js';
+
+const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--profile <service>]
+
+  --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery)
+  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
+  --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
+  --profile <service>  run that service (${SERVICES.join(', ')}) under node --cpu-prof; profiles go to
+                       bench/profiles/<date>/s<scenario>/ and their top self-time functions are printed
+
+Needs Redis (REDIS_URL, default redis://127.0.0.1:6379) and NATS (NATS_URL, default nats://127.0.0.1:4222)
+on 127.0.0.1, and a build (npx tsc -b).`;
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      only: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      'throughput-n': { type: 'string' },
+      profile: { type: 'string' },
+      help: { type: 'boolean', default: false },
+    },
+    allowPositionals: false,
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set([1, 2, 3, 4, 5]);
+  for (const n of only) if (!Number.isInteger(n) || n < 1 || n > 5) throw new Error(`--only: "${values.only}" must list scenarios 1 to 5`);
+  const profileService = values.profile as ServiceName | undefined;
+  if (profileService !== undefined && !SERVICES.includes(profileService)) throw new Error(`--profile: one of ${SERVICES.join(', ')}`);
+  const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
+  if (throughputN !== undefined && !(Number.isInteger(throughputN) && throughputN > 0 && throughputN <= 20_000)) throw new Error('--throughput-n: 1 to 20000');
+
+  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  assertLoopback('REDIS_URL', redisUrl);
+  assertLoopback('NATS_URL', natsUrl);
+  for (const f of ['services/tool-gateway/dist/main.js', 'services/coordinator/dist/main.js', 'services/specialist/dist/main.js', 'mcp-servers/demo/dist/main.js']) {
+    if (!existsSync(join(root, f))) throw new Error(`${f} is missing: build first (npx tsc -b)`);
+  }
+
+  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, lazyConnect: true });
+  await redis.connect().catch((err: unknown) => {
+    throw new Error(`Redis at ${redisUrl} does not answer (${(err as Error).message})`);
+  });
+  let nc: NatsConnection;
+  try {
+    nc = await connect({ servers: natsUrl.split(','), name: 'bosun-bench', timeout: 5_000 });
+  } catch (err) {
+    throw new Error(`NATS at ${natsUrl} does not answer (${(err as Error).message})`);
+  }
+  const started = new Date();
+  const ctx: Ctx = {
+    root,
+    redisUrl,
+    natsUrl,
+    redis,
+    nc,
+    quick: values.quick ?? false,
+    profile: profileService ? { service: profileService, dir: join(root, 'bench', 'profiles', started.toISOString().replace(/[:.]/g, '-')) } : undefined,
+    prefixes: new Set(),
+  };
+
+  // SIGINT / SIGTERM: stop every process, clean the prefixes in use, exit.
+  let shuttingDown = false;
+  const onSignal = (signal: string) => {
+    if (shuttingDown) {
+      killAllProcessesSync();
+      process.exit(130);
+    }
+    shuttingDown = true;
+    abort.requested = true;
+    abort.reason = signal;
+    note(`${signal}: stopping every process and cleaning up (again to kill at once)`);
+    void (async () => {
+      await stopAllProcesses(15_000);
+      for (const p of ctx.prefixes) await cleanupPrefix(redis, nc, p).catch(() => undefined);
+      process.exit(130);
+    })();
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+
+  const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '?';
+  const machine = {
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? '?',
+    memoryMb: Math.round(totalmem() / 1024 / 1024),
+    node: process.version,
+    platform: `${platform()} ${release()}`,
+    redis: redisVersion,
+    nats: nc.info?.version ?? '?',
+    date: started.toISOString(),
+  };
+  note(`bench on ${machine.cpus} CPUs (${machine.cpuModel}), node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — quick mode' : ''}`);
+
+  const scenarios: [number, () => Promise<ScenarioResult>][] = [
+    [1, () => scenarioLatency(ctx)],
+    [2, () => scenarioThroughput(ctx, throughputN)],
+    [3, () => scenarioInFlight(ctx)],
+    [4, () => scenarioScaleOut(ctx)],
+    [5, () => scenarioRecovery(ctx)],
+  ];
+  const results: ScenarioResult[] = [];
+  const errors: { id: number; error: string }[] = [];
+  const t0 = Date.now();
+  for (const [id, run] of scenarios) {
+    if (!only.has(id) || abort.requested) continue;
+    const s0 = Date.now();
+    try {
+      const r = await run();
+      r.data.durationMs = Date.now() - s0;
+      results.push(r);
+      note(`scenario ${id} done in ${((Date.now() - s0) / 1000).toFixed(1)} s`);
+    } catch (err) {
+      if (abort.requested) break;
+      const message = err instanceof Error ? err.message : String(err);
+      note(`scenario ${id} failed: ${message}`);
+      errors.push({ id, error: message });
+      await stopAllProcesses(15_000);
+    }
+  }
+  const totalMs = Date.now() - t0;
+
+  // The report.
+  const rows: Row[] = results.flatMap((r) => r.rows);
+  for (const e of errors) rows.push({ scenario: `${e.id} (error)`, metric: e.error.split('\n')[0]!.slice(0, 100), bosun: '—', result: 'missed' });
+  const out: string[] = [];
+  out.push('');
+  out.push(`Bosun bench — ${machine.date} — ${machine.cpus} CPUs ${machine.cpuModel}, node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — QUICK MODE (small counts)' : ''}`);
+  out.push(`floor = a raw BullMQ chain with the same hops and no-op processors, in the same process layout, measured in the same run`);
+  out.push('');
+  out.push(...table(rows));
+  for (const r of results) for (const n of r.notes) out.push(`  [${r.id}] ${n}`);
+  const cs = pickCommandStats(results);
+  if (cs) out.push('', ...commandStatsText(cs));
+  let profiles: ProfileSummary[] = [];
+  if (ctx.profile) {
+    profiles = findProfiles(ctx.profile.dir).map((f) => summarizeProfile(f, root));
+    out.push('', ...profileText(profiles, ctx.profile.service));
+  }
+  out.push('', `total time ${(totalMs / 1000).toFixed(0)} s${totalMs > 600_000 ? ' — OVER the 10-minute budget' : ''}`);
+  console.log(out.join('\n'));
+
+  const file = join(root, 'bench', 'results.json');
+  writeFileSync(
+    file,
+    `${JSON.stringify(
+      {
+        machine,
+        args: { only: [...only].sort(), quick: ctx.quick, throughputN: throughputN ?? null, profile: profileService ?? null },
+        totalMs,
+        rows,
+        scenarios: results.map((r) => ({ id: r.id, name: r.name, rows: r.rows, notes: r.notes, data: r.data })),
+        commandStats: cs ?? null,
+        profiles,
+        errors,
+      },
+      null,
+      2,
+    )}\n`,
+  );
+  note(`wrote ${file}`);
+
+  await nc.close().catch(() => undefined);
+  redis.disconnect();
+  return errors.length > 0 ? 1 : 0;
+}
+
+function table(rows: Row[]): string[] {
+  const head = ['scenario', 'metric', 'bosun', 'floor (raw)', 'ratio', 'target', 'result'];
+  const cells = rows.map((r) => [r.scenario, r.metric, r.bosun, r.floor ?? '', r.ratio ?? '', r.target ?? '', r.result === 'n/a' || !r.result ? '' : r.result.toUpperCase()]);
+  const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => `| ${c.map((x, i) => (i >= 2 && i <= 4 ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join(' | ')} |`;
+  return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...cells.map(line)];
+}
+
+function pickCommandStats(results: ScenarioResult[]): CommandStatsReport | undefined {
+  return results.find((r) => r.id === 2)?.commandStats ?? results.find((r) => r.id === 1)?.commandStats;
+}
+
+function commandStatsText(cs: CommandStatsReport): string[] {
+  const out = [
+    `Redis commands per incident — ${cs.source}; INFO commandstats delta (server-wide: includes commands run inside Lua scripts, the bench's own client, and any other client of this Redis)`,
+    `  total: ${fmt(cs.totalCalls / cs.incidents, 1)} calls/incident${cs.raw ? ` (raw chain: ${fmt(cs.raw.perIncident, 1)}, ${fmt(cs.totalCalls / cs.incidents / cs.raw.perIncident, 2)}×)` : ''}`,
+    `  ${'command'.padEnd(18)} ${'calls/incident'.padStart(14)} ${'µs/incident'.padStart(12)}${cs.raw ? `   ${'raw chain'.padStart(10)}` : ''}`,
+  ];
+  for (const t of cs.top) {
+    const raw = cs.raw?.top.find((r) => r.command === t.command);
+    out.push(`  ${t.command.padEnd(18)} ${fmt(t.perIncident, 2).padStart(14)} ${fmt(t.usecPerIncident, 0).padStart(12)}${cs.raw ? `   ${(raw ? fmt(raw.perIncident, 2) : '—').padStart(10)}` : ''}`);
+  }
+  return out;
+}
+
+function profileText(profiles: ProfileSummary[], service: string): string[] {
+  if (profiles.length === 0) return [`no CPU profile of ${service} was written`];
+  const out: string[] = [];
+  for (const p of profiles) {
+    out.push(`CPU profile ${p.file.replace(`${root}/`, '')}: ${fmt(p.totalMs / 1000, 1)} s, idle ${fmt(p.idleMs / 1000, 1)} s, busy ${fmt((p.totalMs - p.idleMs) / 1000, 1)} s`);
+    out.push(`  self time by module (% of busy): ${p.byModule.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
+    out.push(`  ${'self ms'.padStart(9)} ${'%busy'.padStart(6)}  function`);
+    for (const t of p.top) out.push(`  ${fmt(t.selfMs, 0).padStart(9)} ${fmt(t.pct, 1).padStart(6)}  ${t.fn}  ${t.where}`);
+  }
+  return out;
+}
+
+process.on('exit', killAllProcessesSync);
+main().then(
+  (code) => process.exit(code),
+  async (err: unknown) => {
+    process.stderr.write(`bench: ${err instanceof Error ? err.message : String(err)}\n`);
+    await stopAllProcesses(15_000);
+    process.exit(1);
+  },
+);

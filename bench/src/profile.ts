@@ -1,0 +1,97 @@
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+
+interface CpuProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  hitCount?: number;
+}
+interface CpuProfile {
+  nodes: CpuProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples?: number[];
+}
+
+export interface ProfileSummary {
+  file: string;
+  totalMs: number;
+  idleMs: number;
+  /** Top functions by self time (idle excluded). */
+  top: { fn: string; where: string; selfMs: number; pct: number }[];
+  /** Self time by module: a node_modules package, node: internals, a Bosun workspace, or a V8 pseudo-node. */
+  byModule: { module: string; selfMs: number; pct: number }[];
+}
+
+/** Every .cpuprofile under `dir`, recursively. */
+export function findProfiles(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) out.push(...findProfiles(p));
+    else if (name.endsWith('.cpuprofile')) out.push(p);
+  }
+  return out.sort();
+}
+
+function moduleOf(url: string, fn: string, root: string): string {
+  if (!url) return fn.startsWith('(') ? fn : '(native)';
+  if (url.startsWith('node:')) return 'node: internals';
+  const path = url.replace(/^file:\/\//, '');
+  const nm = path.lastIndexOf('/node_modules/');
+  if (nm >= 0) {
+    const rest = path.slice(nm + '/node_modules/'.length).split('/');
+    return rest[0]!.startsWith('@') ? `${rest[0]}/${rest[1]}` : rest[0]!;
+  }
+  const rel = relative(root, path);
+  const parts = rel.split('/');
+  return parts.length >= 2 ? `${parts[0]}/${parts[1]}` : rel;
+}
+
+/**
+ * Self time per function: hitCount × the sampling interval ((endTime − startTime) / samples),
+ * summed per callFrame functionName + url.
+ */
+export function summarizeProfile(file: string, root: string, topN = 15): ProfileSummary {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const totalSamples = profile.samples?.length ?? profile.nodes.reduce((a, n) => a + (n.hitCount ?? 0), 0);
+  const totalMs = (profile.endTime - profile.startTime) / 1000;
+  const intervalMs = totalSamples > 0 ? totalMs / totalSamples : 0;
+  const byFn = new Map<string, { fn: string; where: string; selfMs: number }>();
+  const byModule = new Map<string, number>();
+  let idleMs = 0;
+  for (const node of profile.nodes) {
+    const hits = node.hitCount ?? 0;
+    if (hits === 0) continue;
+    const ms = hits * intervalMs;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') {
+      idleMs += ms;
+      continue;
+    }
+    const fn = functionName || '(anonymous)';
+    const key = `${fn}\u0000${url}`;
+    const short = url ? url.replace(/^file:\/\//, '').replace(`${root}/`, '') : '';
+    const where = short ? `${short.replace(/^.*node_modules\//, '')}:${lineNumber + 1}` : '';
+    const entry = byFn.get(key) ?? { fn, where, selfMs: 0 };
+    entry.selfMs += ms;
+    byFn.set(key, entry);
+    const mod = moduleOf(url, fn, root);
+    byModule.set(mod, (byModule.get(mod) ?? 0) + ms);
+  }
+  const busy = Math.max(1e-9, totalMs - idleMs);
+  return {
+    file,
+    totalMs,
+    idleMs,
+    top: [...byFn.values()]
+      .sort((a, b) => b.selfMs - a.selfMs)
+      .slice(0, topN)
+      .map((e) => ({ ...e, pct: (100 * e.selfMs) / busy })),
+    byModule: [...byModule.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12)
+      .map(([module, selfMs]) => ({ module, selfMs, pct: (100 * selfMs) / busy })),
+  };
+}
