@@ -3,6 +3,7 @@
  * `npm run bench`: a real Bosun cluster (separate processes) against a raw BullMQ chain.
  * Prints a table and writes bench/results.json. See bench/README.md.
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, release, platform } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -30,6 +31,7 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery)
   --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
+  --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
   --profile <service>  run that service (${SERVICES.join(', ')}) under node --cpu-prof; profiles go to
                        bench/profiles/<date>/s<scenario>/ and their top self-time functions are printed
 
@@ -44,6 +46,7 @@ async function main(): Promise<number> {
       only: { type: 'string' },
       quick: { type: 'boolean', default: false },
       'throughput-n': { type: 'string' },
+      'scale-cap': { type: 'string' },
       profile: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
@@ -59,6 +62,8 @@ async function main(): Promise<number> {
   if (profileService !== undefined && !SERVICES.includes(profileService)) throw new Error(`--profile: one of ${SERVICES.join(', ')}`);
   const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
   if (throughputN !== undefined && !(Number.isInteger(throughputN) && throughputN > 0 && throughputN <= 20_000)) throw new Error('--throughput-n: 1 to 20000');
+  const scaleCap = values['scale-cap'] ? Number(values['scale-cap']) : undefined;
+  if (scaleCap !== undefined && !(Number.isInteger(scaleCap) && scaleCap > 0 && scaleCap <= 10_000)) throw new Error('--scale-cap: 1 to 10000');
 
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -121,13 +126,14 @@ async function main(): Promise<number> {
     nats: nc.info?.version ?? '?',
     date: started.toISOString(),
   };
+  const source = gitState();
   note(`bench on ${machine.cpus} CPUs (${machine.cpuModel}), node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — quick mode' : ''}`);
 
   const scenarios: [number, () => Promise<ScenarioResult>][] = [
     [1, () => scenarioLatency(ctx)],
     [2, () => scenarioThroughput(ctx, throughputN)],
     [3, () => scenarioInFlight(ctx)],
-    [4, () => scenarioScaleOut(ctx)],
+    [4, () => scenarioScaleOut(ctx, scaleCap)],
     [5, () => scenarioRecovery(ctx)],
   ];
   const results: ScenarioResult[] = [];
@@ -157,6 +163,7 @@ async function main(): Promise<number> {
   const out: string[] = [];
   out.push('');
   out.push(`Bosun bench — ${machine.date} — ${machine.cpus} CPUs ${machine.cpuModel}, node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — QUICK MODE (small counts)' : ''}`);
+  out.push(`source: ${source.commit}${source.dirty.length ? ` + uncommitted changes in ${source.dirty.length} file(s)` : ''}`);
   out.push(`floor = a raw BullMQ chain with the same hops and no-op processors, in the same process layout, measured in the same run`);
   out.push('');
   out.push(...table(rows));
@@ -177,7 +184,8 @@ async function main(): Promise<number> {
     `${JSON.stringify(
       {
         machine,
-        args: { only: [...only].sort(), quick: ctx.quick, throughputN: throughputN ?? null, profile: profileService ?? null },
+        source,
+        args: { only: [...only].sort(), quick: ctx.quick, throughputN: throughputN ?? null, scaleCap: scaleCap ?? null, profile: profileService ?? null },
         totalMs,
         rows,
         scenarios: results.map((r) => ({ id: r.id, name: r.name, rows: r.rows, notes: r.notes, data: r.data })),
@@ -194,6 +202,20 @@ async function main(): Promise<number> {
   await nc.close().catch(() => undefined);
   redis.disconnect();
   return errors.length > 0 ? 1 : 0;
+}
+
+/** The commit measured, and the files that differ from it (services built from a dirty tree). */
+function gitState(): { commit: string; dirty: string[] } {
+  try {
+    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
+    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=normal', '--', 'libs', 'services', 'mcp-servers', 'bench'], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.slice(3));
+    return { commit, dirty };
+  } catch {
+    return { commit: 'unknown (no git)', dirty: [] };
+  }
 }
 
 function table(rows: Row[]): string[] {
@@ -227,6 +249,7 @@ function profileText(profiles: ProfileSummary[], service: string): string[] {
   for (const p of profiles) {
     out.push(`CPU profile ${p.file.replace(`${root}/`, '')}: ${fmt(p.totalMs / 1000, 1)} s, idle ${fmt(p.idleMs / 1000, 1)} s, busy ${fmt((p.totalMs - p.idleMs) / 1000, 1)} s`);
     out.push(`  self time by module (% of busy): ${p.byModule.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
+    out.push(`  same, native and node: frames charged to their caller: ${p.byCaller.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
     out.push(`  ${'self ms'.padStart(9)} ${'%busy'.padStart(6)}  function`);
     for (const t of p.top) out.push(`  ${fmt(t.selfMs, 0).padStart(9)} ${fmt(t.pct, 1).padStart(6)}  ${t.fn}  ${t.where}`);
   }

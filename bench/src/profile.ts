@@ -5,6 +5,7 @@ interface CpuProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
   hitCount?: number;
+  children?: number[];
 }
 interface CpuProfile {
   nodes: CpuProfileNode[];
@@ -21,6 +22,11 @@ export interface ProfileSummary {
   top: { fn: string; where: string; selfMs: number; pct: number }[];
   /** Self time by module: a node_modules package, node: internals, a Bosun workspace, or a V8 pseudo-node. */
   byModule: { module: string; selfMs: number; pct: number }[];
+  /**
+   * Self time with native and node: frames (socket writes, timers, …) charged to the nearest
+   * calling package or workspace: who causes the time.
+   */
+  byCaller: { module: string; selfMs: number; pct: number }[];
 }
 
 /** Every .cpuprofile under `dir`, recursively. */
@@ -36,7 +42,7 @@ export function findProfiles(dir: string): string[] {
 }
 
 function moduleOf(url: string, fn: string, root: string): string {
-  if (!url) return fn.startsWith('(') ? fn : '(native)';
+  if (!url) return fn.startsWith('(') && fn !== '(anonymous)' ? fn : '(native)';
   if (url.startsWith('node:')) return 'node: internals';
   const path = url.replace(/^file:\/\//, '');
   const nm = path.lastIndexOf('/node_modules/');
@@ -60,6 +66,18 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
   const intervalMs = totalSamples > 0 ? totalMs / totalSamples : 0;
   const byFn = new Map<string, { fn: string; where: string; selfMs: number }>();
   const byModule = new Map<string, number>();
+  const byCaller = new Map<string, number>();
+  const parent = new Map<number, CpuProfileNode>();
+  for (const node of profile.nodes) {
+    for (const c of node.children ?? []) parent.set(c, node);
+  }
+  const callerOf = (node: CpuProfileNode): string => {
+    for (let n: CpuProfileNode | undefined = node; n; n = parent.get(n.id)) {
+      const m = moduleOf(n.callFrame.url, n.callFrame.functionName, root);
+      if (m !== 'node: internals' && m !== '(native)' && m !== '(anonymous)') return m;
+    }
+    return moduleOf(node.callFrame.url, node.callFrame.functionName, root);
+  };
   let idleMs = 0;
   for (const node of profile.nodes) {
     const hits = node.hitCount ?? 0;
@@ -79,6 +97,8 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
     byFn.set(key, entry);
     const mod = moduleOf(url, fn, root);
     byModule.set(mod, (byModule.get(mod) ?? 0) + ms);
+    const caller = callerOf(node);
+    byCaller.set(caller, (byCaller.get(caller) ?? 0) + ms);
   }
   const busy = Math.max(1e-9, totalMs - idleMs);
   return {
@@ -90,6 +110,10 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
       .slice(0, topN)
       .map((e) => ({ ...e, pct: (100 * e.selfMs) / busy })),
     byModule: [...byModule.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 12)
+      .map(([module, selfMs]) => ({ module, selfMs, pct: (100 * selfMs) / busy })),
+    byCaller: [...byCaller.entries()]
       .sort((a, b) => b[1] - a[1])
       .slice(0, 12)
       .map(([module, selfMs]) => ({ module, selfMs, pct: (100 * selfMs) / busy })),

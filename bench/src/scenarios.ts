@@ -211,6 +211,73 @@ function profileFor(ctx: Ctx, id: number, sub = ''): { service: ServiceName; dir
   return ctx.profile ? { service: ctx.profile.service, dir: join(ctx.profile.dir, `s${id}${sub}`) } : undefined;
 }
 
+/** Collects the events of runs by incident id, to split each run's latency into segments. */
+class RunTracer {
+  private readonly events = new Map<string, { type: string; seq: number; at: number }[]>();
+  private readonly marks = new Map<string, { publishAt: number; doneAt: number }>();
+  private readonly sub: { unsubscribe(): void } | undefined;
+
+  constructor(nc: NatsConnection | null, prefix: string) {
+    this.sub = nc?.subscribe(allRunsSubject(prefix), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const e = msg.json<{ type: string; incidentId: string; seq: number; at: string }>();
+          const list = this.events.get(e.incidentId) ?? [];
+          list.push({ type: e.type, seq: e.seq, at: Date.parse(e.at) });
+          this.events.set(e.incidentId, list);
+        } catch {
+          /* not an event */
+        }
+      },
+    });
+  }
+
+  mark(incidentId: string, publishAt: number, doneAt: number): void {
+    this.marks.set(incidentId, { publishAt, doneAt });
+  }
+
+  breakdown(): { segment: string; p50: number; p90: number; runs: number }[] {
+    const names = [
+      'publish → run.started (coordinator takes the job, checkpoint, run-deadline timer, progress)',
+      'run.started → agent.delegated (route model call, checkpoints, task-deadline timer, child job)',
+      'agent.delegated → agent.started (specialist takes the task, checkpoint)',
+      'agent.started → tool.started #1 (catalog, checkpoint, model call 1, checkpoint, tool job, gateway takes it)',
+      'tool.started #1 → tool.completed #1 (MCP call over stdio, record)',
+      'tool.completed #1 → tool.started #2 (result back to the specialist, checkpoints, model call 2, tool job, gateway)',
+      'tool.started #2 → tool.completed #2 (MCP call, record)',
+      'tool.completed #2 → agent.completed (result back, checkpoints, model call 3: finish_task)',
+      'agent.completed → run.completed (task job completes, parent back to wait, coordinator resumes, collect, answer)',
+      'run.completed → result at the client (incident job completes, QueueEvents)',
+    ];
+    const samples: number[][] = names.map(() => []);
+    for (const [id, m] of this.marks) {
+      const ev = (this.events.get(id) ?? []).sort((a, b) => a.seq - b.seq);
+      const first = (type: string, nth = 0) => ev.filter((e) => e.type === type)[nth]?.at;
+      const points = [
+        m.publishAt,
+        first('run.started'),
+        first('agent.delegated'),
+        first('agent.started'),
+        first('tool.started', 0),
+        first('tool.completed', 0),
+        first('tool.started', 1),
+        first('tool.completed', 1),
+        first('agent.completed'),
+        first('run.completed'),
+        m.doneAt,
+      ];
+      if (points.some((p) => p === undefined)) continue;
+      for (let i = 0; i < names.length; i++) samples[i]!.push(points[i + 1]! - points[i]!);
+    }
+    return names.map((segment, i) => ({ segment, p50: percentile(samples[i]!, 50), p90: percentile(samples[i]!, 90), runs: samples[i]!.length })).filter((b) => b.runs > 0);
+  }
+
+  close(): void {
+    this.sub?.unsubscribe();
+  }
+}
+
 /** Starts gateway, coordinator and `specialists` specialist processes. */
 async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: ScenarioConfig, specialists = 1, sub = '') {
   const cluster = new Cluster({
@@ -267,7 +334,12 @@ function cpuText(c: CpuReport, incidents: number): string {
     .sort((a, b) => b[1] - a[1])
     .map(([k, v]) => `${k} ${fmt((1000 * v) / incidents, 2)}`);
   const sum = Object.values(c.cpuSeconds).reduce((a, b) => a + (b > 0 ? b : 0), 0);
-  return `machine busy ${fmt(c.machineBusyPct, 0)}% of ${cpus().length} cores over ${fmt(c.wallS, 1)} s; CPU ms per incident: ${parts.join(', ')} (sum ${fmt((1000 * sum) / incidents, 2)})`;
+  const machineS = (c.machineBusyPct / 100) * cpus().length * c.wallS;
+  const otherPct = (100 * Math.max(0, machineS - sum)) / (cpus().length * c.wallS);
+  return (
+    `machine busy ${fmt(c.machineBusyPct, 0)}% of ${cpus().length} cores over ${fmt(c.wallS, 1)} s, of which ${fmt(otherPct, 0)}% by processes outside this bench; ` +
+    `CPU ms per incident: ${parts.join(', ')} (sum ${fmt((1000 * sum) / incidents, 2)})`
+  );
 }
 
 const statusText = (s: RunStatusCounts) =>
@@ -298,6 +370,8 @@ export async function scenarioLatency(ctx: Ctx): Promise<ScenarioResult> {
           const bosunMs: number[] = [];
           const rawMs: number[] = [];
           const statuses: RunStatusCounts = {};
+          // Where a Bosun run's latency goes: its events (numbered at `at`) between publish and result.
+          const tracer = new RunTracer(ctx.nc, prefix);
           const t0 = performance.now();
           for (let i = 0; i < warm + n; i++) {
             checkAbort();
@@ -313,13 +387,24 @@ export async function scenarioLatency(ctx: Ctx): Promise<ScenarioResult> {
                 const r = await rawClient.one(`raw-${i}`);
                 if (i >= warm) rawMs.push(r.ms);
               } else {
+                const publishAt = Date.now();
                 const r = await client.one(`inc-${i}`);
                 if (i >= warm) {
                   bosunMs.push(r.ms);
                   statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+                  tracer.mark(`inc-${i}`, publishAt, Date.now());
                 }
               }
             }
+          }
+          await sleep(300);
+          const breakdown = tracer.breakdown();
+          tracer.close();
+          if (breakdown.length > 0) {
+            result.notes.push(
+              `where a Bosun run's latency goes (median per segment, from the events' \`at\`; sum of medians ${fmt(breakdown.reduce((a, b) => a + b.p50, 0))} ms):`,
+              ...breakdown.map((b) => `    ${fmt(b.p50).padStart(6)} ms  ${b.segment}`),
+            );
           }
           // Redis commands of Bosun alone (the raw chain idle), for when scenario 2 does not run.
           const before = await commandStats(ctx.redis);
@@ -342,7 +427,7 @@ export async function scenarioLatency(ctx: Ctx): Promise<ScenarioResult> {
           );
           if ((statuses.completed ?? 0) !== bosunMs.length) result.notes.push(`Bosun run statuses: ${statusText(statuses)}`);
           const summary = (ms: number[]) => ({ p50: percentile(ms, 50), p90: percentile(ms, 90), p99: percentile(ms, 99), mean: mean(ms), min: Math.min(...ms), max: Math.max(...ms), samples: ms.length });
-          result.data = { n, warm, bosun: { ...summary(bosunMs), statuses }, raw: summary(rawMs), ratioP50: ratio50, loadavg: loadavg() };
+          result.data = { n, warm, bosun: { ...summary(bosunMs), statuses }, raw: summary(rawMs), ratioP50: ratio50, breakdown, loadavg: loadavg() };
         } finally {
           await rawClient.close();
           await client.close();
@@ -559,10 +644,10 @@ export async function scenarioInFlight(ctx: Ctx): Promise<ScenarioResult> {
   return result;
 }
 
-export async function scenarioScaleOut(ctx: Ctx): Promise<ScenarioResult> {
+export async function scenarioScaleOut(ctx: Ctx, capOverride?: number): Promise<ScenarioResult> {
   const n = ctx.quick ? 200 : 2000;
   const latencyMs = 2000;
-  const cap = ctx.quick ? 50 : 250;
+  const cap = capOverride ?? (ctx.quick ? 50 : 125);
   const result: ScenarioResult = { id: 4, name: 'scale-out', rows: [], notes: [], data: { n, latencyMs, kubernetesConcurrencyPerProcess: cap } };
   const runs: { processes: number; wallMs: number; perSecond: number; completed: number; peakActiveTasks: number; cpu: CpuReport; loadavg: number[] }[] = [];
   for (const processes of [1, 2, 4]) {
@@ -590,7 +675,7 @@ export async function scenarioScaleOut(ctx: Ctx): Promise<ScenarioResult> {
   });
   result.data = { n, latencyMs, kubernetesConcurrencyPerProcess: cap, runs, idealPerSecond: runs.map((r) => ({ processes: r.processes, capacityBound: (r.processes * cap) / ((3 * latencyMs) / 1000) })) };
   result.notes.push(
-    `each specialist process is capped at kubernetes concurrency ${cap}, so capacity (processes × ${cap} tasks, each ≥ 3 model calls × ${latencyMs} ms) is the limit: the ideal is ${runs.map((r) => fmt((r.processes * cap) / ((3 * latencyMs) / 1000), 0)).join(' / ')} incidents/s.`,
+    `each specialist process is capped at kubernetes concurrency ${cap}, so capacity (processes × ${cap} tasks, each ≥ 3 model calls × ${latencyMs} ms) is the limit: the ideal is ${runs.map((r) => fmt((r.processes * cap) / ((3 * latencyMs) / 1000), 0)).join(' / ')} incidents/s, as long as the machine's CPU keeps up (see the CPU lines).`,
   );
   return result;
 }

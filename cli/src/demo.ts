@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
 import { INCIDENTS_QUEUE, type IncidentInput, type RunResult } from '@bosun/contract';
 import { readEnv } from '@bosun/config';
-import { connectNats, createRedis, waitForRedis } from '@bosun/transport';
+import { ApprovalStore, connectNats, createRedis, waitForRedis } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 
@@ -41,6 +41,27 @@ export function sampleIncidents(stamp: string): IncidentInput[] {
       labels: { service: 'checkout', namespace: 'shop' },
       // The offline model is told to stall the database specialist: the run ends partial, with the marker.
       payload: { fake: { stall: ['database'] } },
+    },
+    {
+      id: `demo-${stamp}-rollback`,
+      source: 'alertmanager',
+      reason: 'PodCrashLooping',
+      summary: 'checkout OOMKilled after deploy v42: roll back',
+      severity: 'critical',
+      labels: { service: 'checkout', namespace: 'shop' },
+      // The fix changes production, so the rollback waits for an operator's approval.
+      payload: {
+        fake: {
+          calls: {
+            kubernetes: [
+              { tool: 'demo__get_pods', args: { service: 'checkout' } },
+              { tool: 'demo__get_deployments', args: { service: 'checkout' } },
+              { tool: 'demo__rollback_deployment', args: { service: 'checkout', toVersion: 'v41' } },
+              { tool: 'demo__get_pods', args: { service: 'search' } },
+            ],
+          },
+        },
+      },
     },
   ];
 }
@@ -175,12 +196,33 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: eventsConnection, prefix: env.prefix });
   await queueEvents.waitUntilReady();
 
+  const approvals = new ApprovalStore({ redis, prefix: env.prefix });
+  const onApproval = (id: string) => {
+    say('');
+    say(`  >> approval needed: ${id}`);
+    if (options.once) {
+      say('  >> --once: approving it as "demo" in 2 s (without --once, the run waits for you)');
+      setTimeout(() => {
+        approvals
+          .decide(id, { approve: true, by: 'demo' })
+          .then(() => say(`  >> approved ${id}`))
+          .catch((err: unknown) => say(`  !! could not approve ${id}: ${(err as Error).message}`));
+      }, 2_000).unref();
+    } else {
+      say(`  >> approve it from another terminal:  npx bosun approve ${id}`);
+      say(`  >> or deny it:                        npx bosun deny ${id} --reason "not now"`);
+    }
+    say('');
+  };
   // Follow every run's events live (the stream exists once a service has connected).
   const ac = new AbortController();
   const follow = (async () => {
     for (let i = 0; i < 50 && !ac.signal.aborted; i++) {
       try {
-        for await (const e of followEvents(nc, { prefix: env.prefix, from: 'new', signal: ac.signal })) say(`  ${formatEvent(e)}`);
+        for await (const e of followEvents(nc, { prefix: env.prefix, from: 'new', signal: ac.signal })) {
+          say(`  ${formatEvent(e)}`);
+          if (e.type === 'approval.requested') onApproval(String(e.data.approvalId));
+        }
         return;
       } catch {
         await new Promise((r) => setTimeout(r, 300));
@@ -227,6 +269,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   }
   const cleanup = async () => {
     ac.abort();
+    await approvals.close();
     await queueEvents.close();
     await queue.close();
     eventsConnection.disconnect();

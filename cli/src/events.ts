@@ -76,6 +76,20 @@ export function formatEvent(e: RunEvent): string {
     case 'tool.in_doubt':
       detail = `${String(d.tool)} ${short(d.error ?? '', 120)}`;
       break;
+    case 'approval.requested': {
+      const calls = (d.calls as { index: number; tool: string; args: unknown; needsApproval: boolean }[] | undefined) ?? [];
+      detail = `${String(d.approvalId)}: ${calls.filter((c) => c.needsApproval).map((c) => `[${c.index}] ${c.tool} ${short(c.args, 80)}`).join(', ')}`;
+      break;
+    }
+    case 'approval.resolved':
+      detail = `${String(d.approvalId)} ${String(d.status)} by ${String(d.decidedBy ?? '?')}${d.denyReason ? ` (${String(d.denyReason)})` : ''}`;
+      break;
+    case 'tool.progress':
+      detail = `${String(d.tool)} ${String(d.progress)}${d.total ? `/${String(d.total)}` : ''}`;
+      break;
+    case 'tool.routing':
+      detail = `${String(d.action)}${Array.isArray(d.loaded) ? ` ${d.loaded.join(', ')}` : ''}`;
+      break;
     case 'agent.stalled':
       detail = `INCOMPLETE: ${short(d.lastWords, 120)}`;
       break;

@@ -3,14 +3,21 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunResult } from '@bosun/contract';
-import { readEnv, ConfigError, type BosunEnv } from '@bosun/config';
-import { connectNats, createRedis, waitForRedis } from '@bosun/transport';
+import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
+import { EventPublisher, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 import { runDemo } from './demo.js';
 import {
   OperatorError,
   ackToolCall,
+  approvalResolvedEvent,
+  decideApproval,
+  formatApprovals,
+  formatAudit,
+  listApprovals,
+  readAudit,
+  showApproval,
   dropDeadLetter,
   formatDeadLetters,
   formatRun,
@@ -44,6 +51,16 @@ Usage:
                                     resolve an in-doubt tool call: it took effect (--done), treat
                                     it as not executed (--skip), or send it once more (--retry)
   bosun stats [--json]              degraded-result counters and dropped events
+  bosun approvals [list] [--json]   pending approvals of tool calls, oldest first: each call as
+                                    [i] tool args, marking those that need approval
+  bosun approvals show <id>         print one approval (JSON)
+  bosun approve <id> [--only i,j] [--by <name>]
+                                    approve the calls needing approval (or only calls i, j); the
+                                    parked task resumes and runs exactly those calls, once
+  bosun deny <id> --reason "…" [--by <name>]
+                                    deny them; the agent is told the reason and goes on without
+  bosun audit [--run <runId>] [--limit N] [--json]
+                                    the audit stream of mutating tool calls, newest first
   bosun demo [--once]               start a demo cluster and publish sample incidents
 
 Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG (see docs/configuration.md).
@@ -59,6 +76,34 @@ async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createR
     return await fn(redis);
   } finally {
     redis.disconnect();
+  }
+}
+
+/**
+ * Publishes `approval.resolved` for a decision just made. Best effort: the decision stands
+ * whatever happens here; when NATS is unreachable or the event is not stored, a warning says so.
+ */
+async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Approval): Promise<void> {
+  const warn = (why: string) =>
+    process.stderr.write(`bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded and the task was woken\n`);
+  let nc;
+  try {
+    nc = await connectNats(env.natsUrl, { name: 'bosun-cli' });
+  } catch (err) {
+    warn((err as Error).message);
+    return;
+  }
+  try {
+    // The runs stream stores the event for late observers; the services create it, but this may
+    // be the first event under the prefix.
+    await Promise.race([ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined), new Promise((r) => setTimeout(r, 5_000).unref())]);
+    const log = createLogger({ service: 'bosun-cli', level: 'error', destination: process.stderr });
+    const events = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log });
+    events.emit(approvalResolvedEvent(approval));
+    await events.flush();
+    if (events.stats.published === 0) warn('NATS did not store it in time');
+  } finally {
+    await nc.close().catch(() => undefined);
   }
 }
 
@@ -168,7 +213,11 @@ async function main(argv: string[]): Promise<number> {
     case 'dlq':
     case 'runs':
     case 'ack':
-    case 'stats': {
+    case 'stats':
+    case 'approvals':
+    case 'approve':
+    case 'deny':
+    case 'audit': {
       // Operator commands: parse everything first (bad usage exits 2 before any connection).
       const parse = <O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals: number) => {
         let parsed;
@@ -252,6 +301,70 @@ async function main(argv: string[]): Promise<number> {
             return r.result.status === 'ok' ? 0 : 1;
           }
           process.stdout.write(`tool call ${key} resolved: ${action === 'done' ? 'took effect' : 'treated as not executed'} (by ${by} at ${r.resolution.at}); ${note}\n`);
+          return 0;
+        };
+      } else if (command === 'approvals') {
+        const [first, ...more] = rest;
+        const sub = first === undefined || first.startsWith('-') ? 'list' : first;
+        const args = sub === first ? more : rest;
+        if (sub === 'list') {
+          const { values } = parse(args, { json: { type: 'boolean', default: false } }, 0);
+          run = async (deps) => {
+            const pending = await listApprovals(deps);
+            process.stdout.write(`${values.json ? JSON.stringify(pending, null, 2) : formatApprovals(pending)}\n`);
+            return 0;
+          };
+        } else if (sub === 'show') {
+          const { positionals } = parse(args, {}, 1);
+          const id = positionals[0];
+          if (!id) throw new UsageError('approvals show needs an approval id (see bosun approvals list)');
+          run = async (deps) => {
+            const a = await showApproval(deps, id);
+            if (!a) throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+            process.stdout.write(`${JSON.stringify(a, null, 2)}\n`);
+            return 0;
+          };
+        } else {
+          throw new UsageError(`unknown approvals command "${sub}" (list, show)`);
+        }
+      } else if (command === 'approve' || command === 'deny') {
+        const { values, positionals } = parse(rest, { only: { type: 'string' }, reason: { type: 'string' }, by: { type: 'string' } }, 1);
+        const id = positionals[0];
+        if (!id) throw new UsageError(`${command} needs an approval id (see bosun approvals list)`);
+        const by = values.by?.trim() || process.env.USER?.trim() || 'operator';
+        let decision: Decision;
+        if (command === 'approve') {
+          if (values.reason !== undefined) throw new UsageError('approve: --reason is for deny');
+          let only: number[] | undefined;
+          if (values.only !== undefined) {
+            const parts = values.only.split(',').map((p) => p.trim());
+            if (parts.length === 0 || parts.some((p) => !/^\d+$/.test(p))) {
+              throw new UsageError(`approve: --only takes call indexes separated by commas, like --only 0,2 (got "${values.only}")`);
+            }
+            only = [...new Set(parts.map(Number))];
+          }
+          decision = { approve: true, by, ...(only ? { only } : {}) };
+        } else {
+          if (values.only !== undefined) throw new UsageError('deny: --only is for approve (a denial covers every call)');
+          const reason = values.reason?.trim();
+          if (!reason) throw new UsageError('deny needs --reason "…": the agent is told why');
+          decision = { approve: false, reason, by };
+        }
+        run = async (deps) => {
+          const a = await decideApproval(deps, id, decision);
+          const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;
+          process.stdout.write(`approval ${a.id} ${what} by ${a.decidedBy ?? by} at ${a.decidedAt ?? '?'}\n`);
+          await publishResolved(env, deps.redis, a);
+          return 0;
+        };
+      } else if (command === 'audit') {
+        const { values } = parse(rest, { run: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } }, 0);
+        const limit = Number(values.limit);
+        if (!/^\d+$/.test(values.limit) || !Number.isSafeInteger(limit) || limit < 1) throw new UsageError(`audit: --limit must be a positive integer (got "${values.limit}")`);
+        if (values.run !== undefined && values.run.trim() === '') throw new UsageError('audit: --run needs a run id');
+        run = async (deps) => {
+          const entries = await readAudit(deps, { limit, ...(values.run ? { runId: values.run } : {}) });
+          process.stdout.write(`${values.json ? JSON.stringify(entries, null, 2) : formatAudit(entries)}\n`);
           return 0;
         };
       } else {

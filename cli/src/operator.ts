@@ -1,7 +1,8 @@
 /**
  * Operator commands: the dead-letter inbox (`bosun dlq`), the state of one run (`bosun runs
- * show`), resolving in-doubt tool calls (`bosun ack`) and the degraded-result counters
- * (`bosun stats`). Every function takes `{ redis, prefix }` and returns data; `main.ts` prints.
+ * show`), resolving in-doubt tool calls (`bosun ack`), the degraded-result counters
+ * (`bosun stats`), approvals of tool calls (`bosun approvals`, `approve`, `deny`) and the audit
+ * stream (`bosun audit`). Every function takes `{ redis, prefix }` and returns data; `main.ts` prints.
  */
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { Cluster } from 'ioredis';
@@ -14,7 +15,7 @@ import {
   type ToolCallJob,
   type ToolCallResult,
 } from '@bosun/contract';
-import { keys } from '@bosun/transport';
+import { ApprovalError, ApprovalStore, keys, type Approval, type Decision, type EmitInput } from '@bosun/transport';
 import { publishIncident } from './publish.js';
 
 /** What every operator command needs. */
@@ -636,6 +637,175 @@ export function formatDeadLetters(entries: DeadLetterSummary[]): string {
   const lines = [`${'id'.padEnd(w)}  ${'at'.padEnd(24)} ${'kind'.padEnd(9)} ${'run'.padEnd(21)} ${'agent'.padEnd(12)} ${'mark'.padEnd(8)} reason`];
   for (const e of entries) {
     lines.push(`${e.id.padEnd(w)}  ${e.at.padEnd(24)} ${e.kind.padEnd(9)} ${(e.runId ?? '-').padEnd(21)} ${(e.agent ?? '-').padEnd(12)} ${(e.marker ?? '-').padEnd(8)} ${e.reason}`);
+  }
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// approvals
+
+/** Runs `fn` with an approval store on the shared connection, and closes it. */
+async function withApprovals<T>(deps: OperatorDeps, fn: (store: ApprovalStore) => Promise<T>): Promise<T> {
+  const store = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/** `bosun approvals list`: the pending approvals, oldest first. */
+export async function listApprovals(deps: OperatorDeps): Promise<Approval[]> {
+  return withApprovals(deps, (store) => store.pending());
+}
+
+/** `bosun approvals show`: one approval, or null when there is none. */
+export async function showApproval(deps: OperatorDeps, id: string): Promise<Approval | null> {
+  return withApprovals(deps, (store) => store.get(id));
+}
+
+/**
+ * `bosun approve` / `bosun deny`: decides a pending approval, once, and wakes the parked task.
+ * Refusals become {@link OperatorError}s: no such approval or already decided (exit 1), a
+ * decision the approval does not allow, such as `--only` naming calls that need no approval (exit 2).
+ * Publishing `approval.resolved` is the caller's part (see {@link approvalResolvedEvent}).
+ */
+export async function decideApproval(deps: OperatorDeps, id: string, decision: Decision): Promise<Approval> {
+  return withApprovals(deps, async (store) => {
+    try {
+      return await store.decide(id, decision);
+    } catch (err) {
+      if (!(err instanceof ApprovalError)) throw err;
+      if (err.code === 'not_found') throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+      throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : 1);
+    }
+  });
+}
+
+/** The `approval.resolved` event of a decided approval. */
+export function approvalResolvedEvent(a: Approval): EmitInput {
+  return {
+    type: 'approval.resolved',
+    runId: a.runId,
+    incidentId: a.incidentId,
+    agent: a.agent,
+    data: {
+      approvalId: a.id,
+      status: a.status,
+      approved: a.approved ?? [],
+      decidedBy: a.decidedBy,
+      decidedAt: a.decidedAt,
+      ...(a.denyReason !== undefined ? { denyReason: a.denyReason } : {}),
+    },
+  };
+}
+
+/** `1h02m`, `3m05s`, `12s`. */
+export function formatAge(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h}h${String(m % 60).padStart(2, '0')}m`;
+  return `${Math.floor(h / 24)}d${String(h % 24).padStart(2, '0')}h`;
+}
+
+const ARGS_MAX = 200;
+
+/** The text of `bosun approvals list`. */
+export function formatApprovals(approvals: Approval[], now = Date.now()): string {
+  if (approvals.length === 0) return 'no pending approvals';
+  const lines: string[] = [];
+  for (const a of approvals) {
+    const age = formatAge(now - Date.parse(a.createdAt));
+    lines.push(`${a.id}  age ${age}  run ${a.runId}  agent ${a.agent}  times out ${a.timeoutAt}`);
+    lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
+    for (const c of a.calls) {
+      lines.push(`    [${c.index}] ${c.tool} ${oneLine(JSON.stringify(c.args), ARGS_MAX)}${c.needsApproval ? '   <- needs approval' : ''}`);
+    }
+    lines.push('');
+  }
+  const ask = approvals.reduce((n, a) => n + a.calls.filter((c) => c.needsApproval).length, 0);
+  lines.push(`${approvals.length} pending (${ask} calls need approval): bosun approve <id> [--only i,j] | bosun deny <id> --reason "…"`);
+  return lines.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// audit
+
+/** One entry of the audit stream. */
+export interface AuditEntry {
+  /** The stream entry id. */
+  id: string;
+  at: string;
+  key: string;
+  runId: string;
+  incidentId: string;
+  agent: string;
+  tool: string;
+  /** The arguments as recorded (secrets redacted by the gateway). */
+  args: unknown;
+  approvalId: string | null;
+  approver: string | null;
+  status: string;
+}
+
+function auditEntry(id: string, flat: string[]): AuditEntry {
+  const f: Record<string, string> = {};
+  for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i]!] = flat[i + 1]!;
+  return {
+    id,
+    at: f.at ?? '',
+    key: f.key ?? '',
+    runId: f.runId ?? '',
+    incidentId: f.incidentId ?? '',
+    agent: f.agent ?? '',
+    tool: f.tool ?? '',
+    args: parseJson(f.args),
+    approvalId: f.approvalId ? f.approvalId : null,
+    approver: f.approver ? f.approver : null,
+    status: f.status ?? '',
+  };
+}
+
+const AUDIT_PAGE = 500;
+
+/** `bosun audit`: the newest `limit` entries of the audit stream, optionally of one run. */
+export async function readAudit(deps: OperatorDeps, options: { runId?: string; limit?: number } = {}): Promise<AuditEntry[]> {
+  const limit = options.limit ?? 50;
+  const key = keys.audit(deps.prefix);
+  const out: AuditEntry[] = [];
+  let end = '+';
+  // Newest first, page by page, until enough entries match (a filter may skip many).
+  while (out.length < limit) {
+    const count = options.runId ? AUDIT_PAGE : limit - out.length;
+    const page = (await deps.redis.xrevrange(key, end, '-', 'COUNT', count)) as [string, string[]][];
+    for (const [id, flat] of page) {
+      const e = auditEntry(id, flat);
+      if (options.runId && e.runId !== options.runId) continue;
+      out.push(e);
+      if (out.length >= limit) break;
+    }
+    if (page.length < count) break;
+    end = `(${page[page.length - 1]![0]}`;
+  }
+  return out;
+}
+
+/** The text of `bosun audit`. */
+export function formatAudit(entries: AuditEntry[]): string {
+  if (entries.length === 0) return 'no audit entries';
+  const w = (f: (e: AuditEntry) => string, min: number) => Math.max(min, ...entries.map((e) => f(e).length));
+  const wRun = w((e) => e.runId, 3);
+  const wAgent = w((e) => e.agent, 5);
+  const wTool = w((e) => e.tool, 4);
+  const wApproval = w((e) => (e.approvalId ? `${e.approvalId} (${e.approver ?? '?'})` : '-'), 8);
+  const lines = [`${'at'.padEnd(24)} ${'status'.padEnd(10)} ${'run'.padEnd(wRun)} ${'agent'.padEnd(wAgent)} ${'tool'.padEnd(wTool)} ${'approval'.padEnd(wApproval)} args`];
+  for (const e of entries) {
+    const approval = e.approvalId ? `${e.approvalId} (${e.approver ?? '?'})` : '-';
+    const args = typeof e.args === 'string' ? e.args : JSON.stringify(e.args ?? {});
+    lines.push(`${e.at.padEnd(24)} ${e.status.padEnd(10)} ${e.runId.padEnd(wRun)} ${e.agent.padEnd(wAgent)} ${e.tool.padEnd(wTool)} ${approval.padEnd(wApproval)} ${oneLine(args, 120)}`);
   }
   return lines.join('\n');
 }

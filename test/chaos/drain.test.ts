@@ -37,6 +37,8 @@ beforeAll(async () => {
   ctx = await openContext('chaos-drain');
   callLog = join(ctx.dir, 'calls.jsonl');
   const config = demoConfig();
+  // This test is about crashes, not approvals: let the mutating tools run unasked.
+  config.mcpServers.demo.tools = {};
   config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '1500' };
   // Long locks: a resumption here must come from the hand-over, not from lock expiry.
   config.workers = { lockDurationMs: 60_000, stalledIntervalMs: 30_000, maxStalledCount: 2 };

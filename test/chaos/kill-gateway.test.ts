@@ -35,6 +35,8 @@ beforeAll(async () => {
   ctx = await openContext('chaos-gateway');
   callLog = join(ctx.dir, 'calls.jsonl');
   const config = demoConfig();
+  // This test is about crashes, not approvals: let the mutating tools run unasked.
+  config.mcpServers.demo.tools = {};
   config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '4000' };
   config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };

@@ -29,6 +29,8 @@ beforeAll(async () => {
   ctx = await openContext('chaos-kill');
   callLog = join(ctx.dir, 'calls.jsonl');
   const config = demoConfig();
+  // This test is about crashes, not approvals: let the mutating tools run unasked.
+  config.mcpServers.demo.tools = {};
   config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '400' };
   // Fast failure detection for the test: a dead worker's jobs move on after 3 s.
   config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };

@@ -75,6 +75,8 @@ beforeAll(async () => {
   incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
   callLog = join(ctx.dir, 'calls.jsonl');
   const cfg = demoConfig();
+  // ack --retry re-sends a call that was already running: no approval gate here.
+  cfg.mcpServers.demo.tools = {};
   cfg.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog };
   gateway = startService('gateway', { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, cfg) });
   await gateway.ready();

@@ -31,7 +31,23 @@ const TaskCheckpointSchema = z.object({
   messages: z.array(MessageSchema).min(1),
   /** The step under way (save-before): a model call, or tool calls with their idempotency keys. */
   pending: z
-    .object({ kind: z.enum(['model', 'tools']), step: z.number().int(), keys: z.array(z.string()).optional(), at: z.string() })
+    .object({
+      kind: z.enum(['model', 'tools', 'approval']),
+      step: z.number().int(),
+      keys: z.array(z.string()).optional(),
+      approvalId: z.string().optional(),
+      at: z.string(),
+    })
+    .optional(),
+  /** In-band tool routing: the tools loaded so far and the statistics. */
+  routing: z
+    .object({
+      loaded: z.array(z.string()),
+      groupsOffered: z.array(z.string()),
+      groupsLoaded: z.array(z.string()),
+      reloads: z.number().int().nonnegative(),
+      nudged: z.boolean(),
+    })
     .optional(),
   result: TaskResult.optional(),
 });

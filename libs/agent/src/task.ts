@@ -8,10 +8,14 @@ import {
   type TaskResult,
   type ToolCallResult,
 } from '@bosun/contract';
-import { buildStallPayload, toolAllowed, validateAgainstSchema, type Logger } from '@bosun/config';
-import { ModelError, renderIncident, type Message, type Model, type ToolDeclaration, type ToolResponse } from '@bosun/models';
-import type { CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+import { MAX_TOOLS_PER_REQUEST, buildStallPayload, isReadOnlyTool, toolAllowed, validateAgainstSchema, type Logger, type ToolState } from '@bosun/config';
+import { ModelError, renderIncident, type Message, type Model, type ToolCall, type ToolDeclaration, type ToolResponse } from '@bosun/models';
+import { ApprovalError, type Approval, type ApprovalStore, type CheckpointStore, type DeadLetters, type EventSink, type ToolClient } from '@bosun/transport';
 import { TaskCheckpoint, type TaskCheckpointData } from './checkpoint.js';
+import { LOAD_TOOLS, applyLoad, initialRouting, loadToolsDeclaration, routingGroups, type RoutingSpec } from './routing.js';
+
+/** Opens the message that tells the model which proposed calls an operator approved. */
+export const APPROVED_CALLS_MARKER = 'An operator has APPROVED the following calls';
 
 /** The default system instruction of a task-mode specialist. */
 export const DEFAULT_TASK_INSTRUCTION = [
@@ -31,6 +35,21 @@ export interface TaskAgentSpec {
   stallPayload?: Record<string, unknown> | undefined;
   maxToolRounds: number;
   maxInvalidOutputs: number;
+  /** `read-only`: only read-only tools are offered. Default `read-write`. */
+  mode?: 'read-only' | 'read-write' | undefined;
+  /** How long a call to an `ask` tool waits for an operator. Default 5 minutes. */
+  approvalTimeoutMs?: number | undefined;
+  /** In-band tool routing (`load_tools`); off when absent. */
+  routing?: RoutingSpec | undefined;
+}
+
+/** The policy the loop applies to the catalog (the gateway enforces it again at call time). */
+export interface TaskPolicy {
+  /** The tools this agent may be offered. */
+  offered(tools: readonly CatalogTool[]): CatalogTool[];
+  /** `ask` tools need an operator's approval before they run. */
+  stateOf(tool: CatalogTool): ToolState;
+  approvalTimeoutMs(tool: CatalogTool): number;
 }
 
 /** The ports a task loop uses. */
@@ -47,6 +66,25 @@ export interface TaskAgentDeps {
   shouldYield?: () => boolean;
   /** Whether the coordinator has given up on this task (deadline passed). Checked before each step. */
   isCancelled?: (taskId: string) => Promise<boolean>;
+  /** Tool policy; default: the spec's patterns and mode, every tool `allow`. */
+  policy?: TaskPolicy;
+  /** Where approvals live; required when a tool is `ask`. */
+  approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
+}
+
+/**
+ * Thrown when the task must wait for an operator: the processor parks the job (delayed until
+ * `until`, holding no worker) and a decision wakes it.
+ */
+export class ParkError extends BosunError {
+  readonly approvalId: string;
+  readonly until: number;
+  constructor(approvalId: string, until: number) {
+    super('park', `waiting for approval ${approvalId}`);
+    this.name = 'ParkError';
+    this.approvalId = approvalId;
+    this.until = until;
+  }
 }
 
 /** Thrown at a step boundary when the process is draining; the job goes back to the queue. */
@@ -101,8 +139,30 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
   }
 
   const catalog = await tools.catalog();
-  const allowed = catalog.tools.filter((t) => toolAllowed(spec.tools, t.name));
-  const declarations: ToolDeclaration[] = [...allowed.map(declare), finishDeclaration(spec.outputSchema)];
+  const policy = deps.policy ?? defaultPolicy(spec);
+  const allowed = policy.offered(catalog.tools);
+  const byName = new Map<string, CatalogTool>(allowed.map((t) => [t.name, t]));
+  const groups = spec.routing?.enabled ? routingGroups(spec.routing, allowed) : undefined;
+  if (spec.routing && groups && groups.size > 0 && !state.routing) state.routing = initialRouting(spec.routing, groups);
+  const finishDecl = finishDeclaration(spec.outputSchema);
+  // With routing, the model sees the groups and what it has loaded; without, every tool.
+  const declarationsNow = (): ToolDeclaration[] => {
+    if (!groups || !state.routing) return [...allowed.map(declare), finishDecl];
+    const loadedNow = new Set(state.routing.loaded);
+    return [...allowed.filter((t) => loadedNow.has(t.name)).map(declare), loadToolsDeclaration(groups, allowed), finishDecl];
+  };
+  const routingStats = () =>
+    state.routing
+      ? {
+          groupsOffered: state.routing.groupsOffered,
+          groupsLoaded: state.routing.groupsLoaded,
+          reloads: state.routing.reloads,
+          skipped: state.routing.groupsOffered.filter((g) => !state.routing!.groupsLoaded.includes(g)),
+          nudged: state.routing.nudged,
+        }
+      : undefined;
+  // Routing's one nudge: the model tries to answer before loading anything it could load.
+  const shouldNudge = () => !!state.routing && !state.routing.nudged && state.routing.groupsLoaded.length === 0 && state.routing.loaded.length === 0;
 
   const finish = async (result: TaskResult): Promise<TaskResult> => {
     state.result = result;
@@ -131,7 +191,11 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         state.messages.push({ role: 'user', text: ASK_TO_FINISH });
       }
       // Once asked to finish, only finish_task is offered (and an invalid output may be retried).
-      const offered = state.askedToFinish ? declarations.filter((d) => d.name === FINISH_TASK_TOOL) : declarations;
+      const offered = state.askedToFinish ? [finishDecl] : declarationsNow();
+      if (offered.length > MAX_TOOLS_PER_REQUEST) {
+        const reason = `${offered.length} tools would be offered to the model in one request; the limit is ${MAX_TOOLS_PER_REQUEST}. Narrow specialists.${spec.name}.tools, or turn on routing.`;
+        return finish(await failTask(job, spec, deps, state, attempt, reason));
+      }
       state.pending = { kind: 'model', step: state.step + 1, at: new Date().toISOString() };
       await checkpoints.save(ckptId, state);
       const started = Date.now();
@@ -174,6 +238,15 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
     // The model has spoken; act on it.
     const calls = last.calls ?? [];
+    if (shouldNudge() && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL))) {
+      state.routing!.nudged = true;
+      const nudge = `You have not loaded any tools yet. Load what you need with ${LOAD_TOOLS} (groups: ${state.routing!.groupsOffered.join(', ')}) before you answer; if none is relevant, call ${FINISH_TASK_TOOL} again.`;
+      if (calls.length > 0) state.messages.push({ role: 'tool', responses: calls.map((c) => ({ id: c.id, name: c.name, isError: true, output: `Not accepted yet. ${nudge}` })) });
+      else state.messages.push({ role: 'user', text: nudge });
+      events.emit({ ...base, type: 'tool.routing', data: { taskId: job.taskId, action: 'nudge', stats: routingStats() } });
+      await checkpoints.save(ckptId, state);
+      continue;
+    }
     if (calls.length === 0) {
       return finish(await incomplete('stall', job, spec, deps, state, attempt, 'ended its turn without calling finish_task'));
     }
@@ -182,7 +255,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       const problem = validateAgainstSchema(spec.outputSchema, finishCall.args);
       if (problem === null) {
         const result: TaskResult = { v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output: finishCall.args, attempts: attempt };
-        events.emit({ ...base, type: 'agent.completed', data: { taskId: job.taskId, steps: state.step, output: finishCall.args } });
+        const stats = routingStats();
+        events.emit({ ...base, type: 'agent.completed', data: { taskId: job.taskId, steps: state.step, output: finishCall.args, ...(stats ? { routing: stats } : {}) } });
         return finish(result);
       }
       state.invalidOutputs++;
@@ -206,6 +280,14 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       return finish(await incomplete('stall', job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
     }
 
+    // Calls to `ask` tools wait for an operator: the whole turn is proposed as written, the task
+    // parks, and resumes — in any process — with the decision.
+    const asking = calls.filter((c) => byName.has(c.name) && policy.stateOf(byName.get(c.name)!) === 'ask');
+    let approval: Approval | undefined;
+    if (asking.length > 0) {
+      approval = await awaitApproval(job, spec, deps, state, ckptId, calls, asking.map((c) => byName.get(c.name)!), policy);
+    }
+
     // Tool calls. Each carries an idempotency key from its place in the run, so a resumed
     // task sends the same keys and the gateway answers repeats from its record.
     state.toolRounds++;
@@ -213,16 +295,38 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
     await checkpoints.save(ckptId, state);
     const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline - Date.now()));
-    const byName = new Map<string, CatalogTool>(allowed.map((t) => [t.name, t]));
     const responses: ToolResponse[] = await Promise.all(
       calls.map(async (call, index): Promise<ToolResponse> => {
-        if (!byName.has(call.name)) {
+        if (call.name === LOAD_TOOLS && groups && state.routing) {
+          const outcome = applyLoad(state.routing, groups, allowed, call.args);
+          events.emit({ ...base, type: 'tool.routing', data: { taskId: job.taskId, action: 'load', loaded: outcome.loaded, unknown: outcome.unknown, stats: routingStats() } });
+          return { id: call.id, name: call.name, isError: outcome.unknown.length > 0 && outcome.loaded.length === 0, output: outcome };
+        }
+        const tool = byName.get(call.name);
+        if (!tool) {
           return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not available to this agent. Use only the tools you were given.` };
+        }
+        if (groups && state.routing && !state.routing.loaded.includes(call.name)) {
+          return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not loaded. Load it with ${LOAD_TOOLS} first.` };
+        }
+        const needsApproval = approval?.calls.some((c) => c.index === index && c.needsApproval) ?? false;
+        if (needsApproval && !(approval?.status === 'approved' && (approval.approved ?? []).includes(index))) {
+          const why = approval?.status === 'denied' ? `the operator denied it${approval.denyReason ? `: ${approval.denyReason}` : ''}` : 'the operator did not approve this call';
+          return { id: call.id, name: call.name, isError: true, output: `Not executed: ${why}.` };
         }
         let result: ToolCallResult;
         try {
           result = await tools.call(
-            { v: 1, key: toolCallKey(job.taskId, step, index), runId: job.runId, incidentId: job.incidentId, agent: spec.name, tool: call.name, args: call.args },
+            {
+              v: 1,
+              key: toolCallKey(job.taskId, step, index),
+              runId: job.runId,
+              incidentId: job.incidentId,
+              agent: spec.name,
+              tool: call.name,
+              args: call.args,
+              ...(needsApproval && approval ? { approvalId: approval.id } : {}),
+            },
             Number.isFinite(toolTimeout) ? { timeoutMs: toolTimeout } : {},
           );
         } catch (err) {
@@ -235,9 +339,88 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       }),
     );
     state.messages.push({ role: 'tool', responses });
+    if (approval) state.messages.push({ role: 'user', text: describeDecision(approval) });
     delete state.pending;
     await checkpoints.save(ckptId, state);
   }
+}
+
+/** The default policy: the spec's patterns and mode; every tool runs without approval. */
+function defaultPolicy(spec: TaskAgentSpec): TaskPolicy {
+  return {
+    offered: (tools) => tools.filter((t) => toolAllowed(spec.tools, t.name) && (spec.mode !== 'read-only' || isReadOnlyTool(t))),
+    stateOf: () => 'allow',
+    approvalTimeoutMs: () => spec.approvalTimeoutMs ?? 300_000,
+  };
+}
+
+/**
+ * Returns the decided approval of this turn, requesting it (and parking the task) first when
+ * needed. An undecided request past its timeout resolves as denied with reason `timeout`.
+ */
+async function awaitApproval(
+  job: TaskJob,
+  spec: TaskAgentSpec,
+  deps: TaskAgentDeps,
+  state: TaskCheckpointData,
+  ckptId: string,
+  calls: readonly ToolCall[],
+  askingTools: readonly CatalogTool[],
+  policy: TaskPolicy,
+): Promise<Approval> {
+  const store = deps.approvals;
+  if (!store) throw new BosunError('no_approvals', `agent ${spec.name} called a tool that needs approval, but no approval store is configured`);
+  const id = `ap-${job.taskId}-s${state.step}`;
+  let approval = await store.get(id);
+  const base = { runId: job.runId, incidentId: job.incidentId, agent: spec.name };
+  if (!approval) {
+    const timeoutMs = Math.max(...askingTools.map((t) => policy.approvalTimeoutMs(t)));
+    const asking = new Set(askingTools.map((t) => t.name));
+    const last = state.messages[state.messages.length - 1];
+    approval = await store.request({
+      id,
+      runId: job.runId,
+      incidentId: job.incidentId,
+      agent: spec.name,
+      taskId: job.taskId,
+      calls: calls.map((c, index) => ({ index, tool: c.name, args: c.args, needsApproval: asking.has(c.name) })),
+      reason: last?.role === 'model' ? (last.text ?? '') : '',
+      createdAt: new Date().toISOString(),
+      timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
+    });
+    deps.events.emit({ ...base, type: 'approval.requested', data: { approvalId: id, taskId: job.taskId, calls: approval.calls, reason: approval.reason, timeoutAt: approval.timeoutAt } });
+    deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
+  }
+  if (approval.status === 'pending') {
+    if (Date.now() < Date.parse(approval.timeoutAt)) {
+      state.pending = { kind: 'approval', step: state.step, approvalId: id, at: new Date().toISOString() };
+      await deps.checkpoints.save(ckptId, state);
+      throw new ParkError(id, Date.parse(approval.timeoutAt));
+    }
+    try {
+      approval = await store.decide(id, { approve: false, reason: 'timeout', by: 'bosun (approval timeout)' });
+      deps.events.emit({ ...base, type: 'approval.resolved', data: { approvalId: id, status: 'denied', denyReason: 'timeout', decidedBy: approval.decidedBy, decidedAt: approval.decidedAt } });
+    } catch (err) {
+      if (!(err instanceof ApprovalError && err.code === 'already_decided')) throw err;
+      approval = (await store.get(id)) ?? approval;
+    }
+  }
+  return approval;
+}
+
+/** The message that tells the model what the operator decided. */
+function describeDecision(a: Approval): string {
+  const asking = a.calls.filter((c) => c.needsApproval);
+  const approved = a.status === 'approved' ? asking.filter((c) => (a.approved ?? []).includes(c.index)) : [];
+  const refused = asking.filter((c) => !approved.includes(c));
+  const line = (c: Approval['calls'][number]) => `- [${c.index}] ${c.tool} ${JSON.stringify(c.args)}`;
+  const parts: string[] = [];
+  if (approved.length > 0) parts.push(`${APPROVED_CALLS_MARKER} (approval ${a.id}, by ${a.decidedBy ?? 'an operator'}); they were executed as written:`, ...approved.map(line));
+  if (refused.length > 0) {
+    const why = a.status === 'denied' ? (a.denyReason === 'timeout' ? 'nobody decided in time (timeout)' : `denied: ${a.denyReason ?? 'no reason given'}`) : 'not included in the approval';
+    parts.push(`An operator did NOT approve the following calls (${why}); they were not executed. Continue without them:`, ...refused.map(line));
+  }
+  return parts.join('\n');
 }
 
 function declare(tool: CatalogTool): ToolDeclaration {

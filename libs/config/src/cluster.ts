@@ -25,8 +25,25 @@ const ModelSpec = z
   })
   .strict();
 
+/** What a tool may do: `allow` runs, `ask` needs an operator's approval, `off` is never offered. */
+const ToolStateSchema = z.enum(['allow', 'ask', 'off']);
+const ToolPolicy = z.union([
+  ToolStateSchema,
+  z.object({ state: ToolStateSchema, approvalTimeoutMs: z.number().int().positive().optional() }).strict(),
+]);
+/** Policy fields every MCP server entry takes. */
+const serverPolicy = {
+  /** The state of this server's tools unless `tools` says otherwise. Default `allow`. */
+  capability: ToolStateSchema.default('allow'),
+  /** Per-tool states, by the tool's name on its server. */
+  tools: z.record(z.string(), ToolPolicy).default({}),
+  /** Per-call timeout for this server; default `gateway.callTimeoutMs`. */
+  timeoutMs: z.number().int().positive().optional(),
+};
+
 const McpServerStdio = z
   .object({
+    ...serverPolicy,
     transport: z.literal('stdio'),
     command: z.string().min(1),
     args: z.array(z.string()).default([]),
@@ -39,6 +56,7 @@ const McpServerStdio = z
 
 const McpServerHttp = z
   .object({
+    ...serverPolicy,
     transport: z.literal('http'),
     url: z.string().url(),
     /** Request headers, with `${VAR}` substitution. Values are secrets: never logged. */
@@ -55,6 +73,24 @@ const Specialist = z
     instruction: z.string().optional(),
     /** Catalog tools this specialist may use: exact names or `server__*` patterns. */
     tools: z.array(z.string().min(1)).default([]),
+    /** `read-only`: only tools annotated `readOnlyHint: true` are offered or run. Default `read-write`. */
+    mode: z.enum(['read-only', 'read-write']).default('read-write'),
+    /** How long a call to an `ask` tool waits for an operator before it counts as denied (`timeout`). */
+    approvalTimeoutMs: z.number().int().positive().default(300_000),
+    /**
+     * In-band tool routing: the model first sees tool groups and a `load_tools` tool, and loads
+     * what it needs. Groups default to one per MCP server.
+     */
+    routing: z
+      .object({
+        enabled: z.boolean().default(false),
+        /** Group name → tool patterns (`server__tool` or `server__*`). */
+        groups: z.record(z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/), z.array(z.string().min(1))).default({}),
+        /** Groups loaded from the start. */
+        alwaysOn: z.array(z.string()).default([]),
+      })
+      .strict()
+      .default({ enabled: false, groups: {}, alwaysOn: [] }),
     /** JSON Schema of the output it reports with `finish_task`. */
     outputSchema: z.record(z.string(), z.unknown()),
     /**
@@ -94,6 +130,16 @@ const Coordinator = z
     concurrency: z.number().int().positive().max(10_000).default(50),
     /** Time a run may take; at it the run ends `partial` with what it has. */
     runDeadlineMs: z.number().int().positive().default(1_800_000),
+    /** The operators' HTTP API (`GET /approvals`, `POST /approvals/<id>`); off when absent. */
+    http: z
+      .object({
+        port: z.number().int().min(0).max(65535),
+        host: z.string().default('127.0.0.1'),
+        /** Bearer token operators present. A secret: use `${ENV}`; never logged. */
+        operatorToken: z.string().min(1),
+      })
+      .strict()
+      .optional(),
     model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
   })
   .strict();
@@ -106,6 +152,23 @@ const Gateway = z
     callTimeoutMs: z.number().int().positive().default(60_000),
     /** Results longer than this many characters are truncated with an explicit marker. */
     maxResultChars: z.number().int().positive().default(100_000),
+    /**
+     * The gateway's own MCP face (Streamable HTTP): the policy-enforced tools for any MCP client,
+     * under the same policy, approvals and audit. Off when absent.
+     */
+    mcpServer: z
+      .object({
+        port: z.number().int().min(0).max(65535),
+        host: z.string().default('127.0.0.1'),
+        /** Bearer token clients present. A secret: use `${ENV}`; never logged. */
+        token: z.string().min(1),
+        /** Tools offered: patterns as for specialists. */
+        tools: z.array(z.string().min(1)).default([]),
+        mode: z.enum(['read-only', 'read-write']).default('read-write'),
+        approvalTimeoutMs: z.number().int().positive().default(300_000),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -192,6 +255,8 @@ export interface ParseOptions {
    * gateway needs those values — and their secrets — so the other services pass false.
    */
   resolveServers?: boolean;
+  /** Substitute `${VAR}` in `coordinator.http.operatorToken` (default true; only the coordinator needs it). */
+  resolveOperatorToken?: boolean;
 }
 
 export function parseClusterConfig(raw: unknown, options: ParseOptions): ClusterConfig {
@@ -231,7 +296,27 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
       }
     }
   }
+  if (options.resolveServers !== false && config.gateway.mcpServer) {
+    config.gateway.mcpServer.token = substitute(config.gateway.mcpServer.token, env, 'gateway.mcpServer.token', file);
+  }
+  if (options.resolveOperatorToken !== false && config.coordinator.http) {
+    config.coordinator.http.operatorToken = substitute(config.coordinator.http.operatorToken, env, 'coordinator.http.operatorToken', file);
+  }
+  const checkPattern = (pattern: string, field: string) => {
+    const server = pattern.split('__')[0] ?? '';
+    if (!pattern.includes('__') || !servers.includes(server)) {
+      throw new ConfigError(`${file}: ${field}: "${pattern}" must be "<server>__<tool>" or "<server>__*" with a server from mcpServers (known: ${servers.join(', ') || 'none'})`);
+    }
+  };
+  for (const [i, pattern] of (config.gateway.mcpServer?.tools ?? []).entries()) checkPattern(pattern, `gateway.mcpServer.tools.${i}`);
   for (const [name, spec] of Object.entries(config.specialists)) {
+    for (const [group, patterns] of Object.entries(spec.routing.groups)) {
+      for (const [i, pattern] of patterns.entries()) checkPattern(pattern, `specialists.${name}.routing.groups.${group}.${i}`);
+    }
+    for (const g of spec.routing.alwaysOn) {
+      const known = Object.keys(spec.routing.groups).length > 0 ? Object.keys(spec.routing.groups) : servers;
+      if (!known.includes(g)) throw new ConfigError(`${file}: specialists.${name}.routing.alwaysOn: unknown group "${g}" (known: ${known.join(', ')})`);
+    }
     for (const [i, pattern] of spec.tools.entries()) {
       const server = pattern.split('__')[0] ?? '';
       if (!pattern.includes('__') || !servers.includes(server)) {
@@ -250,7 +335,7 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
 }
 
 /** Reads, parses and checks a YAML (or JSON) cluster config file. */
-export function loadClusterConfig(file: string, options: { env?: NodeJS.ProcessEnv; resolveServers?: boolean } = {}): ClusterConfig {
+export function loadClusterConfig(file: string, options: Omit<ParseOptions, 'file'> = {}): ClusterConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');

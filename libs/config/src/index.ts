@@ -16,3 +16,13 @@ export {
   checkOutputSchema,
 } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';
+export {
+  MAX_TOOLS_PER_REQUEST,
+  isReadOnlyTool,
+  toolState,
+  approvalTimeoutFor,
+  specialistCaller,
+  offeredTools,
+  decideCall,
+} from './policy.js';
+export type { ToolState, PolicyTool, Caller, CallDecision } from './policy.js';

@@ -111,6 +111,8 @@ export const ToolCallJob = z.object({
   /** Namespaced tool name: `<server>__<tool>`. */
   tool: z.string().min(1),
   args: z.record(z.string(), jsonValue),
+  /** For a tool that needs approval: the approval that covers this exact call. */
+  approvalId: z.string().optional(),
 });
 export type ToolCallJob = z.infer<typeof ToolCallJob>;
 
@@ -174,6 +176,10 @@ export const EventType = z.enum([
   'tool.completed',
   'tool.failed',
   'tool.in_doubt',
+  'tool.progress',
+  'tool.routing',
+  'approval.requested',
+  'approval.resolved',
 ]);
 export type EventType = z.infer<typeof EventType>;
 

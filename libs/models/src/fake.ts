@@ -27,6 +27,7 @@ interface FakeDirectives {
   stall?: string[];
   fail?: string[];
   invalid?: string[];
+  parallel?: string[];
 }
 
 type Json = Record<string, unknown>;
@@ -119,6 +120,15 @@ export class FakeModel implements Model {
     const done = executedCalls(request.messages);
     if (!onlyFinish) {
       const next = plan.find((c) => !done.has(callKey(c.tool, resolveArgs(c.args, incident))));
+      // With tool routing, a planned tool that is not offered yet is loaded first.
+      if (next && !offered.has(next.tool) && offered.has('load_tools')) {
+        return { text: `Loading ${next.tool}.`, calls: [{ id: `fake-${step}-0`, name: 'load_tools', args: { tools: [next.tool] } }] };
+      }
+      if (next && d.parallel?.includes(agent)) {
+        // Every remaining planned call in one turn.
+        const rest = plan.filter((c) => !done.has(callKey(c.tool, resolveArgs(c.args, incident))));
+        return { text: `Proposing ${rest.length} calls.`, calls: rest.map((c, i) => ({ id: `fake-${step}-${i}`, name: c.tool, args: resolveArgs(c.args, incident) as Json })) };
+      }
       if (next) return { calls: [{ id: `fake-${step}-0`, name: next.tool, args: resolveArgs(next.args, incident) as Json }] };
     }
     const finish = request.tools.find((t) => t.name === FINISH_TASK_TOOL);
@@ -195,6 +205,8 @@ function readDirectives(incident: Json | undefined): FakeDirectives {
   if (fail) out.fail = fail;
   const invalid = strings(f.invalid);
   if (invalid) out.invalid = invalid;
+  const parallel = strings(f.parallel);
+  if (parallel) out.parallel = parallel;
   return out;
 }
 
@@ -250,7 +262,7 @@ function toolResults(messages: readonly Message[]): Result[] {
   for (const m of messages) {
     if (m.role !== 'tool') continue;
     for (const r of m.responses) {
-      if (r.name === FINISH_TASK_TOOL) continue;
+      if (r.name === FINISH_TASK_TOOL || r.name === 'load_tools') continue;
       out.push({ tool: calls.get(r.id)?.name ?? r.name, output: r.output, isError: r.isError ?? false });
     }
   }

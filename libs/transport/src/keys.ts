@@ -15,6 +15,14 @@ export const keys = {
   events: (prefix: string) => `${prefix}:stats:events`,
   /** A cancellation flag the coordinator sets for a task past its deadline. */
   cancel: (prefix: string, taskId: string) => `${prefix}:cancel:${taskId}`,
+  /** An approval request (JSON). */
+  approval: (prefix: string, id: string) => `${prefix}:approval:${id}`,
+  /** The decision on an approval request (JSON), written once. */
+  approvalDecision: (prefix: string, id: string) => `${prefix}:approval:${id}:decision`,
+  /** Pending approval ids, scored by creation time. */
+  approvalsPending: (prefix: string) => `${prefix}:approvals:pending`,
+  /** The audit stream of mutating calls. */
+  audit: (prefix: string) => `${prefix}:audit`,
   /** Set once a deduplicated dead letter has been counted. */
   deadLetterSeen: (prefix: string, id: string) => `${prefix}:dlq:seen:${id}`,
   /** Counters of degraded results: a hash `<agent>:<kind>` → count. */

@@ -4,8 +4,9 @@ import { Worker } from 'bullmq';
 import { INCIDENTS_QUEUE } from '@bosun/contract';
 import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { openRuntime, runService } from '@bosun/transport';
+import { ApprovalStore, openRuntime, runService } from '@bosun/transport';
 import { Coordinator, TIMERS_QUEUE } from './coordinator.js';
+import { startOperatorApi, type OperatorApi } from './http.js';
 
 const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL ?? 'info' });
 
@@ -14,7 +15,7 @@ runService({
   log,
   async start() {
     const env = readEnv();
-    const config = loadClusterConfig(env.configFile, { resolveServers: false });
+    const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: true });
     const c = config.coordinator;
     const model = createModel(
       { ...c.model, apiKey: env.geminiApiKey },
@@ -54,8 +55,24 @@ runService({
     timers.on('error', (err) => log.error({ err }, 'timers worker error'));
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err: err.message }, 'incident job failed'));
     log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
+    // The operators' HTTP API (approvals), when configured.
+    let api: OperatorApi | undefined;
+    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
+    if (c.http) {
+      try {
+        api = await startOperatorApi({ port: c.http.port, host: c.http.host, token: c.http.operatorToken, approvals, events: rt.events, log });
+      } catch (err) {
+        await Promise.all([worker.close(), timers.close()]);
+        await coordinator.close();
+        await rt.close();
+        throw new Error(`operator API: cannot listen on ${c.http.host}:${c.http.port} (${(err as Error).message})`, { cause: err });
+      }
+      log.info({ host: api.host, port: api.port }, 'operator API listening');
+    }
     return {
       async close() {
+        await api?.close();
+        await approvals.close();
         await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();
         await rt.close();

@@ -3,9 +3,9 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { ConfigError, approvalTimeoutFor, createLogger, loadClusterConfig, offeredTools, readEnv, specialistCaller, toolState } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { QueueToolClient, keys, openRuntime, runService } from '@bosun/transport';
+import { ApprovalStore, QueueToolClient, keys, openRuntime, runService } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
 
 const log = createLogger({ service: 'specialist', level: process.env.LOG_LEVEL ?? 'info' });
@@ -16,7 +16,7 @@ runService({
   async start() {
     const { values } = parseArgs({ options: { only: { type: 'string' } }, allowPositionals: false });
     const env = readEnv();
-    const config = loadClusterConfig(env.configFile, { resolveServers: false });
+    const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
     const all = Object.keys(config.specialists);
     const names = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
     const unknown = names.filter((n) => !config.specialists[n]);
@@ -25,6 +25,7 @@ runService({
     const rt = await openRuntime(env, { service: 'specialist', log });
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await tools.ready();
+    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
     const workers: Worker[] = [];
     let draining = false;
     for (const name of names) {
@@ -43,6 +44,12 @@ runService({
           log,
           toolTimeoutMs: config.gateway.callTimeoutMs + 30_000,
           shouldYield: () => draining,
+          approvals,
+          policy: {
+            offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
+            stateOf: (tool) => toolState(config, tool),
+            approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
+          },
           isCancelled: async (taskId) => (await rt.redis.exists(keys.cancel(env.prefix, taskId))) === 1,
         }),
         {
@@ -66,6 +73,7 @@ runService({
         draining = true;
         await Promise.all(workers.map((w) => w.close()));
         await tools.close();
+        await approvals.close();
         await rt.close();
       },
     };

@@ -1,9 +1,9 @@
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type Logger, type SpecialistConfig } from '@bosun/config';
-import { RetryableTaskError, YieldError, runTask } from '@bosun/agent';
+import { ParkError, RetryableTaskError, YieldError, runTask, type TaskPolicy } from '@bosun/agent';
 import type { Model } from '@bosun/models';
-import type { CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
 
 /** The ports of a specialist worker. */
 export interface SpecialistDeps {
@@ -18,6 +18,8 @@ export interface SpecialistDeps {
   toolTimeoutMs?: number;
   shouldYield?: () => boolean;
   isCancelled?: (taskId: string) => Promise<boolean>;
+  policy?: TaskPolicy;
+  approvals?: ApprovalStore;
 }
 
 /** Checkpoint errors that fail one task, never the worker. */
@@ -44,6 +46,17 @@ export function specialistProcessor(deps: SpecialistDeps) {
     try {
       return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, attempt);
     } catch (err) {
+      if (err instanceof ParkError && token && deps.approvals) {
+        // Waiting for an operator holds no worker: the job is delayed until the approval's
+        // timeout, and a decision promotes it back to the queue.
+        await job.moveToDelayed(err.until, token);
+        await deps.approvals.parkedAt(err.approvalId, job.queueName, String(job.id));
+        // A decision that landed before the job was parked could not wake it: do it now.
+        const decided = await deps.approvals.get(err.approvalId);
+        if (decided && decided.status !== 'pending') await deps.approvals.wake(decided);
+        log.info({ taskId: task.taskId, approvalId: err.approvalId }, 'task parked until an operator decides');
+        throw new DelayedError();
+      }
       if (err instanceof YieldError && token) {
         // Draining: hand the task back now rather than after the lock expires.
         log.info({ taskId: task.taskId }, 'handing the task back to the queue');

@@ -8,8 +8,8 @@ import {
   type CatalogTool,
   type ToolCallResult,
 } from '@bosun/contract';
-import { toolAllowed, type ClusterConfig, type Logger } from '@bosun/config';
-import { keys, type DeadLetters, type EventSink } from '@bosun/transport';
+import { decideCall, isReadOnlyTool, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
+import { ApprovalStore, callFingerprint, keys, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
 import { McpServerConnection } from './mcp.js';
 
 /** The ports of the gateway. */
@@ -41,7 +41,21 @@ return state
 
 /** Whether a tool is read-only: only an explicit MCP `readOnlyHint: true` says so. */
 export function isReadOnly(tool: CatalogTool): boolean {
-  return tool.annotations.readOnlyHint === true;
+  return isReadOnlyTool(tool);
+}
+
+/** The agent name calls through the gateway's own MCP face carry. */
+export const MCP_CLIENT = 'mcp-client';
+
+const SECRET_KEY = /token|secret|passw|api[-_]?key|authori[sz]ation|credential|cookie|private[-_]?key/i;
+
+/** A copy of tool arguments with the values of secret-looking keys replaced. */
+export function redactArgs(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redactArgs);
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEY.test(k) ? '[redacted]' : redactArgs(v)]));
+  }
+  return value;
 }
 
 /**
@@ -53,9 +67,11 @@ export class ToolGateway {
   private readonly deps: GatewayDeps;
   readonly servers: McpServerConnection[];
   private unavailable: Record<string, string> = {};
+  private readonly approvals: ApprovalStore;
 
   constructor(deps: GatewayDeps) {
     this.deps = deps;
+    this.approvals = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
     this.servers = Object.entries(deps.config.mcpServers).map(([name, cfg]) => {
       const s = new McpServerConnection(name, cfg, deps.log);
       s.onToolsChanged = () => void this.publishCatalog().catch((err: unknown) => deps.log.warn({ err }, 'could not publish the catalog'));
@@ -122,9 +138,23 @@ export class ToolGateway {
 
     const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
     if (!tool) return fail(`unknown tool "${call.tool}"`);
-    const spec = config.specialists[call.agent];
-    if (!spec || !toolAllowed(spec.tools, call.tool)) return fail(`tool "${call.tool}" is not allowed for agent "${call.agent}"`);
     const readOnly = isReadOnly(tool);
+    // Policy is decided here, at call time, whatever the model was offered.
+    const caller = call.agent === MCP_CLIENT && config.gateway.mcpServer ? { ...config.gateway.mcpServer } : specialistCaller(config, call.agent);
+    const decision = decideCall(config, caller, call.agent, tool);
+    let approval: Approval | undefined;
+    if (decision.decision === 'refuse') {
+      if (!readOnly) this.audit(call, 'refused');
+      return fail(decision.reason);
+    }
+    if (decision.decision === 'ask') {
+      const verdict = await this.checkApproval(call);
+      if (typeof verdict === 'string') {
+        this.audit(call, 'refused');
+        return fail(verdict);
+      }
+      approval = verdict;
+    }
 
     // Claim the call atomically: only a new call, one an operator asked to retry (`bosun ack
     // --retry`), or a read-only call found in flight may be sent to the server.
@@ -153,7 +183,17 @@ export class ToolGateway {
     const server = this.servers.find((s) => s.name === tool.server);
     const started = Date.now();
     try {
-      const outcome = await server!.call(tool.remoteName, call.args, { timeoutMs: config.gateway.callTimeoutMs, maxChars: config.gateway.maxResultChars });
+      let lastProgress = 0;
+      const outcome = await server!.call(tool.remoteName, call.args, {
+        timeoutMs: config.mcpServers[tool.server]?.timeoutMs ?? config.gateway.callTimeoutMs,
+        maxChars: config.gateway.maxResultChars,
+        onProgress: (p) => {
+          // Forwarded as events, at most two a second per call: observers, not a firehose.
+          if (Date.now() - lastProgress < 500 && p.total !== p.progress) return;
+          lastProgress = Date.now();
+          events.emit({ ...base, type: 'tool.progress', data: { key: call.key, tool: call.tool, ...p } });
+        },
+      });
       const durationMs = Date.now() - started;
       const result: ToolCallResult = {
         v: 1,
@@ -167,6 +207,7 @@ export class ToolGateway {
       };
       await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
       events.emit({ ...base, type: 'tool.completed', data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length } });
+      if (!readOnly) this.audit(call, outcome.isError ? 'tool-error' : 'ok', approval);
       return result;
     } catch (err) {
       const durationMs = Date.now() - started;
@@ -175,11 +216,52 @@ export class ToolGateway {
       if (timedOut && !readOnly) {
         // The server may have applied the change: we cannot know, so we say so.
         await redis.hset(recordKey, { state: 'inflight' });
+        this.audit(call, 'in-doubt', approval);
         return this.inDoubt(call, tool, false, `timed out after ${durationMs} ms`);
       }
       log.warn({ key: call.key, tool: call.tool, err: message }, 'tool call failed');
+      if (!readOnly) this.audit(call, 'error', approval);
       return fail(timedOut ? `timed out after ${config.gateway.callTimeoutMs} ms` : message, durationMs);
     }
+  }
+
+  /**
+   * An `ask` tool runs only under an approval that covers this exact call (tool and arguments,
+   * as proposed) and was approved. Returns the approval, or why the call is refused.
+   */
+  private async checkApproval(call: ToolCallJob): Promise<Approval | string> {
+    if (!call.approvalId) return `tool "${call.tool}" needs an operator's approval`;
+    const approval = await this.approvals.get(call.approvalId);
+    if (!approval) return `approval ${call.approvalId} does not exist`;
+    if (approval.status !== 'approved') return `approval ${call.approvalId} is ${approval.status}, not approved`;
+    const mine = callFingerprint(call.tool, call.args);
+    const covered = approval.calls.some((c) => c.needsApproval && (approval.approved ?? []).includes(c.index) && callFingerprint(c.tool, c.args) === mine);
+    if (!covered || approval.runId !== call.runId) return `approval ${call.approvalId} does not cover this call of ${call.tool} with these arguments`;
+    return approval;
+  }
+
+  /** Appends a mutating call to the audit stream (arguments with secrets redacted). Never blocks the call. */
+  private audit(call: ToolCallJob, status: 'ok' | 'tool-error' | 'error' | 'in-doubt' | 'refused', approval?: Approval): void {
+    const { redis, prefix, log } = this.deps;
+    void redis
+      .xadd(
+        keys.audit(prefix),
+        'MAXLEN',
+        '~',
+        '100000',
+        '*',
+        'at', new Date().toISOString(),
+        'key', call.key,
+        'runId', call.runId,
+        'incidentId', call.incidentId,
+        'agent', call.agent,
+        'tool', call.tool,
+        'args', JSON.stringify(redactArgs(call.args)),
+        'approvalId', approval?.id ?? call.approvalId ?? '',
+        'approver', approval?.decidedBy ?? '',
+        'status', status,
+      )
+      .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 
   private async inDoubt(call: ToolCallJob, tool: CatalogTool, known: boolean, why = 'the gateway stopped before it recorded the result'): Promise<ToolCallResult> {
@@ -203,5 +285,6 @@ export class ToolGateway {
 
   async close(): Promise<void> {
     await Promise.all(this.servers.map((s) => s.close()));
+    await this.approvals.close();
   }
 }

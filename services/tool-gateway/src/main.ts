@@ -13,7 +13,7 @@ runService({
   log,
   async start() {
     const env = readEnv();
-    const config = loadClusterConfig(env.configFile);
+    const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
     const rt = await openRuntime(env, { service: 'tool-gateway', log });
     const gateway = new ToolGateway({ redis: rt.redis, prefix: env.prefix, config, events: rt.events, deadLetters: rt.deadLetters, log });
     const catalog = await gateway.start();

@@ -111,9 +111,17 @@ export class McpServerConnection {
   }
 
   /** Calls a tool by its name on this server. Throws on protocol and connection failures. */
-  async call(remoteName: string, args: Record<string, unknown>, options: { timeoutMs: number; maxChars: number }): Promise<McpCallOutcome> {
+  async call(
+    remoteName: string,
+    args: Record<string, unknown>,
+    options: { timeoutMs: number; maxChars: number; onProgress?: (p: { progress: number; total?: number; message?: string }) => void },
+  ): Promise<McpCallOutcome> {
     const client = await this.connect();
-    const result = await client.callTool({ name: remoteName, arguments: args }, undefined, { timeout: options.timeoutMs });
+    const result = await client.callTool({ name: remoteName, arguments: args }, undefined, {
+      timeout: options.timeoutMs,
+      // Progress is forwarded to observers; it does not extend the per-call timeout.
+      ...(options.onProgress ? { onprogress: (p: { progress: number; total?: number; message?: string }) => options.onProgress?.(p) } : {}),
+    });
     const parts: string[] = [];
     const content = Array.isArray(result.content) ? (result.content as { type: string; text?: string }[]) : [];
     for (const c of content) {

@@ -1,0 +1,73 @@
+import type { ClusterConfig } from './cluster.js';
+import { toolAllowed } from './cluster.js';
+
+/** The most tools offered to a model in one request: providers reject more, and choice degrades long before. */
+export const MAX_TOOLS_PER_REQUEST = 128;
+
+/** What a tool may do: run, wait for an operator, or not exist for agents. */
+export type ToolState = 'allow' | 'ask' | 'off';
+
+/** The parts of a catalog tool the policy looks at. */
+export interface PolicyTool {
+  name: string;
+  server: string;
+  remoteName: string;
+  annotations: { readOnlyHint?: boolean | undefined };
+}
+
+/** Who is calling: the tools it may use and whether it may change anything. */
+export interface Caller {
+  tools: readonly string[];
+  mode: 'read-only' | 'read-write';
+  approvalTimeoutMs: number;
+}
+
+/** Whether a tool is read-only: only an explicit MCP `readOnlyHint: true` says so; unannotated tools count as mutating. */
+export function isReadOnlyTool(tool: PolicyTool): boolean {
+  return tool.annotations.readOnlyHint === true;
+}
+
+/** A tool's state from the config: its per-tool entry, else its server's `capability`. */
+export function toolState(config: ClusterConfig, tool: PolicyTool): ToolState {
+  const server = config.mcpServers[tool.server];
+  if (!server) return 'off';
+  const entry = server.tools[tool.remoteName];
+  if (entry === undefined) return server.capability;
+  return typeof entry === 'string' ? entry : entry.state;
+}
+
+/** How long a call to this tool waits for an approval: the tool's own setting, else the caller's. */
+export function approvalTimeoutFor(config: ClusterConfig, caller: Caller, tool: PolicyTool): number {
+  const entry = config.mcpServers[tool.server]?.tools[tool.remoteName];
+  return (typeof entry === 'object' && entry.approvalTimeoutMs) || caller.approvalTimeoutMs;
+}
+
+/** The policy of a specialist, or undefined for an unknown one. */
+export function specialistCaller(config: ClusterConfig, agent: string): Caller | undefined {
+  const spec = config.specialists[agent];
+  return spec ? { tools: spec.tools, mode: spec.mode, approvalTimeoutMs: spec.approvalTimeoutMs } : undefined;
+}
+
+/** The tools a caller is offered: allowed by its patterns, not `off`, and read-only ones only in read-only mode. */
+export function offeredTools<T extends PolicyTool>(config: ClusterConfig, caller: Caller, tools: readonly T[]): T[] {
+  return tools.filter(
+    (t) => toolAllowed(caller.tools, t.name) && toolState(config, t) !== 'off' && (caller.mode === 'read-write' || isReadOnlyTool(t)),
+  );
+}
+
+/** The gateway's decision on one call. */
+export type CallDecision = { decision: 'allow' } | { decision: 'ask' } | { decision: 'refuse'; reason: string };
+
+/**
+ * Decides a call at call time, whatever the model was offered: a tool outside the caller's
+ * patterns, `off`, or mutating under read-only mode is refused; an `ask` tool needs an approval.
+ */
+export function decideCall(config: ClusterConfig, caller: Caller | undefined, callerName: string, tool: PolicyTool): CallDecision {
+  if (!caller || !toolAllowed(caller.tools, tool.name)) return { decision: 'refuse', reason: `tool "${tool.name}" is not allowed for agent "${callerName}"` };
+  const state = toolState(config, tool);
+  if (state === 'off') return { decision: 'refuse', reason: `tool "${tool.name}" is off by policy` };
+  if (caller.mode === 'read-only' && !isReadOnlyTool(tool)) {
+    return { decision: 'refuse', reason: `tool "${tool.name}" may change things and agent "${callerName}" is read-only` };
+  }
+  return state === 'ask' ? { decision: 'ask' } : { decision: 'allow' };
+}

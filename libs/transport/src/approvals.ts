@@ -1,0 +1,178 @@
+import { Queue } from 'bullmq';
+import { z } from 'zod';
+import type { RedisClient } from './connections.js';
+import { keys } from './keys.js';
+
+/** One call proposed in a turn that needs an approval. */
+export const ProposedCall = z.object({
+  /** Position of the call in the model's turn. */
+  index: z.number().int().nonnegative(),
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  /** True for calls to `ask` tools; the others run without an approval. */
+  needsApproval: z.boolean(),
+});
+export type ProposedCall = z.infer<typeof ProposedCall>;
+
+/** An approval request and, once decided, its decision. */
+export const Approval = z.object({
+  id: z.string(),
+  status: z.enum(['pending', 'approved', 'denied']),
+  runId: z.string(),
+  incidentId: z.string(),
+  agent: z.string(),
+  taskId: z.string(),
+  /** The calls proposed, exactly as the model wrote them. */
+  calls: z.array(ProposedCall),
+  /** The agent's reason: the text of its turn. */
+  reason: z.string(),
+  createdAt: z.string(),
+  /** When an undecided request resolves as denied with reason `timeout`. */
+  timeoutAt: z.string(),
+  /** Indexes of the approved calls (all calls needing approval when approved without `--only`). */
+  approved: z.array(z.number().int()).optional(),
+  decidedBy: z.string().optional(),
+  decidedAt: z.string().optional(),
+  /** Why it was denied (`timeout` when nobody decided in time). */
+  denyReason: z.string().optional(),
+  /** Where the parked task waits: its queue and job id. */
+  queue: z.string().optional(),
+  jobId: z.string().optional(),
+});
+export type Approval = z.infer<typeof Approval>;
+
+/** An operator's decision. */
+export type Decision =
+  | { approve: true; only?: number[]; by: string }
+  | { approve: false; reason: string; by: string };
+
+/** Why a decision was refused. */
+export class ApprovalError extends Error {
+  readonly code: 'not_found' | 'already_decided' | 'bad_request';
+  constructor(code: ApprovalError['code'], message: string) {
+    super(message);
+    this.name = 'ApprovalError';
+    this.code = code;
+  }
+}
+
+const TTL_SECONDS = 30 * 24 * 3600;
+
+/**
+ * Approvals in Redis: `<prefix>:approval:<id>` (JSON) and the sorted set of pending ids
+ * `<prefix>:approvals:pending`. They outlive every process: a task waiting for one holds no
+ * worker, and the decision wakes it wherever it is parked.
+ */
+export class ApprovalStore {
+  private readonly redis: RedisClient;
+  private readonly prefix: string;
+  private readonly queues = new Map<string, Queue>();
+
+  constructor(options: { redis: RedisClient; prefix: string }) {
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+  }
+
+  /** Creates a pending request (idempotent: an existing one with this id is returned as it is). */
+  async request(approval: Omit<Approval, 'status'>): Promise<Approval> {
+    const value: Approval = { ...approval, status: 'pending' };
+    const created = await this.redis.set(keys.approval(this.prefix, value.id), JSON.stringify(value), 'EX', TTL_SECONDS, 'NX');
+    if (created === null) return (await this.get(value.id)) ?? value;
+    await this.redis.zadd(keys.approvalsPending(this.prefix), Date.parse(value.createdAt), value.id);
+    return value;
+  }
+
+  /** Records where the task waits, so a decision can wake it. */
+  async parkedAt(id: string, queue: string, jobId: string): Promise<void> {
+    const a = await this.get(id);
+    if (!a) return;
+    await this.redis.set(keys.approval(this.prefix, id), JSON.stringify({ ...a, queue, jobId }), 'KEEPTTL');
+  }
+
+  async get(id: string): Promise<Approval | null> {
+    const [raw, decision] = await Promise.all([this.redis.get(keys.approval(this.prefix, id)), this.redis.get(keys.approvalDecision(this.prefix, id))]);
+    if (raw === null) return null;
+    // The request and its decision live in two keys: the decision is written once (SET NX),
+    // and the request — the calls exactly as proposed — is never rewritten by a decision.
+    return Approval.parse({ ...(JSON.parse(raw) as object), ...(decision ? (JSON.parse(decision) as object) : {}) });
+  }
+
+  /** Pending requests, oldest first. */
+  async pending(limit = 1000): Promise<Approval[]> {
+    const ids = await this.redis.zrange(keys.approvalsPending(this.prefix), 0, limit - 1);
+    const out: Approval[] = [];
+    for (const id of ids) {
+      const a = await this.get(id);
+      if (a && a.status === 'pending') out.push(a);
+    }
+    return out;
+  }
+
+  /**
+   * Decides a pending request, once, and wakes the parked task. `only` names the indexes of the
+   * calls approved; without it every call needing approval is approved.
+   */
+  async decide(id: string, decision: Decision): Promise<Approval> {
+    const current = await this.get(id);
+    if (!current) throw new ApprovalError('not_found', `no approval ${id}`);
+    const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
+    let approved: number[] | undefined;
+    if (decision.approve) {
+      approved = decision.only ?? asking;
+      const unknown = approved.filter((i) => !asking.includes(i));
+      if (unknown.length > 0) {
+        throw new ApprovalError('bad_request', `approval ${id}: --only names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`);
+      }
+    }
+    if (approved && approved.length === 0) throw new ApprovalError('bad_request', `approval ${id}: --only must name at least one call`);
+    const patch = {
+      status: decision.approve ? 'approved' : 'denied',
+      decidedBy: decision.by,
+      decidedAt: new Date().toISOString(),
+      ...(approved ? { approved } : {}),
+      ...(decision.approve ? {} : { denyReason: decision.reason }),
+    };
+    const written = await this.redis.set(keys.approvalDecision(this.prefix, id), JSON.stringify(patch), 'EX', TTL_SECONDS, 'NX');
+    if (written === null) {
+      const already = await this.get(id);
+      throw new ApprovalError('already_decided', `approval ${id} was already decided: ${already?.status ?? 'unknown'}${already?.decidedBy ? ` by ${already.decidedBy}` : ''}`);
+    }
+    await this.redis.zrem(keys.approvalsPending(this.prefix), id);
+    const decided = (await this.get(id))!;
+    await this.wake(decided);
+    return decided;
+  }
+
+  /** Moves the parked task back to its queue (it was delayed until the approval's timeout). */
+  async wake(a: Approval): Promise<boolean> {
+    if (!a.queue || !a.jobId) return false;
+    let q = this.queues.get(a.queue);
+    if (!q) {
+      q = new Queue(a.queue, { connection: this.redis, prefix: this.prefix });
+      this.queues.set(a.queue, q);
+    }
+    const job = await q.getJob(a.jobId);
+    if (!job || (await job.getState()) !== 'delayed') return false;
+    await job.promote();
+    return true;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}
+
+/** A call's identity for matching an approved call: tool and arguments, key order ignored. */
+export function callFingerprint(tool: string, args: unknown): string {
+  const stable = (v: unknown): string => {
+    if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
+    if (v && typeof v === 'object') {
+      return `{${Object.keys(v as Record<string, unknown>)
+        .sort()
+        .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
+        .join(',')}}`;
+    }
+    return JSON.stringify(v) ?? 'null';
+  };
+  return `${tool}|${stable(args)}`;
+}

@@ -1,0 +1,263 @@
+/**
+ * The operators' HTTP API on the coordinator: approvals of tool calls.
+ *
+ *   GET  /approvals        the pending approvals, oldest first (JSON array)
+ *   GET  /approvals/<id>   one approval (404 when there is none)
+ *   POST /approvals/<id>   decide it: `{ "decision": "approve" | "deny", "only"?: number[],
+ *                          "reason"?: string, "by"?: string }` → 200 with the decided approval;
+ *                          400 bad body (naming the field), 404 unknown, 409 already decided
+ *
+ * Every request needs `Authorization: Bearer <operator token>`; without it the answer is a bare
+ * 401. The token is a secret: it is compared in constant time and never logged or echoed.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '@bosun/config';
+import { ApprovalError, type Approval, type ApprovalStore, type Decision, type EventSink } from '@bosun/transport';
+
+/** Options of {@link startOperatorApi}. */
+export interface OperatorApiOptions {
+  /** 0 picks a free port (see {@link OperatorApi.port}). */
+  port: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** The operator token (already `${ENV}`-substituted). Never logged. */
+  token: string;
+  approvals: ApprovalStore;
+  /** Where `approval.resolved` is published. */
+  events: EventSink;
+  log: Logger;
+  /** Largest request body accepted; default 64 KiB (past it: 413). */
+  maxBodyBytes?: number;
+}
+
+/** A running operator API. */
+export interface OperatorApi {
+  /** The port it listens on (the actual one when started with port 0). */
+  port: number;
+  host: string;
+  close(): Promise<void>;
+}
+
+const DEFAULT_MAX_BODY = 64 * 1024;
+const BY_MAX = 200;
+const REASON_MAX = 10_000;
+const FLUSH_WAIT_MS = 2_000;
+
+class HttpError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/**
+ * True when the request carries `Authorization: Bearer <token>`. Both sides are hashed first, so
+ * `timingSafeEqual` compares buffers of equal length and the token's length does not leak either.
+ */
+function authorized(req: IncomingMessage, expected: Buffer): boolean {
+  const header = req.headers.authorization;
+  if (typeof header !== 'string') return false;
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  const presented = digest(m?.[1] ?? '');
+  // Compare even when the header is malformed, so every refusal costs the same.
+  return timingSafeEqual(presented, expected) && m !== null;
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = `${JSON.stringify(body)}\n`;
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(text)),
+    'cache-control': 'no-store',
+    ...headers,
+  });
+  res.end(text);
+}
+
+/** Reads the body, at most `max` bytes (413 past it). */
+function readBody(req: IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length']);
+    if (Number.isFinite(declared) && declared > max) return reject(new HttpError(413, `request body larger than ${max} bytes`));
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    req.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > max) {
+        done = true;
+        req.pause();
+        return reject(new HttpError(413, `request body larger than ${max} bytes`));
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (done) return;
+      done = true;
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    });
+    req.on('error', (err) => {
+      if (done) return;
+      done = true;
+      reject(err);
+    });
+  });
+}
+
+const BODY_FIELDS = ['decision', 'only', 'reason', 'by'];
+
+/** Checks a decision body; a 400 names the field at fault. */
+export function parseDecisionBody(text: string, defaultBy = 'http-operator'): Decision {
+  let body: unknown;
+  try {
+    body = JSON.parse(text) as unknown;
+  } catch {
+    throw new HttpError(400, 'body: not valid JSON (expected {"decision": "approve" | "deny", "only"?: number[], "reason"?: string, "by"?: string})');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'body: must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const unknown = Object.keys(b).filter((k) => !BODY_FIELDS.includes(k));
+  if (unknown.length > 0) throw new HttpError(400, `${unknown[0]}: unknown field (known: ${BODY_FIELDS.join(', ')})`);
+  if (b.decision !== 'approve' && b.decision !== 'deny') throw new HttpError(400, 'decision: must be "approve" or "deny"');
+  let by = defaultBy;
+  if (b.by !== undefined) {
+    if (typeof b.by !== 'string' || b.by.trim() === '' || b.by.length > BY_MAX) throw new HttpError(400, `by: must be a non-empty string of at most ${BY_MAX} characters`);
+    by = b.by.trim();
+  }
+  if (b.decision === 'approve') {
+    if (b.reason !== undefined) throw new HttpError(400, 'reason: only a denial takes a reason');
+    if (b.only === undefined) return { approve: true, by };
+    if (!Array.isArray(b.only) || b.only.length === 0 || !b.only.every((i) => Number.isSafeInteger(i) && (i as number) >= 0)) {
+      throw new HttpError(400, 'only: must be a non-empty array of call indexes (integers ≥ 0)');
+    }
+    return { approve: true, only: [...new Set(b.only as number[])], by };
+  }
+  if (b.only !== undefined) throw new HttpError(400, 'only: only an approval takes call indexes (a denial covers every call)');
+  if (typeof b.reason !== 'string' || b.reason.trim() === '') throw new HttpError(400, 'reason: required to deny (a non-empty string; the agent is told it)');
+  if (b.reason.length > REASON_MAX) throw new HttpError(400, `reason: at most ${REASON_MAX} characters`);
+  return { approve: false, reason: b.reason.trim(), by };
+}
+
+/** The `approval.resolved` event data of a decided approval. */
+function resolvedData(a: Approval): Record<string, unknown> {
+  return {
+    approvalId: a.id,
+    status: a.status,
+    approved: a.approved ?? [],
+    decidedBy: a.decidedBy,
+    decidedAt: a.decidedAt,
+    ...(a.denyReason !== undefined ? { denyReason: a.denyReason } : {}),
+  };
+}
+
+/** Starts the operator API; resolves once it listens. */
+export async function startOperatorApi(options: OperatorApiOptions): Promise<OperatorApi> {
+  const { approvals, events, log } = options;
+  const host = options.host ?? '127.0.0.1';
+  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  if (options.token.length === 0) throw new Error('operator API: the operator token is empty');
+  const expected = digest(options.token);
+
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    if (!authorized(req, expected)) {
+      req.resume();
+      return send(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer' });
+    }
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const parts = path.split('/').filter((p) => p !== '');
+    if (parts[0] !== 'approvals' || parts.length > 2) {
+      req.resume();
+      return send(res, 404, { error: 'not found' });
+    }
+    if (parts.length === 1) {
+      if (req.method !== 'GET') {
+        req.resume();
+        return send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: 'GET' });
+      }
+      return send(res, 200, await approvals.pending());
+    }
+    let id: string;
+    try {
+      id = decodeURIComponent(parts[1]!);
+    } catch {
+      req.resume();
+      return send(res, 404, { error: 'not found' });
+    }
+    if (req.method === 'GET') {
+      req.resume();
+      const a = await approvals.get(id);
+      return a ? send(res, 200, a) : send(res, 404, { error: `no approval ${id}` });
+    }
+    if (req.method !== 'POST') {
+      req.resume();
+      return send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: 'GET, POST' });
+    }
+    const decision = parseDecisionBody(await readBody(req, maxBody));
+    let decided: Approval;
+    try {
+      decided = await approvals.decide(id, decision);
+    } catch (err) {
+      if (!(err instanceof ApprovalError)) throw err;
+      const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
+      if (err.code === 'already_decided') log.info({ approvalId: id, by: decision.by }, 'approval decision refused: already decided');
+      return send(res, status, { error: err.message, code: err.code });
+    }
+    log.info(
+      { approvalId: id, decision: decision.approve ? 'approve' : 'deny', by: decided.decidedBy, approved: decided.approved, runId: decided.runId, agent: decided.agent },
+      'approval decided over HTTP',
+    );
+    events.emit({ type: 'approval.resolved', runId: decided.runId, incidentId: decided.incidentId, agent: decided.agent, data: resolvedData(decided) });
+    // The decision stands whatever happens to the event; do not hold the operator for long.
+    await Promise.race([events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
+    send(res, 200, decided);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      if (err instanceof HttpError) {
+        // A body past the cap is not read: close the connection after answering.
+        send(res, err.status, { error: err.message }, err.status === 413 ? { connection: 'close' } : {});
+        return;
+      }
+      log.error({ err, method: req.method, path: (req.url ?? '').split('?')[0] }, 'operator API request failed');
+      if (!res.headersSent) send(res, 500, { error: 'internal error' });
+      else res.destroy();
+    });
+  });
+  server.requestTimeout = 30_000;
+  server.headersTimeout = 15_000;
+  server.keepAliveTimeout = 5_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  server.on('error', (err) => log.error({ err }, 'operator API server error'));
+  const port = (server.address() as AddressInfo).port;
+
+  return {
+    port,
+    host,
+    close: () =>
+      new Promise<void>((resolve) => {
+        const force = setTimeout(() => server.closeAllConnections(), 5_000);
+        force.unref();
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        server.closeIdleConnections();
+      }),
+  };
+}

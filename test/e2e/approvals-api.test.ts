@@ -1,0 +1,364 @@
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Job, Queue } from 'bullmq';
+import { ApprovalStore, type Approval } from '@bosun/transport';
+import { ENTRY, EventCollector, demoConfig, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+
+// Operator approvals of tool calls: the CLI (`bosun approvals`, `approve`, `deny`), the
+// coordinator's HTTP API (`GET /approvals`, `POST /approvals/<id>`) and `bosun audit`, against
+// approvals seeded straight into Redis with the ApprovalStore the services use.
+
+const TOKEN = 'test-token-123';
+const PARKED_QUEUE = 'specialist-kubernetes';
+
+let ctx: TestContext;
+let store: ApprovalStore;
+let parked: Queue;
+let collector: EventCollector;
+let coordinator: ServiceProcess | undefined;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the bosun CLI as a user would and collects its output. */
+function bosun(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = 60_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...ctx.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    const t = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('exit', (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A free loopback port (bound and released). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A pending approval of two proposed calls: [0] reads (no approval needed), [1] restarts (needs approval). */
+async function seed(id: string, runId: string): Promise<Approval> {
+  const now = Date.now();
+  return store.request({
+    id,
+    runId,
+    incidentId: `inc-${id}`,
+    agent: 'kubernetes',
+    taskId: `${runId}-kubernetes-1`,
+    calls: [
+      { index: 0, tool: 'demo__get_pods', args: { namespace: 'payments' }, needsApproval: false },
+      { index: 1, tool: 'demo__restart_pod', args: { name: 'payments-7f9c', namespace: 'payments' }, needsApproval: true },
+    ],
+    reason: 'The pod is crash-looping on a stale config;\nrestarting it picks up the fixed one.',
+    createdAt: new Date(now - 90_000).toISOString(),
+    timeoutAt: new Date(now + 300_000).toISOString(),
+  });
+}
+
+/** Parks a task job for an approval: delayed until (far past) the approval's timeout. */
+async function park(approvalId: string, jobId: string): Promise<Job> {
+  const job = await parked.add('task', { approvalId }, { jobId, delay: 600_000 });
+  await store.parkedAt(approvalId, PARKED_QUEUE, jobId);
+  expect(await job.getState()).toBe('delayed');
+  return job;
+}
+
+beforeAll(async () => {
+  ctx = await openContext('approvals');
+  store = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
+  parked = new Queue(PARKED_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+  collector = new EventCollector(ctx.nats, ctx.prefix);
+});
+
+afterAll(async () => {
+  await coordinator?.stop();
+  collector?.close();
+  await store?.close();
+  await parked?.close();
+  await ctx?.close();
+});
+
+describe('bosun approvals, approve, deny', () => {
+  const runId = 'rcliapproval000000001';
+  const id = 'appr-cli-1';
+  let job: Job;
+
+  beforeAll(async () => {
+    await seed(id, runId);
+    job = await park(id, 'task-cli-1');
+  });
+
+  it('lists the pending approval with its calls, marking those that need approval', async () => {
+    const r = await bosun(['approvals', 'list']);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.split('\n');
+    const head = lines.find((l) => l.startsWith(`${id} `));
+    expect(head, r.stdout).toBeDefined();
+    expect(head).toMatch(/age 1m3\ds/);
+    expect(head).toContain(`run ${runId}`);
+    expect(head).toContain('agent kubernetes');
+    expect(head).toMatch(/times out \d{4}-\d\d-\d\dT/);
+    expect(r.stdout).toContain('reason: The pod is crash-looping on a stale config; restarting it picks up the fixed one.');
+    const call0 = lines.find((l) => l.includes('[0] demo__get_pods'));
+    const call1 = lines.find((l) => l.includes('[1] demo__restart_pod'));
+    expect(call0).toContain('{"namespace":"payments"}');
+    expect(call0).not.toContain('needs approval');
+    expect(call1).toContain('"name":"payments-7f9c"');
+    expect(call1).toContain('needs approval');
+
+    const bare = await bosun(['approvals']);
+    expect(bare.code).toBe(0);
+    const noAge = (l: string | undefined) => l?.replace(/age \S+/, 'age ?');
+    expect(noAge(bare.stdout.split('\n')[0])).toBe(noAge(lines[0]));
+
+    const json = await bosun(['approvals', 'list', '--json']);
+    expect(json.code, json.stderr).toBe(0);
+    const list = JSON.parse(json.stdout) as Approval[];
+    expect(list.map((a) => a.id)).toEqual([id]);
+    expect(list[0]!.calls).toHaveLength(2);
+
+    const show = await bosun(['approvals', 'show', id]);
+    expect(show.code, show.stderr).toBe(0);
+    expect((JSON.parse(show.stdout) as Approval).status).toBe('pending');
+    const missing = await bosun(['approvals', 'show', 'appr-nope']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('no approval appr-nope');
+  });
+
+  it('refuses --only naming a call that needs no approval (exit 2), and bad --only syntax', async () => {
+    const r = await bosun(['approve', id, '--only', '0']);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/do not need approval: 0/);
+    const syntax = await bosun(['approve', id, '--only', 'one']);
+    expect(syntax.code).toBe(2);
+    expect((await store.get(id))!.status).toBe('pending');
+    expect(await job.getState()).toBe('delayed');
+  });
+
+  it('approves: records who decided, empties the pending list, publishes approval.resolved and wakes the task', async () => {
+    const r = await bosun(['approve', id, '--only', '1', '--by', 'alice']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`approval ${id} approved \\(calls 1\\) by alice`));
+    expect(r.stderr).not.toContain('could not be published');
+
+    const a = (await store.get(id))!;
+    expect(a.status).toBe('approved');
+    expect(a.approved).toEqual([1]);
+    expect(a.decidedBy).toBe('alice');
+    expect(Date.parse(a.decidedAt!)).toBeGreaterThan(Date.now() - 60_000);
+    expect(await store.pending()).toEqual([]);
+    const list = await bosun(['approvals', 'list']);
+    expect(list.stdout).toContain('no pending approvals');
+
+    const e = await collector.waitFor((x) => x.type === 'approval.resolved' && x.runId === runId, 10_000, 'approval.resolved');
+    expect(e.agent).toBe('kubernetes');
+    expect(e.incidentId).toBe(`inc-${id}`);
+    expect(e.data).toMatchObject({ approvalId: id, status: 'approved', approved: [1], decidedBy: 'alice', decidedAt: a.decidedAt });
+
+    // The parked task job was promoted out of its delay.
+    expect(['waiting', 'wait', 'prioritized']).toContain(await job.getState());
+  });
+
+  it('refuses a second decision (exit 1), naming who decided', async () => {
+    const again = await bosun(['approve', id]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('already decided');
+    expect(again.stderr).toContain('alice');
+    const deny = await bosun(['deny', id, '--reason', 'too late']);
+    expect(deny.code).toBe(1);
+    expect(deny.stderr).toContain('by alice');
+    const none = await bosun(['approve', 'appr-nope']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('no approval appr-nope');
+  });
+
+  it('deny needs --reason (exit 2), and then records the denial', async () => {
+    const id2 = 'appr-cli-2';
+    await seed(id2, 'rcliapproval000000002');
+    const noReason = await bosun(['deny', id2]);
+    expect(noReason.code).toBe(2);
+    expect(noReason.stderr).toContain('--reason');
+    const blank = await bosun(['deny', id2, '--reason', '  ']);
+    expect(blank.code).toBe(2);
+    expect((await store.get(id2))!.status).toBe('pending');
+
+    const r = await bosun(['deny', id2, '--reason', 'not during business hours'], { USER: 'bob' });
+    expect(r.code, r.stderr).toBe(0);
+    const a = (await store.get(id2))!;
+    expect(a).toMatchObject({ status: 'denied', denyReason: 'not during business hours', decidedBy: 'bob' });
+    expect(a.approved).toBeUndefined();
+    const e = await collector.waitFor((x) => x.type === 'approval.resolved' && x.runId === 'rcliapproval000000002', 10_000, 'approval.resolved (denied)');
+    expect(e.data).toMatchObject({ approvalId: id2, status: 'denied', denyReason: 'not during business hours', decidedBy: 'bob' });
+  });
+});
+
+describe('bosun audit', () => {
+  it('reads the audit stream newest first, filtered by run', async () => {
+    const key = `${ctx.prefix}:audit`;
+    const entry = (runId: string, tool: string, status: string, approvalId = '', approver = '') => [
+      'at', new Date().toISOString(), 'key', `${runId}-kubernetes-1-s1-c0`, 'runId', runId, 'incidentId', `inc-${runId}`, 'agent', 'kubernetes',
+      'tool', tool, 'args', JSON.stringify({ name: 'payments-7f9c', token: '[redacted]' }), 'approvalId', approvalId, 'approver', approver, 'status', status,
+    ];
+    await ctx.redis.xadd(key, '*', ...entry('raudit0000000000000001', 'demo__restart_pod', 'ok', 'appr-a1', 'alice'));
+    await ctx.redis.xadd(key, '*', ...entry('raudit0000000000000002', 'demo__scale', 'refused'));
+
+    const one = await bosun(['audit', '--run', 'raudit0000000000000001', '--json']);
+    expect(one.code, one.stderr).toBe(0);
+    const entries = JSON.parse(one.stdout) as Record<string, unknown>[];
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({
+      runId: 'raudit0000000000000001',
+      tool: 'demo__restart_pod',
+      status: 'ok',
+      approvalId: 'appr-a1',
+      approver: 'alice',
+      args: { name: 'payments-7f9c', token: '[redacted]' },
+    });
+
+    const all = await bosun(['audit', '--json']);
+    const both = JSON.parse(all.stdout) as { runId: string; approvalId: unknown }[];
+    expect(both.map((e) => e.runId)).toEqual(['raudit0000000000000002', 'raudit0000000000000001']);
+    expect(both[0]!.approvalId).toBeNull();
+    const limited = JSON.parse((await bosun(['audit', '--limit', '1', '--json'])).stdout) as { runId: string }[];
+    expect(limited.map((e) => e.runId)).toEqual(['raudit0000000000000002']);
+
+    const table = await bosun(['audit']);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toMatch(/refused\s+raudit0000000000000002\s+kubernetes\s+demo__scale/);
+    expect(table.stdout).toContain('appr-a1 (alice)');
+    expect((await bosun(['audit', '--limit', 'x'])).code).toBe(2);
+  });
+});
+
+describe('the coordinator HTTP API', () => {
+  let base: string;
+  const id = 'appr-http-1';
+  const runId = 'rhttpapproval00000001';
+  let job: Job;
+
+  const call = (path: string, init: RequestInit = {}, token: string | null = TOKEN) =>
+    fetch(`${base}${path}`, { ...init, headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), 'content-type': 'application/json', ...(init.headers ?? {}) } });
+
+  beforeAll(async () => {
+    const port = await freePort();
+    const cfg = demoConfig();
+    cfg.coordinator.http = { port, operatorToken: '${BOSUN_OPERATOR_TOKEN}' };
+    const file = writeConfig(ctx, cfg, 'bosun-http.json');
+    coordinator = startService('coordinator', { ...ctx.env, BOSUN_CONFIG: file, BOSUN_OPERATOR_TOKEN: TOKEN });
+    await coordinator.ready();
+    const listening = await coordinator.waitForLine(/operator API listening/);
+    expect(listening).toContain(`"port":${port}`);
+    base = `http://127.0.0.1:${port}`;
+    await seed(id, runId);
+    job = await park(id, 'task-http-1');
+  });
+
+  it('answers 401 without a token or with a wrong one, and without detail', async () => {
+    for (const token of [null, 'wrong-token', `${TOKEN}x`, '']) {
+      const r = await call('/approvals', {}, token);
+      expect(r.status).toBe(401);
+      const text = await r.text();
+      expect(text).not.toContain(TOKEN);
+      expect(text).not.toContain('approvals');
+    }
+    const basic = await fetch(`${base}/approvals`, { headers: { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}` } });
+    expect(basic.status).toBe(401);
+    // Unknown paths are not told apart from known ones before authentication.
+    expect((await call('/nowhere', {}, null)).status).toBe(401);
+    expect((await call('/approvals/x', { method: 'POST', body: '{}' }, 'nope')).status).toBe(401);
+  });
+
+  it('lists the pending approvals, shows one, and answers 404 for unknown ids and paths', async () => {
+    const r = await call('/approvals');
+    expect(r.status).toBe(200);
+    const list = (await r.json()) as Approval[];
+    expect(list.map((a) => a.id)).toEqual([id]);
+    expect(list[0]!.calls[1]).toMatchObject({ tool: 'demo__restart_pod', needsApproval: true });
+
+    const one = await call(`/approvals/${id}`);
+    expect(one.status).toBe(200);
+    expect(((await one.json()) as Approval).runId).toBe(runId);
+
+    expect((await call('/approvals/appr-unknown')).status).toBe(404);
+    expect((await call('/approvals/appr-unknown', { method: 'POST', body: JSON.stringify({ decision: 'approve' }) })).status).toBe(404);
+    expect((await call('/elsewhere')).status).toBe(404);
+  });
+
+  it('answers 400 naming the bad field, and 413 past the body cap', async () => {
+    const post = (body: string) => call(`/approvals/${id}`, { method: 'POST', body });
+    const cases: [string, RegExp][] = [
+      [JSON.stringify({ decision: 'deny' }), /^reason:/],
+      [JSON.stringify({ decision: 'deny', reason: '' }), /^reason:/],
+      [JSON.stringify({ decision: 'maybe' }), /^decision:/],
+      [JSON.stringify({ decision: 'approve', only: 'all' }), /^only:/],
+      [JSON.stringify({ decision: 'approve', only: [0] }), /do not need approval: 0/],
+      [JSON.stringify({ decision: 'approve', by: 7 }), /^by:/],
+      [JSON.stringify({ decision: 'approve', extra: true }), /^extra:/],
+      ['{not json', /^body:/],
+    ];
+    for (const [body, re] of cases) {
+      const r = await post(body);
+      expect(r.status, body).toBe(400);
+      expect(((await r.json()) as { error: string }).error, body).toMatch(re);
+    }
+    const big = await post(JSON.stringify({ decision: 'deny', reason: 'x'.repeat(70 * 1024) }));
+    expect(big.status).toBe(413);
+    expect((await store.get(id))!.status).toBe('pending');
+    expect(await job.getState()).toBe('delayed');
+  });
+
+  it('approves (200, recorded, task woken, approval.resolved published), then answers 409', async () => {
+    const r = await call(`/approvals/${id}`, { method: 'POST', body: JSON.stringify({ decision: 'approve' }) });
+    expect(r.status).toBe(200);
+    const decided = (await r.json()) as Approval;
+    expect(decided).toMatchObject({ id, status: 'approved', approved: [1], decidedBy: 'http-operator' });
+    expect(await store.get(id)).toMatchObject({ status: 'approved', approved: [1], decidedBy: 'http-operator' });
+    expect(['waiting', 'wait', 'prioritized']).toContain(await job.getState());
+    const e = await collector.waitFor((x) => x.type === 'approval.resolved' && x.runId === runId, 10_000, 'approval.resolved (HTTP)');
+    expect(e.data).toMatchObject({ approvalId: id, status: 'approved', approved: [1], decidedBy: 'http-operator' });
+
+    const listed = (await (await call('/approvals')).json()) as Approval[];
+    expect(listed).toEqual([]);
+
+    const again = await call(`/approvals/${id}`, { method: 'POST', body: JSON.stringify({ decision: 'deny', reason: 'changed my mind', by: 'carol' }) });
+    expect(again.status).toBe(409);
+    expect(((await again.json()) as { error: string }).error).toContain('http-operator');
+    expect((await store.get(id))!.status).toBe('approved');
+  });
+
+  it('denies with a reason and a named operator', async () => {
+    const id2 = 'appr-http-2';
+    await seed(id2, 'rhttpapproval00000002');
+    const r = await call(`/approvals/${id2}`, { method: 'POST', body: JSON.stringify({ decision: 'deny', reason: 'use a rollout instead', by: 'dave' }) });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ status: 'denied', denyReason: 'use a rollout instead', decidedBy: 'dave' });
+  });
+
+  it('logs each decision and never the token', async () => {
+    await coordinator!.waitForLine(/approval decided over HTTP/);
+    const decisions = coordinator!.lines.filter((l) => l.includes('approval decided over HTTP'));
+    expect(decisions.some((l) => l.includes(id) && l.includes('"decision":"approve"') && l.includes('http-operator'))).toBe(true);
+    expect(decisions.some((l) => l.includes('appr-http-2') && l.includes('"decision":"deny"') && l.includes('dave'))).toBe(true);
+    expect(coordinator!.lines.length).toBeGreaterThan(0);
+    for (const line of coordinator!.lines) expect(line).not.toContain(TOKEN);
+  });
+});
