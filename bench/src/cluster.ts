@@ -141,13 +141,18 @@ export class CpuMeter {
   private readonly machine0 = machineTicks();
   private readonly bench0 = process.cpuUsage();
   private readonly ticks0: Map<number, number>;
+  private readonly io0: Map<number, { syscw: number; wchar: number }>;
   private constructor(
     private readonly procs: ManagedProcess[],
     private readonly redis: Redis,
     private readonly redis0: number,
   ) {
     this.ticks0 = new Map();
-    for (const p of procs) for (const pid of [p.pid, ...childPids(p.pid)]) this.ticks0.set(pid, processTicks(pid));
+    this.io0 = new Map();
+    for (const p of procs) {
+      for (const pid of [p.pid, ...childPids(p.pid)]) this.ticks0.set(pid, processTicks(pid));
+      this.io0.set(p.pid, processIo(p.pid));
+    }
     const natsPid = findProcess('nats-server');
     this.nats = natsPid === undefined ? undefined : { pid: natsPid, ticks: processTicks(natsPid) };
   }
@@ -159,7 +164,13 @@ export class CpuMeter {
   }
 
   /** Busy share of all cores, and CPU seconds per process label (summed by label), Redis and the bench. */
-  async stop(): Promise<{ wallS: number; machineBusyPct: number; cpuSeconds: Record<string, number> }> {
+  async stop(): Promise<{
+    wallS: number;
+    machineBusyPct: number;
+    cpuSeconds: Record<string, number>;
+    /** write(2)-family syscalls and bytes written, per process label (summed by label). */
+    writes: Record<string, { syscalls: number; bytes: number }>;
+  }> {
     const m1 = machineTicks();
     const busy = m1.total - m1.idle - (this.machine0.total - this.machine0.idle);
     const total = m1.total - this.machine0.total;
@@ -167,16 +178,34 @@ export class CpuMeter {
     const add = (key: string, ticks: number) => {
       if (Number.isFinite(ticks)) cpuSeconds[key] = (cpuSeconds[key] ?? 0) + ticks / CLOCK_TICKS;
     };
+    const writes: Record<string, { syscalls: number; bytes: number }> = {};
     for (const p of this.procs) {
       const key = p.label.replace(/-\d+$/, '');
       add(key, processTicks(p.pid) - (this.ticks0.get(p.pid) ?? 0));
+      const io = processIo(p.pid);
+      const io0 = this.io0.get(p.pid);
+      if (io0 && Number.isFinite(io.syscw)) {
+        const w = (writes[key] ??= { syscalls: 0, bytes: 0 });
+        w.syscalls += io.syscw - io0.syscw;
+        w.bytes += io.wchar - io0.wchar;
+      }
       for (const c of childPids(p.pid)) add(`${key} children`, processTicks(c) - (this.ticks0.get(c) ?? 0));
     }
     cpuSeconds.redis = (await redisCpuSeconds(this.redis)) - this.redis0;
     if (this.nats) add('nats-server', processTicks(this.nats.pid) - this.nats.ticks);
     const b = process.cpuUsage(this.bench0);
     cpuSeconds['bench (this process)'] = (b.user + b.system) / 1e6;
-    return { wallS: (Date.now() - this.t0) / 1000, machineBusyPct: total > 0 ? (100 * busy) / total : Number.NaN, cpuSeconds };
+    return { wallS: (Date.now() - this.t0) / 1000, machineBusyPct: total > 0 ? (100 * busy) / total : Number.NaN, cpuSeconds, writes };
+  }
+}
+
+/** Write syscalls and bytes written so far (/proc/<pid>/io); NaN once the process is gone. */
+function processIo(pid: number): { syscw: number; wchar: number } {
+  try {
+    const text = readFileSync(`/proc/${pid}/io`, 'utf8');
+    return { syscw: Number(/^syscw:\s+(\d+)/m.exec(text)?.[1]), wchar: Number(/^wchar:\s+(\d+)/m.exec(text)?.[1]) };
+  } catch {
+    return { syscw: Number.NaN, wchar: Number.NaN };
   }
 }
 

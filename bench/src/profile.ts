@@ -74,9 +74,9 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
   const callerOf = (node: CpuProfileNode): string => {
     for (let n: CpuProfileNode | undefined = node; n; n = parent.get(n.id)) {
       const m = moduleOf(n.callFrame.url, n.callFrame.functionName, root);
-      if (m !== 'node: internals' && m !== '(native)' && m !== '(anonymous)') return m;
+      if (m !== 'node: internals' && m !== '(native)' && m !== '(root)') return m;
     }
-    return moduleOf(node.callFrame.url, node.callFrame.functionName, root);
+    return '(no JS caller: event loop)';
   };
   let idleMs = 0;
   for (const node of profile.nodes) {

@@ -336,9 +336,12 @@ function cpuText(c: CpuReport, incidents: number): string {
   const sum = Object.values(c.cpuSeconds).reduce((a, b) => a + (b > 0 ? b : 0), 0);
   const machineS = (c.machineBusyPct / 100) * cpus().length * c.wallS;
   const otherPct = (100 * Math.max(0, machineS - sum)) / (cpus().length * c.wallS);
+  const writes = Object.entries(c.writes)
+    .map(([k, w]) => `${k} ${fmt(w.syscalls / incidents, 0)} (${fmt(w.bytes / incidents / 1024, 1)} KB)`)
+    .join(', ');
   return (
     `machine busy ${fmt(c.machineBusyPct, 0)}% of ${cpus().length} cores over ${fmt(c.wallS, 1)} s, of which ${fmt(otherPct, 0)}% by processes outside this bench; ` +
-    `CPU ms per incident: ${parts.join(', ')} (sum ${fmt((1000 * sum) / incidents, 2)})`
+    `CPU ms per incident: ${parts.join(', ')} (sum ${fmt((1000 * sum) / incidents, 2)}); write syscalls per incident: ${writes}`
   );
 }
 

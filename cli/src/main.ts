@@ -85,7 +85,7 @@ async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createR
  */
 async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Approval): Promise<void> {
   const warn = (why: string) =>
-    process.stderr.write(`bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded and the task was woken\n`);
+    process.stderr.write(`bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded\n`);
   let nc;
   try {
     nc = await connectNats(env.natsUrl, { name: 'bosun-cli' });

@@ -186,6 +186,8 @@ describe('bosun approvals, approve, deny', () => {
     const deny = await bosun(['deny', id, '--reason', 'too late']);
     expect(deny.code).toBe(1);
     expect(deny.stderr).toContain('by alice');
+    // One decision, one event (the refused ones publish nothing).
+    expect(collector.forRun(runId).filter((e) => e.type === 'approval.resolved')).toHaveLength(1);
     const none = await bosun(['approve', 'appr-nope']);
     expect(none.code).toBe(1);
     expect(none.stderr).toContain('no approval appr-nope');

@@ -1,0 +1,182 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue, QueueEvents, type Job } from 'bullmq';
+import { INCIDENTS_QUEUE, RunResult, runIdFor, specialistQueue } from '@bosun/contract';
+import { ApprovalStore, type Approval } from '@bosun/transport';
+import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+
+// Human approval of mutating calls, with the services as separate processes: approve all,
+// approve some, deny, time out, and restart every process while an approval is pending.
+
+const MARKER = 'An operator has APPROVED the following calls';
+
+let ctx: TestContext;
+let cluster: TestCluster;
+let env: Record<string, string>;
+let incidents: Queue;
+let queueEvents: QueueEvents;
+let events: EventCollector;
+let approvals: ApprovalStore;
+let callLog: string;
+
+function logged(tool: string): Record<string, unknown>[] {
+  if (!existsSync(callLog)) return [];
+  return readFileSync(callLog, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { tool: string; args: Record<string, unknown> })
+    .filter((l) => l.tool === tool)
+    .map((l) => l.args);
+}
+
+const restart = (reason: string) => ({ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason } });
+const rollback = { tool: 'demo__rollback_deployment', args: { service: 'checkout', toVersion: 'v41' } };
+
+async function publish(id: string, calls: { tool: string; args: Record<string, unknown> }[], parallel = false): Promise<{ job: Job; runId: string }> {
+  const job = await incidents.add(
+    'incident',
+    { id, source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: calls }, ...(parallel ? { parallel: ['kubernetes'] } : {}) } } },
+    { jobId: id },
+  );
+  return { job, runId: runIdFor(id, job.timestamp) };
+}
+
+async function requested(runId: string): Promise<Approval> {
+  const e = await events.waitFor((x) => x.runId === runId && x.type === 'approval.requested', 20_000, 'approval.requested');
+  const a = await approvals.get(String(e.data.approvalId));
+  expect(a).not.toBeNull();
+  return a!;
+}
+
+async function parked(a: Approval): Promise<void> {
+  // The task waits as a delayed job (no worker held) until the decision.
+  const q = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix: ctx.prefix });
+  const until = Date.now() + 10_000;
+  let state = '';
+  while (Date.now() < until) {
+    state = (await (await q.getJob(a.taskId))?.getState()) ?? '';
+    if (state === 'delayed') break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await q.close();
+  expect(state).toBe('delayed');
+}
+
+async function userMessages(taskId: string): Promise<string[]> {
+  const raw = await ctx.redis.get(`${ctx.prefix}:ckpt:task:${taskId}`);
+  const ckpt = JSON.parse(raw ?? '{}') as { messages: { role: string; text?: string }[] };
+  return ckpt.messages.filter((m) => m.role === 'user').map((m) => m.text ?? '');
+}
+
+beforeAll(async () => {
+  ctx = await openContext('approvals');
+  callLog = join(ctx.dir, 'calls.jsonl');
+  const config = demoConfig();
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog };
+  // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
+  config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
+  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
+  cluster = await TestCluster.start(env, { specialists: 1 });
+  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+  incidents.setMaxListeners(0);
+  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+  await queueEvents.waitUntilReady();
+  events = new EventCollector(ctx.nats, ctx.prefix);
+  approvals = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
+});
+
+afterAll(async () => {
+  events?.close();
+  await approvals?.close();
+  await queueEvents?.close();
+  await incidents?.close();
+  await cluster?.stop();
+  await ctx?.close();
+});
+
+describe('approvals', () => {
+  it('parks the task, and on approval executes exactly the approved call, once', async () => {
+    const { job, runId } = await publish('ap-all', [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, restart('ap-all')]);
+    const a = await requested(runId);
+    expect(a.status).toBe('pending');
+    expect(a.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args: restart('ap-all').args, needsApproval: true }]);
+    await parked(a);
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-all')).toHaveLength(0);
+    await approvals.decide(a.id, { approve: true, by: 'alice' });
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    expect(result.status).toBe('completed');
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-all')).toHaveLength(1);
+    const told = (await userMessages(a.taskId)).find((t) => t.startsWith(MARKER));
+    expect(told).toContain('demo__restart_pod');
+    expect(told).toContain('by alice');
+    // The audit stream has the call with its approval and approver.
+    const audit = await ctx.redis.xrange(`${ctx.prefix}:audit`, '-', '+');
+    const entry = audit.map(([, f]) => Object.fromEntries(f.reduce<[string, string][]>((acc, v, i, arr) => (i % 2 === 0 ? [...acc, [v, arr[i + 1]!]] : acc), []))).find((e) => e.approvalId === a.id);
+    expect(entry).toMatchObject({ tool: 'demo__restart_pod', status: 'ok', approver: 'alice', runId });
+  });
+
+  it('executes only the calls approved with --only, and tells the model which were not', async () => {
+    const { job, runId } = await publish('ap-some', [restart('ap-some'), { tool: 'demo__rollback_deployment', args: { service: 'search', toVersion: 'v8' } }], true);
+    const a = await requested(runId);
+    expect(a.calls.map((c) => [c.index, c.tool, c.needsApproval])).toEqual([
+      [0, 'demo__restart_pod', true],
+      [1, 'demo__rollback_deployment', true],
+    ]);
+    await parked(a);
+    await approvals.decide(a.id, { approve: true, only: [0], by: 'bob' });
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    expect(result.status).toBe('completed');
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-some')).toHaveLength(1);
+    expect(logged('rollback_deployment').filter((x) => x.service === 'search')).toHaveLength(0);
+    const messages = await userMessages(a.taskId);
+    const told = messages.find((t) => t.startsWith(MARKER))!;
+    expect(told).toContain('[0] demo__restart_pod');
+    expect(told).toMatch(/did NOT approve the following calls \(not included in the approval\)[\s\S]*\[1\] demo__rollback_deployment/);
+  });
+
+  it('on denial tells the model the reason and runs nothing', async () => {
+    const { job, runId } = await publish('ap-deny', [restart('ap-deny')]);
+    const a = await requested(runId);
+    await parked(a);
+    await approvals.decide(a.id, { approve: false, reason: 'change freeze until 18:00', by: 'carol' });
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    expect(result.status).toBe('completed');
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-deny')).toHaveLength(0);
+    const messages = await userMessages(a.taskId);
+    expect(messages.some((t) => t.startsWith(MARKER))).toBe(false);
+    expect(messages.some((t) => t.includes('denied: change freeze until 18:00'))).toBe(true);
+    expect(JSON.stringify(result.specialists[0]?.output)).toContain('change freeze until 18:00');
+  });
+
+  it('resolves an approval nobody decides as denied with reason timeout; the run goes on', async () => {
+    const t0 = Date.now();
+    const { job, runId } = await publish('ap-timeout', [rollback]);
+    const a = await requested(runId);
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(3_000);
+    expect(result.status).toBe('completed');
+    const after = await approvals.get(a.id);
+    expect(after).toMatchObject({ status: 'denied', denyReason: 'timeout' });
+    expect(logged('rollback_deployment').filter((x) => x.service === 'checkout')).toHaveLength(0);
+    const resolved = await events.waitFor((e) => e.runId === runId && e.type === 'approval.resolved', 5_000);
+    expect(resolved.data).toMatchObject({ status: 'denied', denyReason: 'timeout' });
+  });
+
+  it('survives a restart of every process while pending, and executes the approved call exactly once', async () => {
+    const { job, runId } = await publish('ap-restart', [restart('ap-restart')]);
+    const a = await requested(runId);
+    await parked(a);
+    for (const p of cluster.processes) p.kill('SIGKILL');
+    await Promise.all(cluster.processes.map((p) => p.exited));
+    // Decided while nothing runs: the decision waits in Redis with the parked task.
+    await approvals.decide(a.id, { approve: true, by: 'dave' });
+    const gateway = cluster.add(startService('gateway', env));
+    await gateway.ready();
+    await Promise.all([cluster.add(startService('coordinator', env)).ready(), cluster.add(startService('specialist', env, { name: 'specialist-2' })).ready()]);
+    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    expect(result.status).toBe('completed');
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-restart')).toHaveLength(1);
+  }, 90_000);
+});
