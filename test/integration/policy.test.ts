@@ -1,0 +1,155 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ToolCallJob, ToolCallResult } from '@bosun/contract';
+import { createLogger, offeredTools, parseClusterConfig, specialistCaller, type ClusterConfig } from '@bosun/config';
+import { ApprovalStore, DeadLetters, EventPublisher, keys } from '@bosun/transport';
+import { ToolGateway } from '@bosun/tool-gateway';
+import { ENTRY, EventCollector, ROOT, demoConfig, openContext, type TestContext } from '../helpers/index.js';
+
+// Tool policy, enforced by the gateway at call time against real MCP servers: capability
+// states, read-only mode (with unannotated tools counted as mutating), approvals, audit, and
+// progress notifications forwarded as events.
+
+const require = createRequire(import.meta.url);
+const bin = (pkg: string) => join(require.resolve(`${pkg}/package.json`), '..', 'dist/index.js');
+
+let ctx: TestContext;
+let config: ClusterConfig;
+let gateway: ToolGateway;
+let events: EventPublisher;
+let deadLetters: DeadLetters;
+let approvals: ApprovalStore;
+let collector: EventCollector;
+let n = 0;
+
+function call(agent: string, tool: string, args: Record<string, unknown>, approvalId?: string): Promise<ToolCallResult> {
+  const key = `k-${++n}`;
+  const data: ToolCallJob = { v: 1, key, runId: 'r-policy', incidentId: 'inc-policy', agent, tool, args, ...(approvalId ? { approvalId } : {}) };
+  return gateway.process({ name: 'tool-call', id: key, data } as never);
+}
+
+async function auditEntries(): Promise<Record<string, string>[]> {
+  const raw = await ctx.redis.xrange(keys.audit(ctx.prefix), '-', '+');
+  return raw.map(([, f]) => {
+    const o: Record<string, string> = {};
+    for (let i = 0; i < f.length; i += 2) o[f[i]!] = f[i + 1]!;
+    return o;
+  });
+}
+
+beforeAll(async () => {
+  ctx = await openContext('policy');
+  const raw = demoConfig();
+  raw.mcpServers = {
+    demo: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], tools: { get_logs: 'off', restart_pod: 'ask' } },
+    fs: { transport: 'stdio', command: process.execPath, args: [bin('@modelcontextprotocol/server-filesystem'), ctx.dir] },
+    plain: { transport: 'stdio', command: process.execPath, args: [join(ROOT, 'test/fixtures/mcp/unannotated.mjs')] },
+    everything: { transport: 'stdio', command: process.execPath, args: [bin('@modelcontextprotocol/server-everything'), 'stdio'] },
+  };
+  const spec = raw.specialists.kubernetes;
+  raw.specialists = {
+    reader: { ...spec, tools: ['fs__*', 'plain__*', 'demo__*', 'everything__*'], mode: 'read-only' },
+    writer: { ...spec, tools: ['fs__*', 'plain__*', 'demo__*'], mode: 'read-write' },
+  };
+  raw.coordinator.routes = {};
+  raw.coordinator.defaultRoute = ['reader'];
+  raw.gateway = { concurrency: 8, callTimeoutMs: 10_000, maxResultChars: 5_000 };
+  config = parseClusterConfig(raw, { file: join(ctx.dir, 'policy.json') });
+  const log = createLogger({ service: 'policy-test', level: 'silent' });
+  events = new EventPublisher({ prefix: ctx.prefix, redis: ctx.redis, nats: ctx.nats, log });
+  deadLetters = new DeadLetters({ redis: ctx.redis, prefix: ctx.prefix });
+  approvals = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
+  collector = new EventCollector(ctx.nats, ctx.prefix);
+  gateway = new ToolGateway({ redis: ctx.redis, prefix: ctx.prefix, config, events, deadLetters, log });
+  const catalog = await gateway.start();
+  expect(catalog.unavailable).toEqual({});
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await events?.flush();
+  collector?.close();
+  await approvals?.close();
+  await deadLetters?.close();
+  await ctx?.close();
+});
+
+describe('what a specialist is offered', () => {
+  it('read-only mode offers only readOnlyHint tools; off tools are never offered', () => {
+    const tools = gateway.catalog().tools;
+    const reader = offeredTools(config, specialistCaller(config, 'reader')!, tools).map((t) => t.name);
+    const writer = offeredTools(config, specialistCaller(config, 'writer')!, tools).map((t) => t.name);
+    expect(reader).toContain('fs__read_text_file');
+    expect(reader).toContain('demo__get_pods');
+    expect(reader).not.toContain('fs__write_file');
+    expect(reader).not.toContain('plain__touch');
+    expect(reader).not.toContain('demo__restart_pod');
+    expect(reader).not.toContain('demo__get_logs');
+    expect(writer).toContain('fs__write_file');
+    expect(writer).toContain('plain__touch');
+    expect(writer).toContain('demo__restart_pod');
+    expect(writer).not.toContain('demo__get_logs');
+  });
+});
+
+describe('the gateway enforces the policy at call time', () => {
+  it('read-only: reads run; writes and unannotated tools are refused, even when a model names them', async () => {
+    const file = join(ctx.dir, 'notes.txt');
+    expect((await call('writer', 'fs__write_file', { path: file, content: 'hello' })).status).toBe('ok');
+    expect(readFileSync(file, 'utf8')).toBe('hello');
+    const read = await call('reader', 'fs__read_text_file', { path: file });
+    expect(read.status).toBe('ok');
+    expect(read.text).toContain('hello');
+    const write = await call('reader', 'fs__write_file', { path: join(ctx.dir, 'nope.txt'), content: 'x' });
+    expect(write.error).toMatch(/may change things and agent "reader" is read-only/);
+    expect(existsSync(join(ctx.dir, 'nope.txt'))).toBe(false);
+    const touch = await call('reader', 'plain__touch', { what: 'x' });
+    expect(touch.error).toMatch(/"plain__touch" may change things/);
+    expect((await call('writer', 'plain__touch', { what: 'x' })).text).toBe('touched x (1)');
+  });
+
+  it('off: refused for everyone', async () => {
+    const r = await call('reader', 'demo__get_logs', { service: 'checkout' });
+    expect(r.error).toBe('tool "demo__get_logs" is off by policy');
+  });
+
+  it('ask: refused without an approval that covers exactly this call; runs with one', async () => {
+    const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' };
+    expect((await call('writer', 'demo__restart_pod', args)).error).toBe('tool "demo__restart_pod" needs an operator\'s approval');
+    const now = Date.now();
+    const base = { runId: 'r-policy', incidentId: 'inc-policy', agent: 'writer', taskId: 't', reason: 'fix', createdAt: new Date(now).toISOString(), timeoutAt: new Date(now + 60_000).toISOString() };
+    await approvals.request({ ...base, id: 'ap-pending', calls: [{ index: 0, tool: 'demo__restart_pod', args, needsApproval: true }] });
+    expect((await call('writer', 'demo__restart_pod', args, 'ap-pending')).error).toMatch(/approval ap-pending is pending, not approved/);
+    await approvals.decide('ap-pending', { approve: true, by: 'erin' });
+    expect((await call('writer', 'demo__restart_pod', { ...args, pod: 'checkout-7c9d6f8b4-2xk8p' }, 'ap-pending')).error).toMatch(/does not cover this call/);
+    const ok = await call('writer', 'demo__restart_pod', { pod: args.pod, service: args.service }, 'ap-pending');
+    expect(ok.status).toBe('ok');
+    const audited = (await auditEntries()).find((e) => e.approvalId === 'ap-pending' && e.status === 'ok');
+    expect(audited).toMatchObject({ tool: 'demo__restart_pod', approver: 'erin', agent: 'writer' });
+  });
+
+  it('writes every mutating call to the audit stream, secrets redacted, refusals included', async () => {
+    await call('writer', 'fs__write_file', { path: join(ctx.dir, 'cfg.txt'), content: 'x', password: 'hunter2-secret' });
+    const entries = await auditEntries();
+    const write = entries.filter((e) => e.tool === 'fs__write_file');
+    expect(write.some((e) => e.status === 'ok')).toBe(true);
+    expect(write.some((e) => e.status === 'refused' && e.agent === 'reader')).toBe(true);
+    expect(JSON.stringify(entries)).not.toContain('hunter2-secret');
+    expect(write.some((e) => JSON.parse(e.args!).password === '[redacted]')).toBe(true);
+    // Read-only calls are not audited.
+    expect(entries.some((e) => e.tool === 'fs__read_text_file')).toBe(false);
+  });
+
+  it('forwards MCP progress notifications as tool.progress events', async () => {
+    const r = await call('reader', 'everything__trigger-long-running-operation', { duration: 2, steps: 4 });
+    expect(r.status).toBe('ok');
+    await collector.waitFor((e) => e.type === 'tool.progress' && e.data.tool === 'everything__trigger-long-running-operation', 5_000);
+    const progress = collector.events.filter((e) => e.type === 'tool.progress');
+    expect(progress.length).toBeGreaterThanOrEqual(2);
+    const values = progress.map((e) => Number(e.data.progress));
+    expect(values).toEqual([...values].sort((a, b) => a - b));
+    expect(progress.every((e) => e.data.total === 4 && e.agent === 'reader')).toBe(true);
+  });
+});
