@@ -6,8 +6,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
 import { INCIDENTS_QUEUE, type IncidentInput, type RunResult } from '@bosun/contract';
-import { readEnv } from '@bosun/config';
-import { ApprovalStore, connectNats, createRedis, waitForRedis } from '@bosun/transport';
+import { createLogger, readEnv } from '@bosun/config';
+import { ApprovalStore, EventPublisher, connectNats, createRedis, waitForRedis } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 
@@ -197,6 +197,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   await queueEvents.waitUntilReady();
 
   const approvals = new ApprovalStore({ redis, prefix: env.prefix });
+  const demoEvents = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log: createLogger({ service: 'demo', level: 'silent' }) });
   const onApproval = (id: string) => {
     say('');
     say(`  >> approval needed: ${id}`);
@@ -205,7 +206,10 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       setTimeout(() => {
         approvals
           .decide(id, { approve: true, by: 'demo' })
-          .then(() => say(`  >> approved ${id}`))
+          .then((a) => {
+            demoEvents.emit({ type: 'approval.resolved', runId: a.runId, incidentId: a.incidentId, agent: a.agent, data: { approvalId: a.id, status: a.status, approved: a.approved, decidedBy: a.decidedBy, decidedAt: a.decidedAt } });
+            say(`  >> approved ${id}`);
+          })
           .catch((err: unknown) => say(`  !! could not approve ${id}: ${(err as Error).message}`));
       }, 2_000).unref();
     } else {
@@ -269,6 +273,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   }
   const cleanup = async () => {
     ac.abort();
+    await demoEvents.flush(2_000);
     await approvals.close();
     await queueEvents.close();
     await queue.close();

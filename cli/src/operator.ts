@@ -551,7 +551,8 @@ export async function ackToolCall(
   if (missing.length > 0 || !isObject(args)) {
     throw new OperatorError(`tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(isObject(args) ? [] : ['args'])].join(', ')}`, 1);
   }
-  const call: ToolCallJob = { v: 1, key, runId: record.runId!, incidentId: record.incidentId!, agent: record.agent!, tool, args };
+  // A call that needed approval is re-sent under the same approval: the gateway checks it again.
+  const call: ToolCallJob = { v: 1, key, runId: record.runId!, incidentId: record.incidentId!, agent: record.agent!, tool, args, ...(record.approvalId ? { approvalId: record.approvalId } : {}) };
   const queue = new Queue(TOOLS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
   const eventsConnection = deps.redis.duplicate();
   eventsConnection.on('error', () => undefined);

@@ -162,6 +162,18 @@ describe('GeminiModel', () => {
     expect(model({ model: 'gemini-2.5-pro' }).name).toBe('gemini:gemini-2.5-pro');
   });
 
+  it('sends a call\'s thought signature back with it in the next request', async () => {
+    await model().generate(
+      request([
+        { role: 'user', text: 'go fixture:text' },
+        { role: 'model', calls: [{ id: 'call_0', name: 'get_service_status', args: { service: 'checkout' }, signature: 'SIG-123' }] },
+        { role: 'tool', responses: [{ id: 'call_0', name: 'get_service_status', output: { ok: true } }] },
+      ]),
+    );
+    const parts = lastRequest().body.contents[1]?.parts as Record<string, unknown>[];
+    expect(parts[0]).toMatchObject({ functionCall: { name: 'get_service_status' }, thoughtSignature: 'SIG-123' });
+  });
+
   it('maps a function-call response and sends system, tools and the key header', async () => {
     const response = await model({ temperature: 0.2 }).generate(
       request([{ role: 'user', text: 'Checkout is failing, investigate. fixture:function-call' }]),
@@ -169,7 +181,13 @@ describe('GeminiModel', () => {
 
     expect(response).toEqual({
       calls: [
-        { id: 'call_0', name: 'get_service_status', args: { service: 'checkout', window_minutes: 15 } },
+        {
+          id: 'call_0',
+          name: 'get_service_status',
+          args: { service: 'checkout', window_minutes: 15 },
+          // Kept, so that it can be sent back with the call (Gemini 3 requires it).
+          signature: 'CrkCAdHtim9Gk2mV1sVd2b3Jx0m8e8yqv6QmZb0x3c1uFhQ0s2v6oNnX4yA7kq9WmFfG0Qb8yJrTQ9lH3m1pXWcA5sF8KqZ2n7dU4vR6tYbE',
+        },
         { id: 'call_1', name: 'search_logs', args: { query: 'level:error service:checkout', limit: 20 } },
       ],
       usage: { inputTokens: 187, outputTokens: 46, totalTokens: 311 },

@@ -166,6 +166,8 @@ export class GeminiModel implements Model {
           id: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${priorCalls + calls.length}`,
           name: call.name,
           args: isRecord(call.args) ? call.args : {},
+          // Gemini 3 rejects a later turn whose function calls lost their thought signature.
+          ...(typeof part.thoughtSignature === 'string' && part.thoughtSignature !== '' ? { signature: part.thoughtSignature } : {}),
         });
       }
     }
@@ -246,6 +248,7 @@ function toContents(messages: readonly Message[]): Content[] {
               name: call.name,
               args: call.args,
             },
+            ...(call.signature ? { thoughtSignature: call.signature } : {}),
           });
         }
         // Gemini rejects a content without parts; an empty model turn carries nothing anyway.

@@ -14,6 +14,11 @@ export interface ToolCall {
   id: string;
   name: string;
   args: Record<string, unknown>;
+  /**
+   * An opaque token some providers attach to a call and need back with it in the next request
+   * (Gemini's thought signature). Kept in checkpoints; other providers ignore it.
+   */
+  signature?: string;
 }
 
 /** The answer to one {@link ToolCall}. */

@@ -77,9 +77,10 @@ export class ApprovalStore {
   async request(approval: Omit<Approval, 'status'>): Promise<Approval> {
     const value: Approval = { ...approval, status: 'pending' };
     const created = await this.redis.set(keys.approval(this.prefix, value.id), JSON.stringify(value), 'EX', TTL_SECONDS, 'NX');
-    if (created === null) return (await this.get(value.id)) ?? value;
-    await this.redis.zadd(keys.approvalsPending(this.prefix), Date.parse(value.createdAt), value.id);
-    return value;
+    const current = created === null ? ((await this.get(value.id)) ?? value) : value;
+    // Idempotent: a retried request (after a crash between the two writes) is listed too.
+    if (current.status === 'pending') await this.redis.zadd(keys.approvalsPending(this.prefix), Date.parse(current.createdAt), current.id);
+    return current;
   }
 
   /** Records where the task waits, so a decision can wake it. */
@@ -104,6 +105,8 @@ export class ApprovalStore {
     for (const id of ids) {
       const a = await this.get(id);
       if (a && a.status === 'pending') out.push(a);
+      // An expired or decided request leaves the pending list.
+      else await this.redis.zrem(keys.approvalsPending(this.prefix), id);
     }
     return out;
   }
@@ -115,16 +118,22 @@ export class ApprovalStore {
   async decide(id: string, decision: Decision): Promise<Approval> {
     const current = await this.get(id);
     if (!current) throw new ApprovalError('not_found', `no approval ${id}`);
+    if (current.status !== 'pending') {
+      throw new ApprovalError('already_decided', `approval ${id} was already decided: ${current.status}${current.decidedBy ? ` by ${current.decidedBy}` : ''}`);
+    }
+    if (decision.by.trim() === '') throw new ApprovalError('bad_request', `approval ${id}: the decider must be named`);
     const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
     let approved: number[] | undefined;
     if (decision.approve) {
-      approved = decision.only ?? asking;
+      approved = [...new Set(decision.only ?? asking)].sort((a, b) => a - b);
       const unknown = approved.filter((i) => !asking.includes(i));
       if (unknown.length > 0) {
-        throw new ApprovalError('bad_request', `approval ${id}: --only names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`);
+        throw new ApprovalError('bad_request', `approval ${id}: "only" names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`);
       }
+      if (approved.length === 0) throw new ApprovalError('bad_request', `approval ${id}: approve at least one call, or deny it`);
+    } else if (decision.reason.trim() === '') {
+      throw new ApprovalError('bad_request', `approval ${id}: a denial needs a reason`);
     }
-    if (approved && approved.length === 0) throw new ApprovalError('bad_request', `approval ${id}: --only must name at least one call`);
     const patch = {
       status: decision.approve ? 'approved' : 'denied',
       decidedBy: decision.by,
@@ -139,7 +148,9 @@ export class ApprovalStore {
     }
     await this.redis.zrem(keys.approvalsPending(this.prefix), id);
     const decided = (await this.get(id))!;
-    await this.wake(decided);
+    // The decision is stored; waking the task is best effort: a parked task also wakes by itself
+    // at the approval's timeout and then finds the decision.
+    await this.wake(decided).catch(() => false);
     return decided;
   }
 

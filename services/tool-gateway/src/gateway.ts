@@ -25,14 +25,14 @@ export interface GatewayDeps {
 const RECORD_TTL_SECONDS = 7 * 24 * 3600;
 
 /**
- * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args, runId, incidentId, agent, now.
+ * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args, runId, incidentId, agent, now, approvalId.
  * Returns 'claimed' after marking the record in flight, or the state that prevents it.
  */
 const CLAIM_SCRIPT = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if (not state) or state == 'retry' or (ARGV[1] == '1' and state == 'inflight') then
   redis.call('HSET', KEYS[1], 'state', 'inflight', 'tool', ARGV[3], 'args', ARGV[4], 'runId', ARGV[5],
-    'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false')
+    'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false', 'approvalId', ARGV[9])
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
   return 'claimed'
 end
@@ -170,6 +170,7 @@ export class ToolGateway {
       call.incidentId,
       call.agent,
       new Date().toISOString(),
+      call.approvalId ?? '',
     )) as string;
     if (claim === 'done') {
       const again = await redis.hget(recordKey, 'result');

@@ -3,8 +3,9 @@ import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
 import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
-import { openRuntime, runService } from '@bosun/transport';
+import { ApprovalStore, openRuntime, runService } from '@bosun/transport';
 import { ToolGateway } from './gateway.js';
+import { startMcpFace, type McpFace } from './mcp-face.js';
 
 const log = createLogger({ service: 'tool-gateway', level: process.env.LOG_LEVEL ?? 'info' });
 
@@ -18,6 +19,15 @@ runService({
     const gateway = new ToolGateway({ redis: rt.redis, prefix: env.prefix, config, events: rt.events, deadLetters: rt.deadLetters, log });
     const catalog = await gateway.start();
     log.info({ tools: catalog.tools.length, unavailable: Object.keys(catalog.unavailable) }, 'tool catalog published');
+    // The gateway's own MCP face, when configured (its token is a secret: never logged).
+    let face: McpFace | undefined;
+    let faceApprovals: ApprovalStore | undefined;
+    const faceConfig = config.gateway.mcpServer;
+    if (faceConfig) {
+      faceApprovals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
+      face = await startMcpFace({ gateway, config, approvals: faceApprovals, events: rt.events, log, port: faceConfig.port, host: faceConfig.host, token: faceConfig.token });
+      log.info({ host: faceConfig.host, port: face.port, tools: faceConfig.tools, mode: faceConfig.mode }, 'gateway MCP face listening');
+    }
     const worker = new Worker(TOOLS_QUEUE, (job) => gateway.process(job), {
       connection: rt.redis,
       prefix: env.prefix,
@@ -30,6 +40,8 @@ runService({
     worker.on('error', (err) => log.error({ err }, 'tools worker error'));
     return {
       async close() {
+        await face?.close();
+        await faceApprovals?.close();
         await worker.close();
         await gateway.close();
         await rt.close();
