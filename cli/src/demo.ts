@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
 import { INCIDENTS_QUEUE, type IncidentInput, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv } from '@bosun/config';
-import { ApprovalStore, EventPublisher, connectNats, createRedis, waitForRedis } from '@bosun/transport';
+import { ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, createRedis, waitForRedis } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 
@@ -207,7 +207,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
         approvals
           .decide(id, { approve: true, by: 'demo' })
           .then((a) => {
-            demoEvents.emit({ type: 'approval.resolved', runId: a.runId, incidentId: a.incidentId, agent: a.agent, data: { approvalId: a.id, status: a.status, approved: a.approved, decidedBy: a.decidedBy, decidedAt: a.decidedAt } });
+            demoEvents.emit(approvalResolvedEvent(a));
             say(`  >> approved ${id}`);
           })
           .catch((err: unknown) => say(`  !! could not approve ${id}: ${(err as Error).message}`));

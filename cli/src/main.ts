@@ -4,14 +4,13 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
-import { EventPublisher, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
+import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 import { runDemo } from './demo.js';
 import {
   OperatorError,
   ackToolCall,
-  approvalResolvedEvent,
   decideApproval,
   formatApprovals,
   formatAudit,

@@ -15,7 +15,7 @@ import {
   type ToolCallJob,
   type ToolCallResult,
 } from '@bosun/contract';
-import { ApprovalError, ApprovalStore, keys, type Approval, type Decision, type EmitInput } from '@bosun/transport';
+import { ApprovalError, ApprovalStore, approvalResolvedEvent, keys, type Approval, type Decision, type EmitInput } from '@bosun/transport';
 import { publishIncident } from './publish.js';
 
 /** What every operator command needs. */
@@ -681,24 +681,6 @@ export async function decideApproval(deps: OperatorDeps, id: string, decision: D
       throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : 1);
     }
   });
-}
-
-/** The `approval.resolved` event of a decided approval. */
-export function approvalResolvedEvent(a: Approval): EmitInput {
-  return {
-    type: 'approval.resolved',
-    runId: a.runId,
-    incidentId: a.incidentId,
-    agent: a.agent,
-    data: {
-      approvalId: a.id,
-      status: a.status,
-      approved: a.approved ?? [],
-      decidedBy: a.decidedBy,
-      decidedAt: a.decidedAt,
-      ...(a.denyReason !== undefined ? { denyReason: a.denyReason } : {}),
-    },
-  };
 }
 
 /** `1h02m`, `3m05s`, `12s`. */

@@ -10,7 +10,7 @@ import {
 } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST, buildStallPayload, isReadOnlyTool, toolAllowed, validateAgainstSchema, type Logger, type ToolState } from '@bosun/config';
 import { ModelError, renderIncident, type Message, type Model, type ToolCall, type ToolDeclaration, type ToolResponse } from '@bosun/models';
-import { ApprovalError, type Approval, type ApprovalStore, type CheckpointStore, type DeadLetters, type EventSink, type ToolClient } from '@bosun/transport';
+import { ApprovalError, approvalResolvedEvent, type Approval, type ApprovalStore, type CheckpointStore, type DeadLetters, type EventSink, type ToolClient } from '@bosun/transport';
 import { TaskCheckpoint, type TaskCheckpointData } from './checkpoint.js';
 import { LOAD_TOOLS, applyLoad, initialRouting, loadToolsDeclaration, routingGroups, type RoutingSpec } from './routing.js';
 
@@ -399,7 +399,7 @@ async function awaitApproval(
     }
     try {
       approval = await store.decide(id, { approve: false, reason: 'timeout', by: 'bosun (approval timeout)' });
-      deps.events.emit({ ...base, type: 'approval.resolved', data: { approvalId: id, status: 'denied', denyReason: 'timeout', decidedBy: approval.decidedBy, decidedAt: approval.decidedAt } });
+      deps.events.emit(approvalResolvedEvent(approval));
     } catch (err) {
       if (!(err instanceof ApprovalError && err.code === 'already_decided')) throw err;
       approval = (await store.get(id)) ?? approval;

@@ -173,6 +173,24 @@ export class ApprovalStore {
   }
 }
 
+/** The `approval.resolved` event for a decided approval (whoever decided publishes it). */
+export function approvalResolvedEvent(a: Approval) {
+  return {
+    type: 'approval.resolved' as const,
+    runId: a.runId,
+    incidentId: a.incidentId,
+    agent: a.agent,
+    data: {
+      approvalId: a.id,
+      status: a.status,
+      approved: a.approved ?? [],
+      decidedBy: a.decidedBy,
+      decidedAt: a.decidedAt,
+      ...(a.denyReason ? { denyReason: a.denyReason } : {}),
+    },
+  };
+}
+
 /** A call's identity for matching an approved call: tool and arguments, key order ignored. */
 export function callFingerprint(tool: string, args: unknown): string {
   const stable = (v: unknown): string => {

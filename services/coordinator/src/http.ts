@@ -14,7 +14,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '@bosun/config';
-import { ApprovalError, type Approval, type ApprovalStore, type Decision, type EventSink } from '@bosun/transport';
+import { ApprovalError, approvalResolvedEvent, type Approval, type ApprovalStore, type Decision, type EventSink } from '@bosun/transport';
 
 /** Options of {@link startOperatorApi}. */
 export interface OperatorApiOptions {
@@ -146,17 +146,6 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
   return { approve: false, reason: b.reason.trim(), by };
 }
 
-/** The `approval.resolved` event data of a decided approval. */
-function resolvedData(a: Approval): Record<string, unknown> {
-  return {
-    approvalId: a.id,
-    status: a.status,
-    approved: a.approved ?? [],
-    decidedBy: a.decidedBy,
-    decidedAt: a.decidedAt,
-    ...(a.denyReason !== undefined ? { denyReason: a.denyReason } : {}),
-  };
-}
 
 /** Starts the operator API; resolves once it listens. */
 export async function startOperatorApi(options: OperatorApiOptions): Promise<OperatorApi> {
@@ -214,7 +203,7 @@ export async function startOperatorApi(options: OperatorApiOptions): Promise<Ope
       { approvalId: id, decision: decision.approve ? 'approve' : 'deny', by: decided.decidedBy, approved: decided.approved, runId: decided.runId, agent: decided.agent },
       'approval decided over HTTP',
     );
-    events.emit({ type: 'approval.resolved', runId: decided.runId, incidentId: decided.incidentId, agent: decided.agent, data: resolvedData(decided) });
+    events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
     await Promise.race([events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
     send(res, 200, decided);

@@ -313,8 +313,9 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       const decided = await waitForDecision(approval, signal, progress);
       if (!decided) {
         log.info({ approvalId: approval.id, tool: tool.name }, 'approval wait cancelled; the approval stays pending');
+        const why = stopping.signal.aborted ? 'the gateway is stopping' : 'the call was cancelled';
         return textResult(
-          `cancelled while waiting for approval ${approval.id}; it is still pending. ` +
+          `${why} while waiting for approval ${approval.id}; it is still pending. ` +
             `Once approved, call the tool again with the same arguments and _meta {"${FACE_META.approvalId}": "${approval.id}"}.`,
           { [FACE_META.approvalId]: approval.id, [FACE_META.approvalStatus]: 'pending' },
         );
