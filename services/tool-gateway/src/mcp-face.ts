@@ -14,7 +14,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
 import { approvalTimeoutFor, decideCall, offeredTools, type Caller, type ClusterConfig, type Logger } from '@bosun/config';
-import { ApprovalError, callFingerprint, type Approval, type ApprovalStore, type EventSink } from '@bosun/transport';
+import { ApprovalError, approvalResolvedEvent, callFingerprint, type Approval, type ApprovalStore, type EventSink } from '@bosun/transport';
 import { MCP_CLIENT, type ToolGateway } from './gateway.js';
 
 /**
@@ -209,13 +209,7 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
   const expire = async (a: Approval): Promise<Approval> => {
     try {
       const decided = await approvals.decide(a.id, { approve: false, reason: 'timeout', by: 'bosun (approval timeout)' });
-      events.emit({
-        type: 'approval.resolved',
-        runId: decided.runId,
-        incidentId: decided.incidentId,
-        agent: decided.agent,
-        data: { approvalId: decided.id, status: decided.status, approved: [], decidedBy: decided.decidedBy, decidedAt: decided.decidedAt, denyReason: 'timeout' },
-      });
+      events.emit(approvalResolvedEvent(decided));
       log.info({ approvalId: a.id }, 'approval timed out: denied');
       return decided;
     } catch (err) {
@@ -519,7 +513,8 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       const now = Date.now();
       for (const a of await approvals.pending()) {
         if (closing) break;
-        if (a.runId === FACE_RUN && a.agent === MCP_CLIENT && Date.parse(a.timeoutAt) <= now) await expire(a);
+        if (a.runId !== FACE_RUN || a.agent !== MCP_CLIENT || Date.parse(a.timeoutAt) > now) continue;
+        await expire(a).catch((err: unknown) => log.warn({ approvalId: a.id, err: err instanceof Error ? err.message : String(err) }, 'could not deny an expired MCP face approval'));
       }
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not sweep expired MCP face approvals');
