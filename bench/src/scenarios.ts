@@ -34,6 +34,20 @@ export interface Ctx {
   profile?: { service: ServiceName; dir: string } | undefined;
   /** Prefixes in use, for clean-up on SIGINT. */
   prefixes: Set<string>;
+  /** The whole bench ends by then (Date.now() ms)… */
+  deadlineAt: number;
+  /** …leaving this much for the scenarios still to come. */
+  reserveMs: number;
+}
+
+/** Time this scenario may still spend (ms), for the whole bench to stay within its budget. */
+export function budgetLeft(ctx: Ctx): number {
+  return ctx.deadlineAt - ctx.reserveMs - Date.now();
+}
+
+/** `ms`, cut to what the budget leaves (at least 5 s). */
+function within(ctx: Ctx, ms: number, share = 1): number {
+  return Math.max(5_000, Math.min(ms, budgetLeft(ctx) * share));
 }
 
 /** One line of the report table. */
@@ -356,7 +370,7 @@ const statusText = (s: RunStatusCounts) =>
 export async function scenarioLatency(ctx: Ctx): Promise<ScenarioResult> {
   const n = ctx.quick ? 30 : 300;
   const warm = ctx.quick ? 5 : 20;
-  const budgetMs = ctx.quick ? 40_000 : 150_000;
+  const budgetMs = within(ctx, ctx.quick ? 40_000 : 150_000, 0.8);
   const statsRuns = ctx.quick ? 20 : 50;
   const result: ScenarioResult = { id: 1, name: 'latency', rows: [], notes: [], data: { n, warm } };
   await withPrefix(ctx, async (prefix) => {
@@ -466,7 +480,7 @@ export async function scenarioThroughput(ctx: Ctx, requested?: number): Promise<
         await client.one('raw-warm-0');
         const before = await commandStats(ctx.redis);
         const meter = await CpuMeter.start(raw.procs, ctx.redis);
-        rawRes = await client.bulk(ids('raw'), timeoutMs, { label: 'raw' });
+        rawRes = await client.bulk(ids('raw'), within(ctx, timeoutMs, 0.3), { label: 'raw' });
         rawCpu = await meter.stop();
         rawStats = diffStats(before, await commandStats(ctx.redis));
       } finally {
@@ -487,7 +501,7 @@ export async function scenarioThroughput(ctx: Ctx, requested?: number): Promise<
         for (let i = 0; i < 3; i++) await client.one(`warm-${i}`);
         const before = await commandStats(ctx.redis);
         const meter = await CpuMeter.start(b.cluster.procs, ctx.redis);
-        res = await client.bulk(ids('inc'), timeoutMs, { label: 'bosun' });
+        res = await client.bulk(ids('inc'), within(ctx, timeoutMs), { label: 'bosun' });
         cpu = await meter.stop();
         stats = diffStats(before, await commandStats(ctx.redis));
       } finally {
@@ -509,8 +523,8 @@ export async function scenarioThroughput(ctx: Ctx, requested?: number): Promise<
       target: '≥ 0.50× floor',
       result: ratio >= 0.5 ? 'met' : 'missed',
     });
-    if (res.timedOut) result.notes.push(`Bosun: only ${res.done + res.failed}/${n} finished within ${timeoutMs / 1000} s; throughput is over those.`);
-    if (rawRes.timedOut) result.notes.push(`raw chain: only ${rawRes.done + rawRes.failed}/${n} finished within ${timeoutMs / 1000} s.`);
+    if (res.timedOut) result.notes.push(`Bosun: only ${res.done + res.failed}/${n} finished within ${fmt(res.wallMs / 1000, 0)} s (time budget); throughput is over those.`);
+    if (rawRes.timedOut) result.notes.push(`raw chain: only ${rawRes.done + rawRes.failed}/${n} finished within ${fmt(rawRes.wallMs / 1000, 0)} s (time budget); throughput is over those.`);
     if ((res.statuses.completed ?? 0) !== n) result.notes.push(`Bosun run statuses: ${statusText(res.statuses)}; failed jobs ${res.failed}`);
     if (cpu) result.notes.push(`Bosun: ${cpuText(cpu, res.done + res.failed)}`);
     if (rawCpu) result.notes.push(`raw chain: ${cpuText(rawCpu, rawRes.done + rawRes.failed)}`);
@@ -612,7 +626,7 @@ export async function scenarioInFlight(ctx: Ctx): Promise<ScenarioResult> {
   const result: ScenarioResult = { id: 3, name: 'many in flight', rows: [], notes: [], data: {} };
   await withPrefix(ctx, async (prefix) => {
     note(`3 in flight: ${n} incidents at once, one specialist, kubernetes concurrency ${concurrency}, model latency ${latencyMs} ms`);
-    const r = await inFlightWorkload(ctx, prefix, 3, { n, latencyMs, concurrency, processes: 1, timeoutMs: 240_000 });
+    const r = await inFlightWorkload(ctx, prefix, 3, { n, latencyMs, concurrency, processes: 1, timeoutMs: within(ctx, 240_000) });
     const s = r.specialists[0]!;
     const peakKb = Math.max(s.hwmKb, s.peakSampledKb);
     const perRunKb = (peakKb - s.idleKb) / n;
@@ -653,11 +667,18 @@ export async function scenarioScaleOut(ctx: Ctx, capOverride?: number): Promise<
   const cap = capOverride ?? (ctx.quick ? 50 : 125);
   const result: ScenarioResult = { id: 4, name: 'scale-out', rows: [], notes: [], data: { n, latencyMs, kubernetesConcurrencyPerProcess: cap } };
   const runs: { processes: number; wallMs: number; perSecond: number; completed: number; peakActiveTasks: number; cpu: CpuReport; loadavg: number[] }[] = [];
-  for (const processes of [1, 2, 4]) {
+  const counts = [1, 2, 4];
+  for (const [k, processes] of counts.entries()) {
     checkAbort();
+    if (budgetLeft(ctx) < 20_000) {
+      result.notes.push(`${processes} process(es): skipped, the time budget is spent`);
+      continue;
+    }
+    // Leave the later configurations (fewer seconds each: more capacity) their share of the budget.
+    const share = [0.5, 0.6, 1][k]!;
     await withPrefix(ctx, async (prefix) => {
       note(`4 scale-out: ${n} incidents, ${processes} specialist process(es) × kubernetes concurrency ${cap}`);
-      const r = await inFlightWorkload(ctx, prefix, 4, { n, latencyMs, concurrency: cap, processes, timeoutMs: 240_000, sub: `-p${processes}` });
+      const r = await inFlightWorkload(ctx, prefix, 4, { n, latencyMs, concurrency: cap, processes, timeoutMs: within(ctx, 240_000, share), sub: `-p${processes}` });
       const finished = r.done + r.failed;
       runs.push({ processes, wallMs: r.wallMs, perSecond: finished / (r.wallMs / 1000), completed: r.statuses.completed ?? 0, peakActiveTasks: r.peakActiveTasks, cpu: r.cpu, loadavg: loadavg() });
       result.notes.push(`${processes} process(es): ${cpuText(r.cpu, finished)}`);
@@ -715,7 +736,7 @@ export async function scenarioRecovery(ctx: Ctx): Promise<ScenarioResult> {
     const kq = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix });
     try {
       const ids = Array.from({ length: n }, (_, i) => `inc-${i}`);
-      const finished = client.bulk(ids, 120_000, { label: 'recovery' });
+      const finished = client.bulk(ids, within(ctx, 120_000), { label: 'recovery' });
       finished.catch(() => undefined);
       // Wait until (nearly) every task is active, then a second more: the tasks are mid-model-call.
       const t0 = Date.now();
@@ -743,7 +764,7 @@ export async function scenarioRecovery(ctx: Ctx): Promise<ScenarioResult> {
 
       // The next model.called of each of the victim's runs, numbered after the kill.
       const firstAfter = new Map<string, number>();
-      const deadline = Date.now() + 60_000;
+      const deadline = Date.now() + within(ctx, 60_000);
       while (firstAfter.size < victimRuns.size && Date.now() < deadline) {
         checkAbort();
         for (const e of modelCalls) {
