@@ -112,7 +112,10 @@ async function main(): Promise<number> {
     note(`${signal}: stopping every process and cleaning up (again to kill at once)`);
     void (async () => {
       await stopAllProcesses(15_000);
-      for (const p of ctx.prefixes) await cleanupPrefix(redis, nc, p).catch(() => undefined);
+      for (const p of ctx.prefixes) {
+        const r = await cleanupPrefix(redis, nc, p).catch((err: unknown) => ({ keys: -1, stream: String(err) }));
+        note(`cleaned ${p}: ${r.keys} keys deleted, stream ${r.stream}`);
+      }
       process.exit(130);
     })();
   };

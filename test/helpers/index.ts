@@ -3,4 +3,4 @@ export type { TestContext } from './context.js';
 export { ServiceProcess, TestCluster, startService } from './processes.js';
 export { EventCollector } from './events.js';
 export { ROOT, ENTRY } from './paths.js';
-export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort } from './servers.js';
+export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort, freePort } from './servers.js';

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
-import { createConnection } from 'node:net';
+import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 
 function answers(port: number): Promise<boolean> {
@@ -25,9 +25,22 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, what: str
   throw new Error(`${what} within ${timeoutMs} ms`);
 }
 
+/** A loopback port the OS says is free right now (it is released for the caller to bind). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const address = srv.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
 /** A free-looking loopback port in a range the machine's own services do not use. */
 export function randomPort(): number {
-  return 21000 + Math.floor(Math.random() * 20000);
+  return 21000 + Math.floor(Math.random() * 9000);
 }
 
 /**
@@ -36,14 +49,13 @@ export function randomPort(): number {
  */
 export class OwnServer {
   private child: ChildProcess | undefined;
-  readonly port: number;
+  port = 0;
   private readonly kind: 'redis' | 'nats';
   private readonly dir: string;
 
-  constructor(kind: 'redis' | 'nats', dir: string, port = randomPort()) {
+  constructor(kind: 'redis' | 'nats', dir: string) {
     this.kind = kind;
-    this.port = port;
-    this.dir = join(dir, `${kind}-${port}`);
+    this.dir = join(dir, `${kind}-${Math.random().toString(36).slice(2, 8)}`);
     mkdirSync(this.dir, { recursive: true });
   }
 
@@ -51,7 +63,9 @@ export class OwnServer {
     return this.kind === 'redis' ? `redis://127.0.0.1:${this.port}` : `nats://127.0.0.1:${this.port}`;
   }
 
+  /** Starts the server; the first start picks a free port, a restart keeps it. */
   async start(): Promise<this> {
+    if (this.port === 0) this.port = await freePort();
     const args =
       this.kind === 'redis'
         ? ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
@@ -90,14 +104,13 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; out: s
 
 /** A 3-master Redis Cluster on loopback ports, started from redis-server by the test. */
 export class RedisClusterServers {
-  readonly ports: number[];
+  ports: number[] = [];
+  private busPorts: number[] = [];
   private readonly children: ChildProcess[] = [];
   private readonly dir: string;
 
   constructor(dir: string) {
-    const base = randomPort();
-    this.ports = [base, base + 1, base + 2];
-    this.dir = join(dir, `redis-cluster-${base}`);
+    this.dir = join(dir, `redis-cluster-${Math.random().toString(36).slice(2, 8)}`);
     mkdirSync(this.dir, { recursive: true });
   }
 
@@ -107,9 +120,15 @@ export class RedisClusterServers {
   }
 
   async start(): Promise<this> {
-    for (const port of this.ports) {
+    // Ports the OS reports free, for clients and for the cluster bus (which defaults to port + 10000).
+    for (let i = 0; i < 6; i++) (i < 3 ? this.ports : this.busPorts).push(await freePort());
+    for (const [i, port] of this.ports.entries()) {
       this.children.push(
-        spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no'], { stdio: 'ignore' }),
+        spawn(
+          'redis-server',
+          ['--port', String(port), '--cluster-port', String(this.busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no'],
+          { stdio: 'ignore' },
+        ),
       );
     }
     for (const port of this.ports) await until(() => answers(port), 10_000, `redis-server (cluster) did not answer on ${port}`);
@@ -135,16 +154,13 @@ export class RedisClusterServers {
 
 /** A 3-node NATS cluster with JetStream on loopback ports, started from nats-server by the test. */
 export class NatsClusterServers {
-  readonly clientPorts: number[];
-  readonly routePorts: number[];
+  clientPorts: number[] = [];
+  routePorts: number[] = [];
   readonly children: (ChildProcess | undefined)[] = [];
   private readonly dir: string;
 
   constructor(dir: string) {
-    const base = randomPort();
-    this.clientPorts = [base, base + 1, base + 2];
-    this.routePorts = [base + 10, base + 11, base + 12];
-    this.dir = join(dir, `nats-cluster-${base}`);
+    this.dir = join(dir, `nats-cluster-${Math.random().toString(36).slice(2, 8)}`);
   }
 
   /** `NATS_URL` listing every node. */
@@ -164,6 +180,7 @@ export class NatsClusterServers {
   }
 
   async start(): Promise<this> {
+    for (let i = 0; i < 6; i++) (i < 3 ? this.clientPorts : this.routePorts).push(await freePort());
     for (let i = 0; i < 3; i++) this.startNode(i);
     for (const port of this.clientPorts) await until(() => answers(port), 10_000, `nats-server (cluster) did not answer on ${port}`);
     return this;

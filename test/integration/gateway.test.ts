@@ -8,7 +8,7 @@ import { DEAD_LETTER_QUEUE, type ToolCallJob } from '@bosun/contract';
 import { createLogger, parseClusterConfig } from '@bosun/config';
 import { DeadLetters, EventPublisher, keys } from '@bosun/transport';
 import { ToolGateway } from '@bosun/tool-gateway';
-import { EventCollector, ENTRY, demoConfig, openContext, type TestContext } from '../helpers/index.js';
+import { EventCollector, ENTRY, demoConfig, freePort, openContext, type TestContext } from '../helpers/index.js';
 
 const require = createRequire(import.meta.url);
 const everythingBin = join(require.resolve('@modelcontextprotocol/server-everything/package.json'), '..', 'dist/index.js');
@@ -21,7 +21,7 @@ let deadLetters: DeadLetters;
 let collector: EventCollector;
 let httpServer: ChildProcess;
 let callLog: string;
-const httpPort = 20000 + Math.floor(Math.random() * 20000);
+let httpPort = 0;
 
 function call(key: string, tool: string, args: Record<string, unknown>, agent = 'ops'): Promise<import('@bosun/contract').ToolCallResult> {
   const data: ToolCallJob = { v: 1, key, runId: 'r-gw', incidentId: 'inc-gw', agent, tool, args };
@@ -37,6 +37,7 @@ function logged(tool: string): number {
 beforeAll(async () => {
   ctx = await openContext('gateway');
   callLog = join(ctx.dir, 'calls.jsonl');
+  httpPort = await freePort();
   httpServer = spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(httpPort) }, stdio: ['ignore', 'ignore', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('server-everything (HTTP) did not start')), 20_000);

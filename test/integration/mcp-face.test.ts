@@ -5,7 +5,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ApprovalStore, keys, type Approval } from '@bosun/transport';
-import { EventCollector, demoConfig, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import { EventCollector, demoConfig, freePort, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
 
 // The gateway's own MCP face, served by a real gateway process and used with the MCP SDK's own
 // client: authentication, the policy-filtered tool list, calls, and the approval paths of `ask`
@@ -24,10 +24,6 @@ let port: number;
 let readOnlyPort: number;
 let pod: string;
 const clients: Client[] = [];
-
-function freePort(): number {
-  return 20000 + Math.floor(Math.random() * 20000);
-}
 
 async function connect(p = port, token = TOKEN): Promise<Client> {
   const client = new Client({ name: 'face-test', version: '1.0.0' });
@@ -71,8 +67,8 @@ function restartArgs(reason: string): Record<string, unknown> {
 beforeAll(async () => {
   ctx = await openContext('mcpface');
   callLog = join(ctx.dir, 'calls.jsonl');
-  port = freePort();
-  do readOnlyPort = freePort();
+  port = await freePort();
+  do readOnlyPort = await freePort();
   while (readOnlyPort === port);
 
   const cfg = demoConfig();
