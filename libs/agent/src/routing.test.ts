@@ -77,7 +77,7 @@ describe('in-band tool routing', () => {
     expect(model.requests[1]!.tools.map((t) => t.name)).toEqual(['metrics__cpu', LOAD_TOOLS, FINISH_TASK_TOOL]);
     expect(tools.calls.map((c) => c.tool)).toEqual(['metrics__cpu']);
     const done = events.events.find((e) => e.type === 'agent.completed')!;
-    expect(done.data.routing).toEqual({ groupsOffered: ['demo', 'metrics'], groupsLoaded: [], reloads: 0, skipped: ['demo', 'metrics'], nudged: false });
+    expect(done.data.routing).toEqual({ groupsOffered: ['demo', 'metrics'], groupsLoaded: [], reloads: 0, skipped: ['demo'], nudged: false });
     expect(events.events.some((e) => e.type === 'tool.routing' && (e.data.loaded as string[]).includes('metrics__cpu'))).toBe(true);
   });
 

@@ -157,7 +157,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
           groupsOffered: state.routing.groupsOffered,
           groupsLoaded: state.routing.groupsLoaded,
           reloads: state.routing.reloads,
-          skipped: state.routing.groupsOffered.filter((g) => !state.routing!.groupsLoaded.includes(g)),
+          // A group is skipped when none of its tools was ever loaded (as a group or one by one).
+          skipped: state.routing.groupsOffered.filter((g) => !(groups?.get(g) ?? []).some((t) => state.routing!.loaded.includes(t))),
           nudged: state.routing.nudged,
         }
       : undefined;
