@@ -264,8 +264,11 @@ function profileText(profiles: ProfileSummary[], service: string): string[] {
     out.push(`CPU profile ${p.file.replace(`${root}/`, '')}: ${fmt(p.totalMs / 1000, 1)} s, idle ${fmt(p.idleMs / 1000, 1)} s, busy ${fmt((p.totalMs - p.idleMs) / 1000, 1)} s`);
     out.push(`  self time by module (% of busy): ${p.byModule.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
     out.push(`  same, native and node: frames charged to their caller: ${p.byCaller.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
+    out.push(`  top self-time functions:`);
     out.push(`  ${'self ms'.padStart(9)} ${'%busy'.padStart(6)}  function`);
     for (const t of p.top) out.push(`  ${fmt(t.selfMs, 0).padStart(9)} ${fmt(t.pct, 1).padStart(6)}  ${t.fn}  ${t.where}`);
+    out.push(`  self time charged to the nearest Bosun function on the stack (which Bosun code causes it):`);
+    for (const t of p.byBosunFrame) out.push(`  ${fmt(t.selfMs, 0).padStart(9)} ${fmt(t.pct, 1).padStart(6)}  ${t.frame}`);
   }
   return out;
 }

@@ -27,6 +27,11 @@ export interface ProfileSummary {
    * calling package or workspace: who causes the time.
    */
   byCaller: { module: string; selfMs: number; pct: number }[];
+  /**
+   * Self time charged to the nearest Bosun frame (libs/*, services/*) on the synchronous stack:
+   * which Bosun function causes it; otherwise to the outermost package on the stack.
+   */
+  byBosunFrame: { frame: string; selfMs: number; pct: number }[];
 }
 
 /** Every .cpuprofile under `dir`, recursively. */
@@ -78,6 +83,23 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
     }
     return '(no JS caller: event loop)';
   };
+  const byBosunFrame = new Map<string, number>();
+  const bosunFrameOf = (node: CpuProfileNode): string => {
+    for (let n: CpuProfileNode | undefined = node; n; n = parent.get(n.id)) {
+      const m = moduleOf(n.callFrame.url, n.callFrame.functionName, root);
+      if (m.startsWith('libs/') || m.startsWith('services/')) {
+        const file = n.callFrame.url.replace(/^file:\/\//, '').replace(`${root}/`, '').replace('/dist/', '/');
+        return `${n.callFrame.functionName || '(anonymous)'} ${file}:${n.callFrame.lineNumber + 1}`;
+      }
+    }
+    // No Bosun frame: name the outermost package on the stack, the one that started the work.
+    let outer: string | undefined;
+    for (let n: CpuProfileNode | undefined = node; n; n = parent.get(n.id)) {
+      const m = moduleOf(n.callFrame.url, n.callFrame.functionName, root);
+      if (m !== 'node: internals' && m !== '(native)' && m !== '(root)') outer = m;
+    }
+    return `${outer ?? '(no JS caller: event loop)'} (no Bosun frame on the stack)`;
+  };
   let idleMs = 0;
   for (const node of profile.nodes) {
     const hits = node.hitCount ?? 0;
@@ -99,6 +121,8 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
     byModule.set(mod, (byModule.get(mod) ?? 0) + ms);
     const caller = callerOf(node);
     byCaller.set(caller, (byCaller.get(caller) ?? 0) + ms);
+    const frame = bosunFrameOf(node);
+    byBosunFrame.set(frame, (byBosunFrame.get(frame) ?? 0) + ms);
   }
   const busy = Math.max(1e-9, totalMs - idleMs);
   return {
@@ -117,5 +141,9 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
       .sort((a, b) => b[1] - a[1])
       .slice(0, 12)
       .map(([module, selfMs]) => ({ module, selfMs, pct: (100 * selfMs) / busy })),
+    byBosunFrame: [...byBosunFrame.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 15)
+      .map(([frame, selfMs]) => ({ frame, selfMs, pct: (100 * selfMs) / busy })),
   };
 }

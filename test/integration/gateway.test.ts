@@ -173,6 +173,17 @@ describe('tool gateway against real MCP servers', () => {
     expect(again.error).toMatch(/^IN DOUBT/);
   });
 
+  it('declares a mutating call in doubt when its server dies before answering', async () => {
+    const hang = gateway.servers.find((s) => s.name === 'hang')!;
+    await hang.connect();
+    const pending = call('k-died-mid-call', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-2xk8p' });
+    await new Promise((r) => setTimeout(r, 300));
+    process.kill(hang.pid!, 'SIGKILL');
+    const result = await pending;
+    expect(result.error).toMatch(/^IN DOUBT: .*its connection failed before the answer came/);
+    await collector.waitFor((e) => e.type === 'tool.in_doubt' && e.data.key === 'k-died-mid-call', 10_000);
+  });
+
   it('reconnects to a stdio server that died, on the next call', async () => {
     const demo = gateway.servers.find((s) => s.name === 'demo')!;
     const pid = demo.pid;

@@ -240,7 +240,7 @@ function durationSeconds(v: unknown): number {
   return consumed === s && s !== '' ? total : NaN;
 }
 
-/** `${VAR}` placeholders without a default in the config's mcpServers: every service needs them. */
+/** `${VAR}` placeholders without a default in the config's mcpServers (only the gateway resolves them; checked everywhere, to be safe). */
 function requiredPlaceholders(config: Obj): string[] {
   const out = new Set<string>();
   for (const server of Object.values((config.mcpServers ?? {}) as Obj)) {

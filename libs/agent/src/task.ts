@@ -291,8 +291,9 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
     // Tool calls. Each carries an idempotency key from its place in the run, so a resumed
     // task sends the same keys and the gateway answers repeats from its record.
-    state.toolRounds++;
     const step = state.step;
+    // A round resumed after a crash was already counted when it was first saved.
+    if (!(state.pending?.kind === 'tools' && state.pending.step === step)) state.toolRounds++;
     state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
     await checkpoints.save(ckptId, state);
     const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline - Date.now()));

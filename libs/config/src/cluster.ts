@@ -182,7 +182,8 @@ const Workers = z
   .object({
     lockDurationMs: z.number().int().min(1_000).default(10_000),
     stalledIntervalMs: z.number().int().min(500).default(5_000),
-    maxStalledCount: z.number().int().nonnegative().max(100).default(2),
+    // At least 1: a lost job must come back once, or a tool call lost mid-flight could never be found in doubt.
+    maxStalledCount: z.number().int().min(1).max(100).default(2),
   })
   .strict();
 
@@ -270,6 +271,7 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   const config = parsed.data;
   const names = Object.keys(config.specialists);
   if (names.length === 0) throw new ConfigError(`${file}: specialists: at least one specialist is required`);
+  if (names.includes('mcp-client')) throw new ConfigError(`${file}: specialists.mcp-client: the name is reserved for clients of the gateway's MCP face`);
   for (const [reason, targets] of Object.entries(config.coordinator.routes)) {
     for (const t of targets) {
       if (!config.specialists[t]) {

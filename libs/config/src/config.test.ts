@@ -161,6 +161,12 @@ describe('config errors name the field', () => {
     expect(demo.env.TOKEN).toBe('Bearer t0k');
   });
 
+  it('reserves the specialist name mcp-client for the gateway MCP face', () => {
+    const raw = minimal();
+    raw.specialists['mcp-client'] = raw.specialists.kubernetes;
+    expect(configError(raw, {}).message).toContain('specialists.mcp-client: the name is reserved');
+  });
+
   it('leaves server values unresolved for services that do not connect to servers', () => {
     const raw = minimal();
     raw.mcpServers.demo.env = { TOKEN: 'Bearer ${DEMO_TOKEN}' };

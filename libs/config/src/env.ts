@@ -20,7 +20,7 @@ export interface BosunEnv {
   readonly geminiApiKey: string | undefined;
   /** `LOG_LEVEL`, default `info`. */
   readonly logLevel: string;
-  /** `BOSUN_STREAM_REPLICAS`: replicas of the runs stream, default 1 (3 on a NATS cluster). */
+  /** `BOSUN_STREAM_REPLICAS`: replicas of the runs stream, default 1; set it (e.g. 3) on a NATS cluster. */
   readonly streamReplicas: number;
 }
 

@@ -174,7 +174,7 @@ export class Coordinator {
           state.phase = 'done';
           await this.deps.checkpoints.save(ckptId, state);
           const answer = `${this.merge(incident, state)}\n\nThe run reached its deadline (${state.deadlineAt}) before it was complete.`;
-          return await this.finish(ckptId, incident, state, answer);
+          return await this.finish(ckptId, incident, state, answer, { deadlineReached: true });
         }
         if (state.phase === 'waiting') {
           // Park until every child has finished; BullMQ requeues this job then.
@@ -520,7 +520,7 @@ export class Coordinator {
     return lines.join('\n');
   }
 
-  private async finish(ckptId: string, incident: Incident, state: RunCheckpoint, answer: string): Promise<RunResult> {
+  private async finish(ckptId: string, incident: Incident, state: RunCheckpoint, answer: string, options: { deadlineReached?: boolean } = {}): Promise<RunResult> {
     const specialists = this.outcomes(state);
     const degraded = specialists.filter((s) => s.status !== 'completed' || isStalled(s.output)).length;
     const result: RunResult = {
@@ -528,7 +528,8 @@ export class Coordinator {
       runId: state.runId,
       incidentId: incident.id,
       // Route mode with nobody to ask has checked nothing; a delegating model may answer alone.
-      status: state.delegations.length === 0 && state.mode === 'route' ? 'failed' : degraded > 0 ? 'partial' : 'completed',
+      status:
+        state.delegations.length === 0 && state.mode === 'route' ? 'failed' : degraded > 0 || options.deadlineReached ? 'partial' : 'completed',
       answer,
       specialists,
       stalled: degraded,

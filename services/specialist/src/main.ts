@@ -42,7 +42,8 @@ runService({
           events: rt.events,
           deadLetters: rt.deadLetters,
           log,
-          toolTimeoutMs: config.gateway.callTimeoutMs + 30_000,
+          // Longer than any call the gateway may make, so the gateway's own timeout answers first.
+          toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
           shouldYield: () => draining,
           approvals,
           policy: {

@@ -10,7 +10,7 @@ import {
 } from '@bosun/contract';
 import { decideCall, isReadOnlyTool, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
 import { ApprovalStore, callFingerprint, keys, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
-import { McpServerConnection } from './mcp.js';
+import { CallNotSentError, McpServerConnection } from './mcp.js';
 
 /** The ports of the gateway. */
 export interface GatewayDeps {
@@ -214,15 +214,17 @@ export class ToolGateway {
       const durationMs = Date.now() - started;
       const message = err instanceof Error ? err.message : String(err);
       const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
-      if (timedOut && !readOnly) {
-        // The server may have applied the change: we cannot know, so we say so.
+      // Sent, and then the answer was lost (timeout, connection closed, transport failure): the
+      // server may have applied the change. A JSON-RPC error reply, or a call never sent, is not.
+      const outcomeUnknown = !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
+      if (outcomeUnknown && !readOnly) {
         await redis.hset(recordKey, { state: 'inflight' });
         this.audit(call, 'in-doubt', approval);
-        return this.inDoubt(call, tool, false, `timed out after ${durationMs} ms`);
+        return this.inDoubt(call, tool, false, timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`, true);
       }
       log.warn({ key: call.key, tool: call.tool, err: message }, 'tool call failed');
       if (!readOnly) this.audit(call, 'error', approval);
-      return fail(timedOut ? `timed out after ${config.gateway.callTimeoutMs} ms` : message, durationMs);
+      return fail(timedOut ? `timed out after ${durationMs} ms` : message, durationMs);
     }
   }
 
@@ -265,7 +267,7 @@ export class ToolGateway {
       .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 
-  private async inDoubt(call: ToolCallJob, tool: CatalogTool, known: boolean, why = 'the gateway stopped before it recorded the result'): Promise<ToolCallResult> {
+  private async inDoubt(call: ToolCallJob, tool: CatalogTool, known: boolean, why = 'the gateway stopped before it recorded the result', audited = false): Promise<ToolCallResult> {
     const { redis, prefix, events, deadLetters, log } = this.deps;
     const recordKey = keys.toolCall(prefix, call.key);
     const error =
@@ -273,6 +275,8 @@ export class ToolGateway {
       'Whether it took effect is unknown. It will not be retried automatically; an operator must resolve it. ' +
       'Do not assume it succeeded or failed.';
     if (!known) {
+      // Found in flight after a crash: the gateway that sent it could not audit the outcome.
+      if (!audited) this.audit(call, 'in-doubt');
       await redis.hset(recordKey, { state: 'in-doubt' });
       log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
       events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: call.args, server: tool.server } });

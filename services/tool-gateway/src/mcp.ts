@@ -5,6 +5,14 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { TOOL_NAMESPACE_SEPARATOR, type CatalogTool } from '@bosun/contract';
 import type { Logger, McpServerConfig } from '@bosun/config';
 
+/** A call that never reached its server (no connection): its effect certainly did not happen. */
+export class CallNotSentError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'CallNotSentError';
+  }
+}
+
 /** The text and structured parts of an MCP tool result. */
 export interface McpCallOutcome {
   isError: boolean;
@@ -116,7 +124,12 @@ export class McpServerConnection {
     args: Record<string, unknown>,
     options: { timeoutMs: number; maxChars: number; onProgress?: (p: { progress: number; total?: number; message?: string }) => void },
   ): Promise<McpCallOutcome> {
-    const client = await this.connect();
+    let client: Client;
+    try {
+      client = await this.connect();
+    } catch (err) {
+      throw new CallNotSentError((err as Error).message, { cause: err });
+    }
     const result = await client.callTool({ name: remoteName, arguments: args }, undefined, {
       timeout: options.timeoutMs,
       // Progress is forwarded to observers; it does not extend the per-call timeout.
