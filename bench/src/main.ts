@@ -27,7 +27,7 @@ import {
 } from './scenarios.js';
 import { abort, fmt, note } from './util.js';
 
-const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--profile <service>]
+const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery)
   --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)

@@ -177,7 +177,6 @@ class IncidentClient {
       }
       const publishMs = performance.now() - t0;
       let lastNote = performance.now();
-      let byCount = false;
       while (pending.size > 0) {
         checkAbort();
         if (performance.now() - t0 > timeoutMs) break;
@@ -187,7 +186,6 @@ class IncidentClient {
         if ((counts.completed ?? 0) + (counts.failed ?? 0) >= ids.length && pending.size > 0) {
           // Events were missed (stream trimmed): the counts are authoritative.
           note(`${pending.size} completions not seen as events; using the job counts`);
-          byCount = true;
           failed = counts.failed ?? 0;
           statuses.unknown = (statuses.unknown ?? 0) + pending.size;
           pending.clear();
@@ -198,7 +196,6 @@ class IncidentClient {
           note(`${options.label ?? 'bulk'}: ${ids.length - pending.size}/${ids.length} finished after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
         }
       }
-      void byCount;
       const timedOut = pending.size > 0;
       return {
         wallMs: (timedOut ? performance.now() : lastAt) - t0,
