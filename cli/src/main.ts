@@ -39,10 +39,11 @@ Usage:
   bosun dlq [list] [--json] [--kind <kind>]
                                     list the dead-letter queue, newest first
   bosun dlq show <jobId>            print one dead-letter entry (JSON)
-  bosun dlq retry <jobId>           re-runs the incident of a stall/timeout/failure entry as a new
-                                    incident <id>-retry<n>; prints its run id (the entry stays,
-                                    linked to it). Poison input must be fixed and published with
-                                    bosun publish; in-doubt calls are resolved with bosun ack
+  bosun dlq retry <jobId>           re-runs the work of a stall/timeout/failure entry: the one
+                                    specialist task inside its run if the run is still open, else
+                                    the incident as a new incident <id>-retry<n>; prints the run id
+                                    (the entry stays, linked to it). Poison input must be fixed and
+                                    published with bosun publish; in-doubt calls: bosun ack
   bosun dlq drop <jobId>            remove one entry (the only way an entry leaves the queue)
   bosun runs show <runId> [--json]  a run's state from its checkpoints: delegations, pending steps,
                                     tool calls, and the calls in doubt
@@ -259,7 +260,8 @@ async function main(argv: string[]): Promise<number> {
             } else {
               const r = await retryDeadLetter(deps, id);
               if (r.previous) process.stderr.write(`note: entry ${id} was already retried as ${r.previous.incidentId} (run ${r.previous.runId})\n`);
-              process.stderr.write(`re-running incident ${r.originalIncidentId} as ${r.incidentId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`);
+              if (r.taskId) process.stderr.write(`retrying ${r.taskId} inside the open run ${r.runId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`);
+              else process.stderr.write(`re-running incident ${r.originalIncidentId} as ${r.incidentId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`);
               process.stdout.write(`${r.runId}\n`);
             }
             return 0;

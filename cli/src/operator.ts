@@ -69,6 +69,8 @@ export interface Resolution {
 export interface RetriedAs {
   incidentId: string;
   runId: string;
+  /** Set when one delegation was retried inside its (still open) run. */
+  taskId?: string;
   at: string;
 }
 
@@ -173,6 +175,8 @@ export interface RetryOutcome {
   originalIncidentId: string;
   incidentId: string;
   runId: string;
+  /** Set when one delegation was retried inside its open run rather than the incident re-run. */
+  taskId?: string;
   at: string;
   /** Earlier retries of the same entry, when there were any (the last one). */
   previous?: RetriedAs;
@@ -221,6 +225,10 @@ export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promis
     const originalId = str(data.incidentId);
     if (!originalId) throw new OperatorError(`dead letter ${jobId} names no incident: there is nothing to re-run`, 2);
 
+    // One specialist's part of a run that is still open: the coordinator delegates it again.
+    const inRun = await retryInOpenRun(deps, data, jobId, job);
+    if (inRun) return inRun;
+
     const original = await Job.fromId(incidents, originalId);
     // A run failure also carries the incident in `input`: use it when the job is gone.
     const source: unknown = original?.data ?? data.input;
@@ -245,6 +253,58 @@ export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promis
   } finally {
     await Promise.all([dlq.close(), incidents.close()]);
   }
+}
+
+/**
+ * Retries the failed delegation named by a dead letter inside its run, when the run is still
+ * open (parked, waiting for other specialists): asks the coordinator (through its timers queue)
+ * and waits up to 15 s for the new delegation to appear in the run's checkpoint. Returns null
+ * when the run is closed, so the caller re-runs the incident instead.
+ */
+async function retryInOpenRun(deps: OperatorDeps, data: Data, jobId: string, job: Job): Promise<RetryOutcome | null> {
+  const runId = str(data.runId);
+  const agent = str(data.agent);
+  const incidentId = str(data.incidentId);
+  if (!runId || !agent || !incidentId) return null;
+  const readRun = async (): Promise<{ result?: unknown; phase?: string; delegations?: { taskId: string; agent: string; retryOf?: string; result?: { status: string } }[] } | null> => {
+    const raw = await deps.redis.get(keys.checkpoint(deps.prefix, `run:${runId}`));
+    if (raw === null) return null;
+    try {
+      return JSON.parse(raw) as never;
+    } catch {
+      return null;
+    }
+  };
+  const run = await readRun();
+  if (!run || run.result !== undefined || run.phase !== 'waiting') return null;
+  // The entry names its task; the run's checkpoint may not hold its result yet (the coordinator
+  // collects results when every child has finished).
+  const taskId = str(data.taskId);
+  const failed = (run.delegations ?? []).find(
+    (d) => d.taskId === taskId && d.agent === agent && d.result?.status !== 'completed' && !(run.delegations ?? []).some((r) => r.retryOf === d.taskId),
+  );
+  if (!failed) return null;
+  const timers = new Queue('coordinator-timers', { connection: deps.redis, prefix: deps.prefix });
+  try {
+    await timers.add('retry-task', { kind: 'retry-task', runId, taskId: failed.taskId }, { jobId: `retry-task-${failed.taskId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
+  } finally {
+    await timers.close();
+  }
+  const until = Date.now() + 15_000;
+  while (Date.now() < until) {
+    const now = await readRun();
+    const retry = now?.delegations?.find((d) => d.retryOf === failed.taskId);
+    if (retry) {
+      const at = new Date().toISOString();
+      const retriedAs: RetriedAs = { incidentId, runId, taskId: retry.taskId, at };
+      const { id: _id, ...stored } = data;
+      await job.updateData({ ...stored, retriedAs });
+      return { deadLetterId: jobId, originalIncidentId: incidentId, incidentId, runId, taskId: retry.taskId, at };
+    }
+    if (now?.result !== undefined) return null;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new OperatorError(`run ${runId} is open, but no coordinator took the retry of ${failed.taskId} within 15 s: is a coordinator running under BOSUN_PREFIX=${deps.prefix}?`, 1);
 }
 
 /** Adds `resolution` to the in-doubt dead letter of a tool call. Returns its id, or null when there is none. */

@@ -461,7 +461,7 @@ async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAge
     data: { taskId: job.taskId, kind, reason, marker: STALL_MARKER, lastWords },
   });
   await deps.deadLetters.add(
-    { kind, runId: job.runId, incidentId: job.incidentId, agent: spec.name, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
+    { kind, runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
     `${kind}-${job.taskId}`,
   );
   deps.log.warn({ taskId: job.taskId, kind, reason }, 'task incomplete');
@@ -479,7 +479,7 @@ async function failTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, 
     data: { taskId: job.taskId, reason, marker: STALL_MARKER },
   });
   await deps.deadLetters.add(
-    { kind: 'failure', runId: job.runId, incidentId: job.incidentId, agent: spec.name, reason, lastWords, attempts: attempt },
+    { kind: 'failure', runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason, lastWords, attempts: attempt },
     `failure-${job.taskId}`,
   );
   deps.log.warn({ taskId: job.taskId, reason }, 'task failed');

@@ -146,6 +146,8 @@ export const DeadLetter = z.object({
   runId: z.string().optional(),
   incidentId: z.string().optional(),
   agent: z.string().optional(),
+  /** The delegation (task) the entry is about, for stalls, timeouts and failures of one. */
+  taskId: z.string().optional(),
   reason: z.string(),
   marker: z.string(),
   lastWords: z.string().optional(),
@@ -156,7 +158,7 @@ export const DeadLetter = z.object({
   /** Set by `bosun ack` on an in-doubt entry: what the operator decided. */
   resolution: z.object({ action: z.string(), by: z.string(), at: z.string() }).optional(),
   /** Set by `bosun dlq retry`: the incident that re-runs this work. */
-  retriedAs: z.object({ incidentId: z.string(), runId: z.string(), at: z.string() }).optional(),
+  retriedAs: z.object({ incidentId: z.string(), runId: z.string(), taskId: z.string().optional(), at: z.string() }).optional(),
 });
 export type DeadLetter = z.infer<typeof DeadLetter>;
 

@@ -38,6 +38,8 @@ const Delegation = z.object({
   /** The model's call id, in delegate mode. */
   callId: z.string().optional(),
   task: z.string(),
+  /** The delegation this one retries (an operator's `bosun dlq retry`); it supersedes that one. */
+  retryOf: z.string().optional(),
   /** When this delegation times out (ISO). */
   deadlineAt: z.string().optional(),
   /** Filled once the child job has finished (or could not be created). */
@@ -68,7 +70,8 @@ type RunCheckpoint = z.infer<typeof RunCheckpointSchema>;
 export const TIMERS_QUEUE = 'coordinator-timers';
 
 const TimerJob = z.object({
-  kind: z.enum(['task-deadline', 'run-deadline']),
+  /** `retry-task`: an operator's `bosun dlq retry` of one delegation of a run still open. */
+  kind: z.enum(['task-deadline', 'run-deadline', 'retry-task']),
   runId: z.string(),
   taskId: z.string().optional(),
 });
@@ -353,7 +356,7 @@ export class Coordinator {
         const reason = `unknown specialist "${d.agent}" (known: ${Object.keys(config.specialists).join(', ')})`;
         d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output: stallText(d.agent, '', reason), attempts: 0, error: reason };
         events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
-        await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: incident.id, agent: d.agent, reason, attempts: 0 }, `failure-${d.taskId}`);
+        await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: incident.id, agent: d.agent, taskId: d.taskId, reason, attempts: 0 }, `failure-${d.taskId}`);
         continue;
       }
       d.deadlineAt ??= new Date(Date.now() + spec.deadlineMs).toISOString();
@@ -375,7 +378,7 @@ export class Coordinator {
         removeOnComplete: { age: 7 * 24 * 3600 },
         removeOnFail: { age: 7 * 24 * 3600 },
       });
-      events.emit({ type: 'agent.delegated', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, task: d.task, round: d.round } });
+      events.emit({ type: 'agent.delegated', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, task: d.task, round: d.round, ...(d.retryOf ? { retryOf: d.retryOf } : {}) } });
     }
   }
 
@@ -435,7 +438,7 @@ export class Coordinator {
       agent: d.agent,
       data: { taskId: d.taskId, kind, reason, marker: STALL_MARKER },
     });
-    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason, lastWords, attempts }, `${kind}-${d.taskId}`);
+    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason, lastWords, attempts }, `${kind}-${d.taskId}`);
   }
 
   /** A delegation past its deadline: INCOMPLETE `timeout`, and the specialist is told to stop. */
@@ -447,7 +450,7 @@ export class Coordinator {
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'stalled', output, attempts, error: reason, lastWords };
     await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
     this.deps.events.emit({ type: 'agent.stalled', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, kind: 'timeout', reason, marker: STALL_MARKER } });
-    await this.deps.deadLetters.add({ kind: 'timeout', runId: state.runId, incidentId: state.incidentId, agent: d.agent, reason: `${d.agent} ${reason}`, lastWords, attempts }, `timeout-${d.taskId}`);
+    await this.deps.deadLetters.add({ kind: 'timeout', runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: `${d.agent} ${reason}`, lastWords, attempts }, `timeout-${d.taskId}`);
   }
 
   /**
@@ -466,6 +469,7 @@ export class Coordinator {
     const parent = await Job.fromId(this.incidents, state.jobId);
     // Only a parked run may be changed from here; an active one is being handled by its processor.
     if (!parent || (await parent.getState()) !== 'waiting-children') return;
+    if (timer.kind === 'retry-task') return this.retryDelegation(parent, ckptId, state, timer.taskId ?? '');
     const due = state.delegations.filter((d) => !d.result && (timer.kind === 'run-deadline' || d.taskId === timer.taskId));
     const release: Job[] = [];
     for (const d of due) {
@@ -496,8 +500,35 @@ export class Coordinator {
     state.messages.push({ role: 'tool', responses });
   }
 
+  /**
+   * Hands one delegation of a parked run to its specialist again, as a new child of the run; the
+   * new delegation supersedes the old one in the answer and the run result.
+   */
+  private async retryDelegation(parent: Job, ckptId: string, state: RunCheckpoint, taskId: string): Promise<void> {
+    const old = state.delegations.find((d) => d.taskId === taskId);
+    // Its child may have finished without being collected yet; only a completed part is not retried.
+    if (!old || old.result?.status === 'completed' || state.delegations.some((d) => d.retryOf === taskId)) return;
+    const incident = Incident.safeParse(parent.data);
+    if (!incident.success) return;
+    state.delegations.push({
+      taskId: taskIdFor(state.runId, state.delegations.length, old.agent),
+      agent: old.agent,
+      round: state.round,
+      task: old.task,
+      retryOf: old.taskId,
+    });
+    await this.deps.checkpoints.save(ckptId, state);
+    await this.dispatch(parent, incident.data, state);
+    await this.deps.checkpoints.save(ckptId, state);
+  }
+
+  /** Delegations that count: a retried one is superseded by its retry. */
+  private current(state: RunCheckpoint): Delegation[] {
+    return state.delegations.filter((d) => !state.delegations.some((r) => r.retryOf === d.taskId));
+  }
+
   private outcomes(state: RunCheckpoint): SpecialistOutcome[] {
-    return state.delegations.map((d) => ({
+    return this.current(state).map((d) => ({
       name: d.agent,
       status: d.result?.status ?? 'failed',
       output: d.result?.output ?? null,
@@ -509,13 +540,13 @@ export class Coordinator {
   private merge(incident: Incident, state: RunCheckpoint): string {
     const lines = [`Incident ${incident.id} (${incident.reason}, ${incident.severity}): ${incident.summary}`];
     if (state.delegations.length === 0) lines.push('No specialist covers this incident; nothing was checked.');
-    for (const d of state.delegations) {
+    for (const d of this.current(state)) {
       const r = d.result;
       const status = r?.status ?? 'failed';
       lines.push('', `## ${d.agent} — ${status === 'completed' ? 'completed' : `INCOMPLETE (${status})`}`);
       lines.push(describeOutput(r?.output));
     }
-    const incomplete = state.delegations.filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
+    const incomplete = this.current(state).filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
     if (incomplete.length > 0) lines.push('', `Not checked: ${incomplete.join(', ')}. Treat those parts as unknown, not as clean.`);
     return lines.join('\n');
   }
