@@ -1,27 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, STALL_MARKER, isStalled, runIdFor, specialistQueue, type DeadLetter, type IncidentInput } from '@bosun/contract';
-import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+import { Queue } from 'bullmq';
+import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
+import { TestCluster, demoConfig, openClient, openContext, startService, writeConfig, type Client, type TestContext } from '../helpers/index.js';
 
 // Chaos 3 and 4: the coordinator dies while runs wait for specialists; specialist tasks that
 // never answer (a hanging tool, a process that keeps dying) become INCOMPLETE results in time.
 
 let ctx: TestContext;
 let cluster: TestCluster;
-let incidents: Queue;
-let deadLetters: Queue;
-let queueEvents: QueueEvents;
-let events: EventCollector;
+let client: Client;
 let env: Record<string, string>;
-
-async function publish(incident: IncidentInput) {
-  const job = await incidents.add('incident', incident, { jobId: incident.id });
-  return { job, runId: runIdFor(incident.id, job.timestamp) };
-}
-
-async function dlq(runId: string): Promise<DeadLetter[]> {
-  return (await deadLetters.getWaiting(0, 1000)).map((j) => j.data as DeadLetter).filter((d) => d.runId === runId);
-}
 
 beforeAll(async () => {
   ctx = await openContext('chaos-coord');
@@ -34,19 +22,11 @@ beforeAll(async () => {
   config.specialists.kubernetes.retries = 0;
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
   cluster = await TestCluster.start(env, { specialists: 1 });
-  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  incidents.setMaxListeners(0);
-  deadLetters = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-  await queueEvents.waitUntilReady();
-  events = new EventCollector(ctx.nats, ctx.prefix);
+  client = await openClient(ctx);
 });
 
 afterAll(async () => {
-  events?.close();
-  await queueEvents?.close();
-  await incidents?.close();
-  await deadLetters?.close();
+  await client?.close();
   await cluster?.stop();
   await ctx?.close();
 });
@@ -54,7 +34,7 @@ afterAll(async () => {
 describe('the coordinator dies while runs wait', () => {
   it('finishes the run after a restart, without delegating twice', async () => {
     const plan = [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }];
-    const { job, runId } = await publish({
+    const { job, runId } = await client.publish({
       id: 'coord-kill',
       source: 'chaos',
       reason: 'ErrorRateHigh',
@@ -62,17 +42,17 @@ describe('the coordinator dies while runs wait', () => {
       labels: { service: 'checkout' },
       payload: { fake: { calls: { kubernetes: plan, database: [{ tool: 'demo__get_metrics', args: { service: 'checkout' } }] } } },
     });
-    await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     expect(await job.getState()).toBe('waiting-children');
     cluster.get('coordinator').kill('SIGKILL');
     await cluster.get('coordinator').exited;
     const restarted = cluster.add(startService('coordinator', env));
     await restarted.ready();
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(result.specialists.map((s) => s.name).sort()).toEqual(['database', 'kubernetes']);
-    await events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
-    const run = events.forRun(runId);
+    await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
+    const run = client.events.forRun(runId);
     expect(run.filter((e) => e.type === 'agent.delegated')).toHaveLength(2);
     expect(run.filter((e) => e.type === 'run.started')).toHaveLength(1);
     for (const agent of ['kubernetes', 'database']) {
@@ -87,7 +67,7 @@ describe('the coordinator dies while runs wait', () => {
 describe('a specialist task that never answers', () => {
   it('turns a hanging tool into an INCOMPLETE timeout within the deadline, and the run ends partial', async () => {
     const started = Date.now();
-    const { job, runId } = await publish({
+    const { job, runId } = await client.publish({
       id: 'hang-1',
       source: 'chaos',
       reason: 'HighLatency',
@@ -95,7 +75,7 @@ describe('a specialist task that never answers', () => {
       labels: { service: 'payments' },
       payload: { fake: { calls: { database: [{ tool: 'demo__get_logs', args: { service: 'payments' } }] } } },
     });
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     const elapsed = Date.now() - started;
     expect(result.status).toBe('partial');
     expect(result.stalled).toBe(1);
@@ -103,14 +83,14 @@ describe('a specialist task that never answers', () => {
     expect(isStalled(result.specialists[0]!.output)).toBe(true);
     // The deadline is 5 s; the coordinator's backstop fires 5 s after it.
     expect(elapsed).toBeLessThan(5_000 + 5_000 + 5_000);
-    const entries = await dlq(runId);
+    const entries = await client.deadLetters(runId);
     expect(entries).toEqual([expect.objectContaining({ kind: 'timeout', agent: 'database', marker: STALL_MARKER })]);
-    const stalled = await events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled', 5_000);
+    const stalled = await client.events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled', 5_000);
     expect(stalled.data.kind).toBe('timeout');
   });
 
   it('turns a task whose process keeps dying into an INCOMPLETE result once it is lost more than the stalled-job limit', async () => {
-    const { job, runId } = await publish({
+    const { job, runId } = await client.publish({
       id: 'dying-1',
       source: 'chaos',
       reason: 'PodCrashLooping',
@@ -124,7 +104,7 @@ describe('a specialist task that never answers', () => {
       while (!finished && kills < 6) {
         const since = Date.now();
         try {
-          await events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) >= since, 20_000);
+          await client.events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) >= since, 20_000);
         } catch {
           return;
         }
@@ -136,14 +116,14 @@ describe('a specialist task that never answers', () => {
         await cluster.add(startService('specialist', env, { name: `specialist-d${kills}` })).ready();
       }
     })();
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 90_000));
+    const result = await client.result(job, 90_000);
     finished = true;
     await killer;
     expect(kills).toBeGreaterThanOrEqual(2);
     expect(result.status).toBe('partial');
     expect(result.specialists[0]).toMatchObject({ name: 'kubernetes', status: 'stalled' });
     expect(isStalled(result.specialists[0]!.output)).toBe(true);
-    const entries = await dlq(runId);
+    const entries = await client.deadLetters(runId);
     expect(entries).toEqual([expect.objectContaining({ kind: 'stall', agent: 'kubernetes' })]);
     expect(entries[0]!.reason).toMatch(/stalled more than allowable limit/);
   }, 120_000);

@@ -1,9 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
-import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, callLog, demoConfig, openClient, openContext, startService, writeConfig, type CallLog, type Client, type TestContext } from '../helpers/index.js';
 
 // SIGTERM drains: a service stops taking work, finishes or hands back what it holds, exits 0,
 // and the next process resumes without an in-doubt call.
@@ -11,15 +8,11 @@ import { EventCollector, TestCluster, demoConfig, openContext, startService, wri
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
-let callLog: string;
-let incidents: Queue;
-let queueEvents: QueueEvents;
-let events: EventCollector;
+let toolLog: CallLog;
+let client: Client;
 
-function logged(): string[] {
-  if (!existsSync(callLog)) return [];
-  return readFileSync(callLog, 'utf8').split('\n').filter(Boolean).map((l) => (JSON.parse(l) as { tool: string }).tool);
-}
+/** The tools called so far, in order. */
+const logged = (): string[] => toolLog.calls().map((c) => c.tool);
 
 const plan = {
   fake: {
@@ -35,35 +28,28 @@ const plan = {
 
 beforeAll(async () => {
   ctx = await openContext('chaos-drain');
-  callLog = join(ctx.dir, 'calls.jsonl');
+  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
   const config = demoConfig();
   // This test is about crashes, not approvals: let the mutating tools run unasked.
   config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '1500' };
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '1500' };
   // Long locks: a resumption here must come from the hand-over, not from lock expiry.
   config.workers = { lockDurationMs: 60_000, stalledIntervalMs: 30_000, maxStalledCount: 2 };
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
   cluster = await TestCluster.start(env, { specialists: 1 });
-  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  incidents.setMaxListeners(0);
-  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-  await queueEvents.waitUntilReady();
-  events = new EventCollector(ctx.nats, ctx.prefix);
+  client = await openClient(ctx);
 });
 
 afterAll(async () => {
-  events?.close();
-  await queueEvents?.close();
-  await incidents?.close();
+  await client?.close();
   await cluster?.stop();
   await ctx?.close();
 });
 
 describe('SIGTERM drains', () => {
   it('a specialist hands its task back at the next step and exits 0; another resumes it at once', async () => {
-    const job = await incidents.add('incident', { id: 'drain-spec', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan }, { jobId: 'drain-spec' });
-    const runId = runIdFor('drain-spec', job.timestamp);
-    await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const { job, runId } = await client.publish({ id: 'drain-spec', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan });
+    await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const old = cluster.get('specialist-1');
     const t0 = Date.now();
     const status = await old.stop(30_000);
@@ -71,25 +57,24 @@ describe('SIGTERM drains', () => {
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(old.lines.some((l) => l.includes('handing the task back to the queue'))).toBe(true);
     cluster.add(startService('specialist', env, { name: 'specialist-2' }));
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged().filter((t) => t === 'restart_pod')).toHaveLength(1);
-    expect(events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
+    expect(client.events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
   });
 
   it('a gateway finishes its call in flight before exiting 0; nothing is in doubt', async () => {
     const before = logged().length;
-    const job = await incidents.add('incident', { id: 'drain-gw', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan }, { jobId: 'drain-gw' });
-    const runId = runIdFor('drain-gw', job.timestamp);
-    const started = await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const { job, runId } = await client.publish({ id: 'drain-gw', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan });
+    const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const status = await cluster.get('gateway').stop(30_000);
     expect(status.code).toBe(0);
     // The call in flight was finished and recorded before the gateway left.
     expect(await ctx.redis.hget(`${ctx.prefix}:toolcall:${String(started.data.key)}`, 'state')).toBe('done');
     await cluster.add(startService('gateway', env)).ready();
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged().slice(before)).toEqual(['get_pods', 'restart_pod', 'get_deployments']);
-    expect(events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
+    expect(client.events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
   });
 });

@@ -1,10 +1,6 @@
-import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, runIdFor, type DeadLetter } from '@bosun/contract';
-import { ENTRY, EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, callLog, demoConfig, openClient, openContext, runCli, startService, writeConfig, type CallLog, type TestContext } from '../helpers/index.js';
 
 // Chaos 2: the gateway is killed while a slow mutating call is in progress. Nobody knows whether
 // it took effect: it is declared in doubt, never re-sent automatically, shown to operators, and
@@ -13,31 +9,18 @@ import { ENTRY, EventCollector, TestCluster, demoConfig, openContext, startServi
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
-let callLog: string;
+let toolLog: CallLog;
 
-function logged(tool: string): number {
-  if (!existsSync(callLog)) return 0;
-  return readFileSync(callLog, 'utf8').split('\n').filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
-}
-
-function bosun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const logged = (tool: string) => toolLog.count(tool);
+const bosun = (args: string[]) => runCli(env, args);
 
 beforeAll(async () => {
   ctx = await openContext('chaos-gateway');
-  callLog = join(ctx.dir, 'calls.jsonl');
+  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
   const config = demoConfig();
   // This test is about crashes, not approvals: let the mutating tools run unasked.
   config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '4000' };
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
   config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
   cluster = await TestCluster.start(env, { specialists: 1 });
@@ -50,10 +33,7 @@ afterAll(async () => {
 
 describe('the gateway dies during a mutating call', () => {
   it('declares the call in doubt, does not call it again, and lets an operator retry it once', async () => {
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-    await queueEvents.waitUntilReady();
-    const events = new EventCollector(ctx.nats, ctx.prefix);
+    const client = await openClient(ctx);
     const incident = {
       id: 'gw-kill',
       source: 'chaos',
@@ -61,9 +41,8 @@ describe('the gateway dies during a mutating call', () => {
       summary: 'x',
       payload: { fake: { calls: { kubernetes: [{ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' } }] } } },
     };
-    const job = await incidents.add('incident', incident, { jobId: incident.id });
-    const runId = runIdFor(incident.id, job.timestamp);
-    const started = await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const { job, runId } = await client.publish(incident);
+    const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const key = String(started.data.key);
     // Wait until the MCP server has received the call, then kill the gateway mid-call.
     const until = Date.now() + 10_000;
@@ -74,17 +53,16 @@ describe('the gateway dies during a mutating call', () => {
     const gateway = cluster.add(startService('gateway', env));
     await gateway.ready();
 
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     // The run ends; the agent was told plainly that the effect is unknown.
     expect(result.specialists[0]?.status).toBe('completed');
     expect(JSON.stringify(result.specialists[0]?.output)).toContain('IN DOUBT');
-    const inDoubt = await events.waitFor((e) => e.runId === runId && e.type === 'tool.in_doubt', 10_000);
+    const inDoubt = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.in_doubt', 10_000);
     expect(inDoubt.data.key).toBe(key);
     // Not re-sent: the server saw it once.
     expect(logged('restart_pod')).toBe(1);
 
-    const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const entries = (await dlq.getWaiting(0, 100)).map((j) => j.data as DeadLetter).filter((d) => d.kind === 'in-doubt');
+    const entries = (await client.deadLetters()).filter((d) => d.kind === 'in-doubt');
     expect(entries).toEqual([expect.objectContaining({ runId, agent: 'kubernetes', input: expect.objectContaining({ key }) })]);
 
     const show = await bosun(['runs', 'show', runId]);
@@ -98,15 +76,12 @@ describe('the gateway dies during a mutating call', () => {
     const record = await ctx.redis.hgetall(`${ctx.prefix}:toolcall:${key}`);
     expect(record.state).toBe('done');
     expect(JSON.parse(record.result!)).toMatchObject({ status: 'ok', isError: false });
-    const resolved = (await dlq.getWaiting(0, 100)).map((j) => j.data as DeadLetter).find((d) => d.kind === 'in-doubt');
+    const resolved = (await client.deadLetters()).find((d) => d.kind === 'in-doubt');
     expect(resolved?.resolution).toMatchObject({ action: 'retry', by: 'chaos-test' });
     // Resolved once: a second retry is refused.
     expect((await bosun(['ack', key, '--retry'])).code).toBe(1);
     expect(logged('restart_pod')).toBe(2);
 
-    events.close();
-    await dlq.close();
-    await queueEvents.close();
-    await incidents.close();
+    await client.close();
   }, 120_000);
 });

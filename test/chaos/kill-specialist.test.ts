@@ -1,53 +1,37 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, runIdFor, specialistQueue } from '@bosun/contract';
-import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import { Queue } from 'bullmq';
+import { specialistQueue } from '@bosun/contract';
+import { TestCluster, callLog, demoConfig, openClient, openContext, startService, writeConfig, type CallLog, type Client, type ServiceProcess, type TestContext } from '../helpers/index.js';
 
 // Chaos 1: specialists are SIGKILLed mid-run, repeatedly. Every incident still completes, and
 // the mutating tool of a counting MCP server is called exactly once per intended call.
 
 let ctx: TestContext;
 let cluster: TestCluster;
-let incidents: Queue;
-let queueEvents: QueueEvents;
-let events: EventCollector;
-let callLog: string;
+let client: Client;
+let toolLog: CallLog;
 let env: Record<string, string>;
 
-function logged(tool: string): { args: Record<string, unknown> }[] {
-  if (!existsSync(callLog)) return [];
-  return readFileSync(callLog, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as { tool: string; args: Record<string, unknown> })
-    .filter((l) => l.tool === tool);
-}
+const logged = (tool: string) => toolLog.calls(tool);
 
 beforeAll(async () => {
   ctx = await openContext('chaos-kill');
-  callLog = join(ctx.dir, 'calls.jsonl');
+  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
   const config = demoConfig();
   // This test is about crashes, not approvals: let the mutating tools run unasked.
   config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '400' };
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '400' };
   // Fast failure detection for the test: a dead worker's jobs move on after 3 s.
   config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
   config.specialists.kubernetes.concurrency = 5;
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
   cluster = await TestCluster.start(env, { specialists: 2 });
-  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  incidents.setMaxListeners(0);
-  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-  await queueEvents.waitUntilReady();
-  events = new EventCollector(ctx.nats, ctx.prefix);
+  client = await openClient(ctx);
 });
 
 afterAll(async () => {
-  events?.close();
-  await queueEvents?.close();
-  await incidents?.close();
+  await client?.close();
   await cluster?.stop();
   await ctx?.close();
 });
@@ -70,21 +54,20 @@ describe('specialists killed mid-run', () => {
       labels: { service: 'checkout' },
       payload: { fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_logs', args: { service: 'checkout', lines: 5 } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } },
     };
-    const job = await incidents.add('incident', incident, { jobId: incident.id });
-    const runId = runIdFor(incident.id, job.timestamp);
-    const started = await events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
+    const { job, runId } = await client.publish(incident);
+    const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const holder = await specialistHolding(String(started.data.key).replace(/-s\d+-c\d+$/, ''));
     expect(holder).toBeDefined();
     const killedAt = Date.now();
     holder!.kill('SIGKILL');
-    const next = await events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) > killedAt, 30_000, 'next step after the kill');
+    const next = await client.events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) > killedAt, 30_000, 'next step after the kill');
     const recoveryMs = Date.parse(next.at) - killedAt;
     process.stdout.write(`[chaos] recovery after SIGKILL: ${recoveryMs} ms (lockDuration 3000 ms, stalledInterval 1000 ms)\n`);
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     // The tool call in flight at the kill was answered from the gateway's record, not sent twice.
     expect(logged('get_pods').filter((l) => l.args.service === 'checkout').length).toBeGreaterThanOrEqual(1);
-    const calls = events.forRun(runId).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
+    const calls = client.events.forRun(runId).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
     expect(new Set(calls).size).toBe(calls.length);
     expect(recoveryMs).toBeLessThan(15_000);
     cluster.add(startService('specialist', env, { name: 'specialist-r' }));
@@ -96,7 +79,7 @@ describe('specialists killed mid-run', () => {
     const before = logged('restart_pod').length;
     const jobs = await Promise.all(
       Array.from({ length: n }, (_, i) =>
-        incidents.add(
+        client.incidents.add(
           'incident',
           {
             id: `storm-${i}`,
@@ -136,7 +119,7 @@ describe('specialists killed mid-run', () => {
         await replacement.ready();
       }
     })();
-    const results = await Promise.all(jobs.map((j) => j.waitUntilFinished(queueEvents, 150_000).then((v) => RunResult.parse(v))));
+    const results = await Promise.all(jobs.map((j) => client.result(j, 150_000)));
     done = true;
     await killer;
     process.stdout.write(`[chaos] ${n} incidents, ${kills} specialist kills\n`);

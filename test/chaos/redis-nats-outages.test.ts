@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue } from 'bullmq';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
-import { OwnServer, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { OwnServer, TestCluster, demoConfig, openClient, openContext, replayRun, writeConfig, type TestContext } from '../helpers/index.js';
 
 // Chaos 5b: Redis restarts while runs are in flight (services reconnect, runs continue, none is
 // lost); NATS is unreachable (runs go on, events are buffered and published when it is back).
@@ -89,45 +88,22 @@ describe('NATS is unreachable', () => {
     cluster = await TestCluster.start(env, { specialists: 1 });
     await natsServer.stop();
 
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-    await queueEvents.waitUntilReady();
-    const job = await incidents.add('incident', { id: 'nats-down', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('search') }, { jobId: 'nats-down' });
-    const runId = runIdFor('nats-down', job.timestamp);
+    const client = await openClient(ctx);
+    const { job, runId } = await client.publish({ id: 'nats-down', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('search') });
     // The run does not wait for observers.
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
 
     await natsServer.start();
     nc = await connect({ servers: natsServer.url });
-    const js = jetstream(nc);
     // The services reconnect and flush what they buffered; the stream then holds the whole run.
-    const deadline = Date.now() + 30_000;
-    let types: string[] = [];
-    let seqs: number[] = [];
-    while (Date.now() < deadline) {
-      try {
-        const consumer = await js.consumers.get(`${ctx.prefix}-runs`, { filter_subjects: `${ctx.prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
-        const batch = await consumer.fetch({ max_messages: 200, expires: 1_000 });
-        // Each service flushes its own buffer when it reconnects: order by seq, as documented.
-        const got: { type: string; seq: number }[] = [];
-        for await (const m of batch) got.push(m.json<{ type: string; seq: number }>());
-        got.sort((a, b) => a.seq - b.seq);
-        types = got.map((e) => e.type);
-        seqs = got.map((e) => e.seq);
-        if (types.includes('run.completed') && seqs.length === seqs[seqs.length - 1]) break;
-      } catch {
-        // The stream may not be there yet.
-      }
-      await new Promise((r) => setTimeout(r, 300));
-    }
+    const { types, seqs } = await replayRun(nc, ctx.prefix, runId, { maxMessages: 200 });
     expect(types[0]).toBe('run.started');
     expect(types[types.length - 1]).toBe('run.completed');
     // Nothing lost: one sequence without gaps.
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     expect(types.filter((t) => t === 'tool.completed')).toHaveLength(3);
     expect(await ctx.redis.hget(`${ctx.prefix}:stats:events`, 'dropped')).toBeNull();
-    await queueEvents.close();
-    await incidents.close();
+    await client.close();
   }, 120_000);
 });

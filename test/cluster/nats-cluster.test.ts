@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { DeliverPolicy, jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
-import { NatsClusterServers, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { NatsClusterServers, TestCluster, demoConfig, openClient, openContext, replayRun, writeConfig, type Client, type TestContext } from '../helpers/index.js';
 
 // Bosun on a 3-node NATS cluster with JetStream and an R3 runs stream: killing one NATS node
 // during a run loses no event in the stream.
@@ -41,10 +39,9 @@ describe('NATS cluster', () => {
     config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '400' };
     const env = { ...ctx.env, NATS_URL: servers.url, BOSUN_STREAM_REPLICAS: '3', BOSUN_CONFIG: writeConfig(ctx, config) };
     const cluster = await TestCluster.start(env, { specialists: 1 });
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+    let client: Client | undefined;
     try {
-      await queueEvents.waitUntilReady();
+      client = await openClient(ctx);
       const jsm = await jetstreamManager(nc);
       const info = await jsm.streams.info(`${ctx.prefix}-runs`);
       expect(info.config.num_replicas).toBe(3);
@@ -54,40 +51,22 @@ describe('NATS cluster', () => {
         { tool: 'demo__get_deployments', args: { service: 'checkout' } },
         { tool: 'demo__get_metrics', args: { service: 'checkout' } },
       ];
-      const job = await incidents.add('incident', { id: 'nc-1', source: 'cluster', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: plan } } } }, { jobId: 'nc-1' });
-      const runId = runIdFor('nc-1', job.timestamp);
+      const { job, runId } = await client.publish({ id: 'nc-1', source: 'cluster', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: plan } } } });
       // Mid-run: kill the stream's leader node, the hardest case.
       await new Promise((r) => setTimeout(r, 700));
       const leader = (await jsm.streams.info(`${ctx.prefix}-runs`)).cluster?.leader ?? 'n0';
       await servers.kill(Number(leader.replace('n', '')));
-      const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+      const result = await client.result(job);
       expect(result.status).toBe('completed');
 
-      const js = jetstream(nc);
-      let seqs: number[] = [];
-      let types: string[] = [];
-      const deadline = Date.now() + 30_000;
-      while (Date.now() < deadline) {
-        try {
-          const consumer = await js.consumers.get(`${ctx.prefix}-runs`, { filter_subjects: `${ctx.prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
-          const got: { seq: number; type: string }[] = [];
-          for await (const m of await consumer.fetch({ max_messages: 500, expires: 1_000 })) got.push(m.json<{ seq: number; type: string }>());
-          got.sort((a, b) => a.seq - b.seq);
-          seqs = got.map((e) => e.seq);
-          types = got.map((e) => e.type);
-          if (types.includes('run.completed') && seqs.length === seqs[seqs.length - 1]) break;
-        } catch {
-          // A new stream leader may still be taking over.
-        }
-        await new Promise((r) => setTimeout(r, 300));
-      }
+      // A new stream leader may still be taking over: replayRun polls until the run is whole.
+      const { types, seqs } = await replayRun(nc, ctx.prefix, runId, { maxMessages: 500 });
       expect(types[0]).toBe('run.started');
       expect(types[types.length - 1]).toBe('run.completed');
       expect(types.filter((t) => t === 'tool.completed')).toHaveLength(4);
       expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     } finally {
-      await queueEvents.close();
-      await incidents.close();
+      await client?.close();
       await cluster.stop();
     }
   }, 120_000);

@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from 'ioredis';
-import { Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
-import { EventCollector, RedisClusterServers, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+import { RedisClusterServers, TestCluster, demoConfig, openClient, openContext, startService, writeConfig, type Client, type TestContext } from '../helpers/index.js';
 
 // Bosun on a real 3-master Redis Cluster, unchanged: the end-to-end run with a hash-tagged
 // prefix, and clear refusals of the two unsafe set-ups.
@@ -33,18 +31,15 @@ describe('Redis Cluster', () => {
   it('runs an incident end to end with a hash-tagged prefix', async () => {
     const env = { ...baseEnv, BOSUN_PREFIX: prefix };
     const cluster = await TestCluster.start(env, { specialists: 2 });
-    const events = new EventCollector(ctx.nats, prefix);
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
-    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: redis.duplicate(), prefix });
+    let client: Client | undefined;
     try {
-      await queueEvents.waitUntilReady();
-      const job = await incidents.add('incident', { id: 'rc-1', source: 'cluster', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } }, { jobId: 'rc-1' });
-      const runId = runIdFor('rc-1', job.timestamp);
-      const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+      client = await openClient(ctx, { connection: redis, prefix });
+      const { job, runId } = await client.publish({ id: 'rc-1', source: 'cluster', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } });
+      const result = await client.result(job);
       expect(result.status).toBe('partial');
       expect(result.specialists.find((s) => s.name === 'kubernetes')?.status).toBe('completed');
       expect(result.specialists.find((s) => s.name === 'database')?.status).toBe('stalled');
-      await events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
+      await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
       // Every key Bosun wrote sits in the prefix's one slot.
       const slot = await redis.cluster('KEYSLOT', `${prefix}:x`);
       let keys: string[] = [];
@@ -52,9 +47,7 @@ describe('Redis Cluster', () => {
       expect(keys.length).toBeGreaterThan(10);
       for (const k of keys.slice(0, 50)) expect(await redis.cluster('KEYSLOT', k)).toBe(slot);
     } finally {
-      events.close();
-      await queueEvents.close();
-      await incidents.close();
+      await client?.close();
       await cluster.stop();
     }
   }, 90_000);

@@ -42,7 +42,7 @@ describe('wire contract v1, from the documentation alone', () => {
 
     // Live subscription, before publishing.
     const live: WireEvent[] = [];
-    const sub = ctx.nats.subscribe(`${prefix}.runs.>`, { callback: (_err, msg) => live.push(msg.json<WireEvent>()) });
+    const sub = ctx.nats.subscribe(`${prefix}.runs.>`, { callback: (_err, msg) => void live.push(msg.json<WireEvent>()) });
 
     const incident = { id: 'contract-1', source: 'contract-test', reason: 'PodCrashLooping', summary: 'checkout restarting', severity: 'critical', labels: { service: 'checkout' } };
     const job = await incidents.add('incident', incident, { jobId: incident.id });

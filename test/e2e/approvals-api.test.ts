@@ -1,9 +1,7 @@
-import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Queue } from 'bullmq';
 import { ApprovalStore, type Approval } from '@bosun/transport';
-import { ENTRY, EventCollector, demoConfig, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import { EventCollector, demoConfig, freePort, openContext, runCli, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
 
 // Operator approvals of tool calls: the CLI (`bosun approvals`, `approve`, `deny`), the
 // coordinator's HTTP API (`GET /approvals`, `POST /approvals/<id>`) and `bosun audit`, against
@@ -18,42 +16,8 @@ let parked: Queue;
 let collector: EventCollector;
 let coordinator: ServiceProcess | undefined;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the bosun CLI as a user would and collects its output. */
-function bosun(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...ctx.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const t = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
-/** A free loopback port (bound and released). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+/** Runs the bosun CLI with the context's environment and `extraEnv`. */
+const bosun = (args: string[], extraEnv: Record<string, string> = {}, timeoutMs?: number) => runCli({ ...ctx.env, ...extraEnv }, args, undefined, timeoutMs);
 
 /** A pending approval of two proposed calls: [0] reads (no approval needed), [1] restarts (needs approval). */
 async function seed(id: string, runId: string): Promise<Approval> {

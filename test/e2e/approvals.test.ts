@@ -1,10 +1,9 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents, type Job } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, runIdFor, specialistQueue } from '@bosun/contract';
+import { Queue, type Job } from 'bullmq';
+import { specialistQueue } from '@bosun/contract';
 import { ApprovalStore, type Approval } from '@bosun/transport';
-import { EventCollector, TestCluster, demoConfig, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, callLog, demoConfig, openClient, openContext, startService, writeConfig, type CallLog, type Client, type TestContext } from '../helpers/index.js';
 
 // Human approval of mutating calls, with the services as separate processes: approve all,
 // approve some, deny, time out, and restart every process while an approval is pending.
@@ -14,36 +13,22 @@ const MARKER = 'An operator has APPROVED the following calls';
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
-let incidents: Queue;
-let queueEvents: QueueEvents;
-let events: EventCollector;
+let client: Client;
 let approvals: ApprovalStore;
-let callLog: string;
+let toolLog: CallLog;
 
-function logged(tool: string): Record<string, unknown>[] {
-  if (!existsSync(callLog)) return [];
-  return readFileSync(callLog, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as { tool: string; args: Record<string, unknown> })
-    .filter((l) => l.tool === tool)
-    .map((l) => l.args);
-}
+/** The arguments of each call of `tool` logged so far. */
+const logged = (tool: string): Record<string, unknown>[] => toolLog.calls(tool).map((c) => c.args);
 
 const restart = (reason: string) => ({ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason } });
 const rollback = { tool: 'demo__rollback_deployment', args: { service: 'checkout', toVersion: 'v41' } };
 
-async function publish(id: string, calls: { tool: string; args: Record<string, unknown> }[], parallel = false): Promise<{ job: Job; runId: string }> {
-  const job = await incidents.add(
-    'incident',
-    { id, source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: calls }, ...(parallel ? { parallel: ['kubernetes'] } : {}) } } },
-    { jobId: id },
-  );
-  return { job, runId: runIdFor(id, job.timestamp) };
+function publish(id: string, calls: { tool: string; args: Record<string, unknown> }[], parallel = false): Promise<{ job: Job; runId: string }> {
+  return client.publish({ id, source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: calls }, ...(parallel ? { parallel: ['kubernetes'] } : {}) } } });
 }
 
 async function requested(runId: string): Promise<Approval> {
-  const e = await events.waitFor((x) => x.runId === runId && x.type === 'approval.requested', 20_000, 'approval.requested');
+  const e = await client.events.waitFor((x) => x.runId === runId && x.type === 'approval.requested', 20_000, 'approval.requested');
   const a = await approvals.get(String(e.data.approvalId));
   expect(a).not.toBeNull();
   return a!;
@@ -71,27 +56,21 @@ async function userMessages(taskId: string): Promise<string[]> {
 
 beforeAll(async () => {
   ctx = await openContext('approvals');
-  callLog = join(ctx.dir, 'calls.jsonl');
+  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
   const config = demoConfig();
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog };
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path };
   // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
   config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
   config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
   cluster = await TestCluster.start(env, { specialists: 1 });
-  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  incidents.setMaxListeners(0);
-  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-  await queueEvents.waitUntilReady();
-  events = new EventCollector(ctx.nats, ctx.prefix);
+  client = await openClient(ctx);
   approvals = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
 });
 
 afterAll(async () => {
-  events?.close();
   await approvals?.close();
-  await queueEvents?.close();
-  await incidents?.close();
+  await client?.close();
   await cluster?.stop();
   await ctx?.close();
 });
@@ -105,7 +84,7 @@ describe('approvals', () => {
     await parked(a);
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-all')).toHaveLength(0);
     await approvals.decide(a.id, { approve: true, by: 'alice' });
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    const result = await client.result(job, 30_000);
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-all')).toHaveLength(1);
     const told = (await userMessages(a.taskId)).find((t) => t.startsWith(MARKER));
@@ -126,7 +105,7 @@ describe('approvals', () => {
     ]);
     await parked(a);
     await approvals.decide(a.id, { approve: true, only: [0], by: 'bob' });
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    const result = await client.result(job, 30_000);
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-some')).toHaveLength(1);
     expect(logged('rollback_deployment').filter((x) => x.service === 'search')).toHaveLength(0);
@@ -141,7 +120,7 @@ describe('approvals', () => {
     const a = await requested(runId);
     await parked(a);
     await approvals.decide(a.id, { approve: false, reason: 'change freeze until 18:00', by: 'carol' });
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    const result = await client.result(job, 30_000);
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-deny')).toHaveLength(0);
     const messages = await userMessages(a.taskId);
@@ -154,13 +133,13 @@ describe('approvals', () => {
     const t0 = Date.now();
     const { job, runId } = await publish('ap-timeout', [rollback]);
     const a = await requested(runId);
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+    const result = await client.result(job, 30_000);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(3_000);
     expect(result.status).toBe('completed');
     const after = await approvals.get(a.id);
     expect(after).toMatchObject({ status: 'denied', denyReason: 'timeout' });
     expect(logged('rollback_deployment').filter((x) => x.service === 'checkout')).toHaveLength(0);
-    const resolved = await events.waitFor((e) => e.runId === runId && e.type === 'approval.resolved', 5_000);
+    const resolved = await client.events.waitFor((e) => e.runId === runId && e.type === 'approval.resolved', 5_000);
     expect(resolved.data).toMatchObject({ status: 'denied', denyReason: 'timeout' });
   });
 
@@ -175,7 +154,7 @@ describe('approvals', () => {
     const gateway = cluster.add(startService('gateway', env));
     await gateway.ready();
     await Promise.all([cluster.add(startService('coordinator', env)).ready(), cluster.add(startService('specialist', env, { name: 'specialist-2' })).ready()]);
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-restart')).toHaveLength(1);
   }, 90_000);

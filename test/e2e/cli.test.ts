@@ -1,34 +1,15 @@
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
-import { ENTRY, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, demoConfig, openContext, runCli, writeConfig, type TestContext } from '../helpers/index.js';
 
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
 
-/** Runs the bosun CLI as a user would and collects its output. */
-function bosun(args: string[], input?: string, timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const t = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-    child.stdin.end(input ?? '');
-  });
-}
+const bosun = (args: string[], input?: string) => runCli(env, args, input);
 
 beforeAll(async () => {
   ctx = await openContext('cli');

@@ -1,21 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, runIdFor, type IncidentInput } from '@bosun/contract';
-import { EventCollector, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, demoConfig, openClient, openContext, writeConfig, type Client, type TestContext } from '../helpers/index.js';
 
 // Delegate mode: a chat-mode coordinator model delegates to specialists through one tool per
 // specialist, waits for them without holding a worker slot, and answers.
 
 let ctx: TestContext;
 let cluster: TestCluster;
-let incidents: Queue;
-let queueEvents: QueueEvents;
-let events: EventCollector;
-
-async function run(incident: IncidentInput) {
-  const job = await incidents.add('incident', incident, { jobId: incident.id });
-  return { job, runId: runIdFor(incident.id, job.timestamp) };
-}
+let client: Client;
 
 beforeAll(async () => {
   ctx = await openContext('delegate');
@@ -27,45 +18,39 @@ beforeAll(async () => {
   config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '300' };
   const file = writeConfig(ctx, config);
   cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: file }, { specialists: 1 });
-  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  incidents.setMaxListeners(0);
-  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-  await queueEvents.waitUntilReady();
-  events = new EventCollector(ctx.nats, ctx.prefix);
+  client = await openClient(ctx);
 });
 
 afterAll(async () => {
-  events?.close();
-  await queueEvents?.close();
-  await incidents?.close();
+  await client?.close();
   await cluster?.stop();
   await ctx?.close();
 });
 
 describe('delegate mode, end to end', () => {
   it('delegates to the routed specialists through delegate_* tools and answers from their reports', async () => {
-    const { job, runId } = await run({ id: 'deleg-1', source: 'test', reason: 'ErrorRateHigh', summary: 'checkout errors', labels: { service: 'checkout' } });
-    const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+    const { job, runId } = await client.publish({ id: 'deleg-1', source: 'test', reason: 'ErrorRateHigh', summary: 'checkout errors', labels: { service: 'checkout' } });
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(result.specialists.map((s) => s.name).sort()).toEqual(['database', 'kubernetes']);
     expect(result.answer).toMatch(/^Summary for incident deleg-1/);
     expect(result.answer).toContain('- kubernetes:');
     expect(result.answer).toContain('- database:');
-    await events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
-    const types = events.forRun(runId).map((e) => e.type);
+    await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
+    const types = client.events.forRun(runId).map((e) => e.type);
     expect(types.filter((t) => t === 'agent.delegated')).toHaveLength(2);
     // Two coordinator model turns: the delegation, then the answer.
-    expect(events.forRun(runId).filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(2);
+    expect(client.events.forRun(runId).filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(2);
   });
 
   it('parks a waiting run: with one coordinator slot, a second incident is routed while the first waits', async () => {
-    const a = await run({ id: 'park-a', source: 'test', reason: 'PodCrashLooping', summary: 'a', labels: { service: 'checkout' } });
-    const b = await run({ id: 'park-b', source: 'test', reason: 'PodCrashLooping', summary: 'b', labels: { service: 'checkout' } });
-    await Promise.all([a.job.waitUntilFinished(queueEvents, 60_000), b.job.waitUntilFinished(queueEvents, 60_000)]);
+    const a = await client.publish({ id: 'park-a', source: 'test', reason: 'PodCrashLooping', summary: 'a', labels: { service: 'checkout' } });
+    const b = await client.publish({ id: 'park-b', source: 'test', reason: 'PodCrashLooping', summary: 'b', labels: { service: 'checkout' } });
+    await Promise.all([a.job.waitUntilFinished(client.queueEvents, 60_000), b.job.waitUntilFinished(client.queueEvents, 60_000)]);
     const firstDone = Math.min(
-      ...events.events.filter((e) => (e.runId === a.runId || e.runId === b.runId) && e.type === 'run.completed').map((e) => Date.parse(e.at)),
+      ...client.events.events.filter((e) => (e.runId === a.runId || e.runId === b.runId) && e.type === 'run.completed').map((e) => Date.parse(e.at)),
     );
-    const routed = events.events.filter((e) => (e.runId === a.runId || e.runId === b.runId) && e.type === 'agent.delegated').map((e) => Date.parse(e.at));
+    const routed = client.events.events.filter((e) => (e.runId === a.runId || e.runId === b.runId) && e.type === 'agent.delegated').map((e) => Date.parse(e.at));
     expect(routed).toHaveLength(2);
     expect(Math.max(...routed)).toBeLessThanOrEqual(firstDone);
   });

@@ -1,8 +1,6 @@
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, runIdFor, type DeadLetter } from '@bosun/contract';
-import { ENTRY, EventCollector, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import type { DeadLetter } from '@bosun/contract';
+import { TestCluster, demoConfig, openClient, openContext, runCli, writeConfig, type TestContext } from '../helpers/index.js';
 
 // `bosun dlq retry` of one specialist's part of a run that is still open: the coordinator
 // delegates it again inside the run, and the retry supersedes the INCOMPLETE part.
@@ -11,16 +9,7 @@ let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
 
-function bosun(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    child.on('exit', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const bosun = (args: string[]) => runCli(env, args);
 
 beforeAll(async () => {
   ctx = await openContext('dlq-retry');
@@ -38,12 +27,9 @@ afterAll(async () => {
 
 describe('bosun dlq retry inside an open run', () => {
   it('delegates the failed part again within the run and links the entry to the new task', async () => {
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-    const events = new EventCollector(ctx.nats, ctx.prefix);
+    const client = await openClient(ctx);
+    const { events, deadLetterQueue: dlq } = client;
     try {
-      await queueEvents.waitUntilReady();
       const incident = {
         id: 'retry-open',
         source: 'test',
@@ -51,8 +37,7 @@ describe('bosun dlq retry inside an open run', () => {
         summary: 'x',
         payload: { fake: { stall: ['database'], calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } },
       };
-      const job = await incidents.add('incident', incident, { jobId: incident.id });
-      const runId = runIdFor(incident.id, job.timestamp);
+      const { job, runId } = await client.publish(incident);
       await events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled' && e.agent === 'database', 20_000);
       const entry = (await dlq.getWaiting(0, 100)).find((j) => (j.data as DeadLetter).runId === runId)!;
       expect(entry).toBeDefined();
@@ -66,18 +51,15 @@ describe('bosun dlq retry inside an open run', () => {
       const linked = (await dlq.getJob(String(entry.id)))!.data as DeadLetter;
       expect(linked.retriedAs).toMatchObject({ runId, taskId: `${runId}-d2-database` });
 
-      const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 60_000));
+      const result = await client.result(job);
       // The retry supersedes the first attempt: one entry per specialist. (The fake model is told
       // to stall database on this incident, so the retry stalls too — honestly.)
       expect(result.specialists.map((s) => s.name).sort()).toEqual(['database', 'kubernetes']);
       expect(result.stalled).toBe(1);
-      const stalls = (await dlq.getWaiting(0, 100)).map((j) => j.data as DeadLetter).filter((d) => d.runId === runId && d.kind === 'stall');
+      const stalls = (await client.deadLetters(runId)).filter((d) => d.kind === 'stall');
       expect(stalls).toHaveLength(2);
     } finally {
-      events.close();
-      await queueEvents.close();
-      await dlq.close();
-      await incidents.close();
+      await client.close();
     }
   }, 90_000);
 });

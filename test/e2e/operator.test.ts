@@ -1,10 +1,9 @@
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Queue } from 'bullmq';
 import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
-import { ENTRY, demoConfig, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import { demoConfig, openContext, runCli, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
 
 // The operator commands (dlq list/show/retry/drop, runs show, ack, stats) against data seeded
 // straight into Redis. Only `ack --retry` needs a cluster process: a real tool gateway.
@@ -15,30 +14,8 @@ let dlq: Queue;
 let incidents: Queue;
 let callLog: string;
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the bosun CLI as a user would and collects its output. */
-function bosun(args: string[], extraEnv: Record<string, string> = {}, timeoutMs = 60_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...ctx.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const t = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on('exit', (code) => {
-      clearTimeout(t);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+/** Runs the bosun CLI with the context's environment and `extraEnv`. */
+const bosun = (args: string[], extraEnv: Record<string, string> = {}, timeoutMs?: number) => runCli({ ...ctx.env, ...extraEnv }, args, undefined, timeoutMs);
 
 function deadLetter(kind: string, at: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { v: 1, kind, marker: STALL_MARKER, at, reason: `${kind} happened\nover two lines`, ...extra };

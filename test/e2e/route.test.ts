@@ -1,72 +1,32 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Job, Queue, QueueEvents } from 'bullmq';
-import {
-  DEAD_LETTER_QUEUE,
-  INCIDENTS_QUEUE,
-  RunResult,
-  STALL_MARKER,
-  isStalled,
-  runIdFor,
-  specialistQueue,
-  type DeadLetter,
-  type IncidentInput,
-} from '@bosun/contract';
-import { EventCollector, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { Queue } from 'bullmq';
+import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
+import { TestCluster, callLog, demoConfig, openClient, openContext, writeConfig, type CallLog, type Client, type TestContext } from '../helpers/index.js';
 
 // The v0 cluster end to end: gateway, coordinator and two specialist processes, real Redis,
 // NATS and the demo MCP server over stdio, the fake model, route mode.
 
 let ctx: TestContext;
 let cluster: TestCluster;
-let incidents: Queue;
-let deadLetters: Queue;
-let queueEvents: QueueEvents;
-let events: EventCollector;
-let callLog: string;
-
-async function publish(incident: IncidentInput): Promise<{ job: Job; runId: string }> {
-  const job = await incidents.add('incident', incident, { jobId: incident.id });
-  return { job, runId: runIdFor(incident.id, job.timestamp) };
-}
-
-async function resultOf(job: Job, timeoutMs = 60_000): Promise<RunResult> {
-  return RunResult.parse(await job.waitUntilFinished(queueEvents, timeoutMs));
-}
-
-async function deadLetterEntries(): Promise<DeadLetter[]> {
-  return (await deadLetters.getWaiting(0, 1000)).map((j) => j.data as DeadLetter);
-}
-
-function toolCallsLogged(tool: string): number {
-  if (!existsSync(callLog)) return 0;
-  return readFileSync(callLog, 'utf8').split('\n').filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
-}
+let client: Client;
+let toolLog: CallLog;
 
 beforeAll(async () => {
   ctx = await openContext('route');
-  callLog = join(ctx.dir, 'calls.jsonl');
+  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
   const config = demoConfig();
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog, DEMO_MCP_SLOW_MS: '50' };
+  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '50' };
   // Few tasks per process, so that two processes both take work.
   config.specialists.kubernetes.concurrency = 2;
   config.specialists.database.concurrency = 2;
   const file = writeConfig(ctx, config);
   cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: file }, { specialists: 2 });
-  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  incidents.setMaxListeners(0);
-  deadLetters = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-  queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-  await queueEvents.waitUntilReady();
-  events = new EventCollector(ctx.nats, ctx.prefix);
+  client = await openClient(ctx);
 });
 
 afterAll(async () => {
-  events?.close();
-  await queueEvents?.close();
-  await incidents?.close();
-  await deadLetters?.close();
+  await client?.close();
   const statuses = await Promise.all(cluster?.processes.map((p) => p.stop()) ?? []);
   await ctx?.close();
   // SIGTERM drains: every service exits 0.
@@ -75,8 +35,8 @@ afterAll(async () => {
 
 describe('route mode, end to end', () => {
   it('runs an incident through coordinator, specialist and gateway and returns the run result', async () => {
-    const { job, runId } = await publish({ id: 'crash-1', source: 'test', reason: 'PodCrashLooping', summary: 'checkout crashlooping', labels: { service: 'checkout' } });
-    const result = await resultOf(job);
+    const { job, runId } = await client.publish({ id: 'crash-1', source: 'test', reason: 'PodCrashLooping', summary: 'checkout crashlooping', labels: { service: 'checkout' } });
+    const result = await client.result(job);
     expect(result).toMatchObject({ v: 1, runId, incidentId: 'crash-1', status: 'completed', stalled: 0 });
     expect(result.specialists).toHaveLength(1);
     expect(result.specialists[0]).toMatchObject({ name: 'kubernetes', status: 'completed', attempts: 1 });
@@ -86,8 +46,8 @@ describe('route mode, end to end', () => {
     expect(result.answer).toContain('checkout-7c9d6f8b4');
     expect(Date.parse(result.finishedAt)).toBeGreaterThanOrEqual(Date.parse(result.startedAt));
 
-    await events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
-    const run = events.forRun(runId);
+    await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
+    const run = client.events.forRun(runId);
     const types = run.map((e) => e.type);
     expect(types[0]).toBe('run.started');
     expect(types[types.length - 1]).toBe('run.completed');
@@ -102,7 +62,7 @@ describe('route mode, end to end', () => {
   });
 
   it('turns a specialist that ends its turn without finish_task into an explicit INCOMPLETE result', async () => {
-    const { job, runId } = await publish({
+    const { job, runId } = await client.publish({
       id: 'stall-1',
       source: 'test',
       reason: 'ErrorRateHigh',
@@ -110,7 +70,7 @@ describe('route mode, end to end', () => {
       labels: { service: 'checkout' },
       payload: { fake: { stall: ['database'] } },
     });
-    const result = await resultOf(job);
+    const result = await client.result(job);
     expect(result.status).toBe('partial');
     expect(result.stalled).toBe(1);
     const db = result.specialists.find((s) => s.name === 'database')!;
@@ -127,9 +87,9 @@ describe('route mode, end to end', () => {
     expect(isStalled(k8s.output)).toBe(false);
     expect(result.answer).toContain('Not checked: database');
 
-    const stalled = await events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled', 10_000);
+    const stalled = await client.events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled', 10_000);
     expect(stalled.agent).toBe('database');
-    const dlq = (await deadLetterEntries()).filter((d) => d.runId === runId);
+    const dlq = (await client.deadLetters()).filter((d) => d.runId === runId);
     expect(dlq).toHaveLength(1);
     expect(dlq[0]).toMatchObject({ v: 1, kind: 'stall', agent: 'database', incidentId: 'stall-1', marker: STALL_MARKER, attempts: 1 });
     expect(dlq[0]!.lastWords).toContain('Could someone on call tell me');
@@ -137,18 +97,18 @@ describe('route mode, end to end', () => {
 
   it('rejects a malformed incident with an error naming the fields, keeps its data in the dead-letter queue, and goes on', async () => {
     const bad = { id: 'bad id with spaces', source: 'test', summary: 42 };
-    const job = await incidents.add('incident', bad, { jobId: 'poison-1' });
-    await expect(job.waitUntilFinished(queueEvents, 30_000)).rejects.toThrow(/invalid incident: id: .*reason: .*summary: /);
-    const entry = (await deadLetterEntries()).find((d) => d.kind === 'poison' && d.incidentId === 'poison-1');
+    const job = await client.incidents.add('incident', bad, { jobId: 'poison-1' });
+    await expect(job.waitUntilFinished(client.queueEvents, 30_000)).rejects.toThrow(/invalid incident: id: .*reason: .*summary: /);
+    const entry = (await client.deadLetters()).find((d) => d.kind === 'poison' && d.incidentId === 'poison-1');
     expect(entry?.input).toEqual(bad);
     expect(entry?.reason).toMatch(/id: must be 1 to 128 characters/);
     // The coordinator is still up and takes the next incident.
-    const { job: next } = await publish({ id: 'after-poison', source: 'test', reason: 'HighLatency', summary: 'slow', labels: { service: 'payments' } });
-    expect((await resultOf(next)).status).toBe('completed');
+    const { job: next } = await client.publish({ id: 'after-poison', source: 'test', reason: 'HighLatency', summary: 'slow', labels: { service: 'payments' } });
+    expect((await client.result(next)).status).toBe('completed');
   });
 
   it('makes an unknown specialist named by the classifier an error result for that delegation, not a crash', async () => {
-    const { job, runId } = await publish({
+    const { job, runId } = await client.publish({
       id: 'unknown-spec',
       source: 'test',
       reason: 'Whatever',
@@ -156,21 +116,21 @@ describe('route mode, end to end', () => {
       labels: { service: 'search' },
       payload: { fake: { route: ['kubernetes', 'nonexistent'] } },
     });
-    const result = await resultOf(job);
+    const result = await client.result(job);
     expect(result.status).toBe('partial');
     const ghost = result.specialists.find((s) => s.name === 'nonexistent')!;
     expect(ghost.status).toBe('failed');
     expect(String(ghost.output)).toContain('unknown specialist "nonexistent"');
     expect(result.specialists.find((s) => s.name === 'kubernetes')?.status).toBe('completed');
-    const routed = await events.waitFor((e) => e.runId === runId && e.type === 'run.routed', 5_000);
+    const routed = await client.events.waitFor((e) => e.runId === runId && e.type === 'run.routed', 5_000);
     expect(routed.data.unknown).toEqual(['nonexistent']);
-    expect((await deadLetterEntries()).filter((d) => d.runId === runId)).toEqual([expect.objectContaining({ kind: 'failure', agent: 'nonexistent' })]);
+    expect((await client.deadLetters()).filter((d) => d.runId === runId)).toEqual([expect.objectContaining({ kind: 'failure', agent: 'nonexistent' })]);
     expect(cluster.processes.every((p) => p.running)).toBe(true);
   });
 
   it("feeds a tool's own error back to the model and refuses a tool outside the specialist's list", async () => {
-    const before = toolCallsLogged('restart_pod');
-    const { job } = await publish({
+    const before = toolLog.count('restart_pod');
+    const { job } = await client.publish({
       id: 'policy-1',
       source: 'test',
       reason: 'HighLatency',
@@ -186,28 +146,28 @@ describe('route mode, end to end', () => {
         },
       },
     });
-    const result = await resultOf(job);
+    const result = await client.result(job);
     expect(result.status).toBe('completed');
     const out = result.specialists[0]!.output as { findings: { title: string; detail: string }[] };
     expect(out.findings[0]?.detail).toMatch(/\(error\).*no-such-service/);
     expect(out.findings[1]?.detail).toMatch(/not available to this agent/);
-    expect(toolCallsLogged('restart_pod')).toBe(before);
+    expect(toolLog.count('restart_pod')).toBe(before);
   });
 
   it('runs an incident id published twice once', async () => {
     const incident = { id: 'dup-1', source: 'test', reason: 'HighLatency', summary: 'x', labels: { service: 'payments' } };
-    const first = await publish(incident);
-    await incidents.add('incident', incident, { jobId: incident.id });
-    await resultOf(first.job);
-    await events.waitFor((e) => e.runId === first.runId && e.type === 'run.completed', 10_000);
-    expect(events.events.filter((e) => e.incidentId === 'dup-1' && e.type === 'run.started')).toHaveLength(1);
+    const first = await client.publish(incident);
+    await client.incidents.add('incident', incident, { jobId: incident.id });
+    await client.result(first.job);
+    await client.events.waitFor((e) => e.runId === first.runId && e.type === 'run.completed', 10_000);
+    expect(client.events.events.filter((e) => e.incidentId === 'dup-1' && e.type === 'run.started')).toHaveLength(1);
   });
 
   it('spreads work over both specialist processes', async () => {
     const published = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => publish({ id: `load-${i}`, source: 'test', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' } })),
+      Array.from({ length: 12 }, (_, i) => client.publish({ id: `load-${i}`, source: 'test', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' } })),
     );
-    const results = await Promise.all(published.map((p) => resultOf(p.job, 90_000)));
+    const results = await Promise.all(published.map((p) => client.result(p.job, 90_000)));
     expect(results.every((r) => r.status === 'completed')).toBe(true);
     const q = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix: ctx.prefix });
     const done = await q.getCompleted(0, 1000);

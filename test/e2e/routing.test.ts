@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
-import { EventCollector, TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, demoConfig, openClient, openContext, writeConfig, type TestContext } from '../helpers/index.js';
 
 // In-band tool routing with the services as separate processes: the specialist is offered
 // groups and load_tools, loads what it needs, and the run's events carry the statistics.
@@ -27,14 +25,11 @@ afterAll(async () => {
 
 describe('tool routing, end to end', () => {
   it('loads a group on demand and reports groups offered, loaded and skipped', async () => {
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
-    const events = new EventCollector(ctx.nats, ctx.prefix);
+    const client = await openClient(ctx);
+    const { events } = client;
     try {
-      await queueEvents.waitUntilReady();
-      const job = await incidents.add('incident', { id: 'route-1', source: 'test', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' } }, { jobId: 'route-1' });
-      const runId = runIdFor('route-1', job.timestamp);
-      const result = RunResult.parse(await job.waitUntilFinished(queueEvents, 30_000));
+      const { job, runId } = await client.publish({ id: 'route-1', source: 'test', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' } });
+      const result = await client.result(job, 30_000);
       expect(result.status).toBe('completed');
       const done = await events.waitFor((e) => e.runId === runId && e.type === 'agent.completed', 10_000);
       // The default plan: get_pods and get_logs (always on), then get_deployments (loaded on demand).
@@ -44,9 +39,7 @@ describe('tool routing, end to end', () => {
       const tools = events.forRun(runId).filter((e) => e.type === 'tool.completed').map((e) => e.data.tool);
       expect(tools).toEqual(['demo__get_pods', 'demo__get_logs', 'demo__get_deployments']);
     } finally {
-      events.close();
-      await queueEvents.close();
-      await incidents.close();
+      await client.close();
     }
   });
 });
