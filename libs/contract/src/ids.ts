@@ -25,3 +25,25 @@ export function taskIdFor(runId: string, delegationIndex: number, agent: string)
 export function toolCallKey(taskId: string, step: number, callIndex: number): string {
   return `${taskId}-s${step}-c${callIndex}`;
 }
+
+/**
+ * A tool call's identity: the tool and its arguments as canonical JSON (object keys sorted), so
+ * `{a, b}` and `{b, a}` are the same call. Used to match an approved call and to tell which
+ * planned calls were made.
+ */
+export function callFingerprint(tool: string, args: unknown): string {
+  return `${tool}|${canonicalJson(args)}`;
+}
+
+/** JSON with object keys sorted at every level. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const o = value as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}

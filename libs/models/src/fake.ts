@@ -1,4 +1,4 @@
-import { FINISH_TASK_TOOL } from '@bosun/contract';
+import { FINISH_TASK_TOOL, callFingerprint } from '@bosun/contract';
 import { DELEGATE_TOOL_PREFIX, delegateToolName, extractIncident } from './prompt.js';
 import { ModelError, type GenerateOptions, type Message, type Model, type ModelRequest, type ModelResponse, type ToolCall } from './types.js';
 
@@ -119,14 +119,14 @@ export class FakeModel implements Model {
     const plan = d.calls?.[agent] ?? this.plans[agent] ?? [];
     const done = executedCalls(request.messages);
     if (!onlyFinish) {
-      const next = plan.find((c) => !done.has(callKey(c.tool, resolveArgs(c.args, incident))));
+      const next = plan.find((c) => !done.has(callFingerprint(c.tool, resolveArgs(c.args, incident))));
       // With tool routing, a planned tool that is not offered yet is loaded first.
       if (next && !offered.has(next.tool) && offered.has('load_tools')) {
         return { text: `Loading ${next.tool}.`, calls: [{ id: `fake-${step}-0`, name: 'load_tools', args: { tools: [next.tool] } }] };
       }
       if (next && d.parallel?.includes(agent)) {
         // Every remaining planned call in one turn.
-        const rest = plan.filter((c) => !done.has(callKey(c.tool, resolveArgs(c.args, incident))));
+        const rest = plan.filter((c) => !done.has(callFingerprint(c.tool, resolveArgs(c.args, incident))));
         return { text: `Proposing ${rest.length} calls.`, calls: rest.map((c, i) => ({ id: `fake-${step}-${i}`, name: c.tool, args: resolveArgs(c.args, incident) as Json })) };
       }
       if (next) return { calls: [{ id: `fake-${step}-0`, name: next.tool, args: resolveArgs(next.args, incident) as Json }] };
@@ -219,20 +219,6 @@ function modelTurns(messages: readonly Message[]): number {
   return messages.filter((m) => m.role === 'model').length;
 }
 
-function stable(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(stable).join(',')}]`;
-  if (value && typeof value === 'object') {
-    return `{${Object.keys(value as Json)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stable((value as Json)[k])}`)
-      .join(',')}}`;
-  }
-  return JSON.stringify(value) ?? 'null';
-}
-
-function callKey(tool: string, args: unknown): string {
-  return `${tool}|${stable(args)}`;
-}
 
 /** Calls that were made and answered, by tool and arguments. */
 function executedCalls(messages: readonly Message[]): Set<string> {
@@ -241,7 +227,7 @@ function executedCalls(messages: readonly Message[]): Set<string> {
   const out = new Set<string>();
   for (const m of messages) {
     if (m.role !== 'model') continue;
-    for (const c of m.calls ?? []) if (answered.has(c.id)) out.add(callKey(c.name, c.args));
+    for (const c of m.calls ?? []) if (answered.has(c.id)) out.add(callFingerprint(c.name, c.args));
   }
   return out;
 }

@@ -1,5 +1,6 @@
 import { Queue } from 'bullmq';
 import { z } from 'zod';
+import { callFingerprint } from '@bosun/contract';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
 
@@ -191,17 +192,5 @@ export function approvalResolvedEvent(a: Approval) {
   };
 }
 
-/** A call's identity for matching an approved call: tool and arguments, key order ignored. */
-export function callFingerprint(tool: string, args: unknown): string {
-  const stable = (v: unknown): string => {
-    if (Array.isArray(v)) return `[${v.map(stable).join(',')}]`;
-    if (v && typeof v === 'object') {
-      return `{${Object.keys(v as Record<string, unknown>)
-        .sort()
-        .map((k) => `${JSON.stringify(k)}:${stable((v as Record<string, unknown>)[k])}`)
-        .join(',')}}`;
-    }
-    return JSON.stringify(v) ?? 'null';
-  };
-  return `${tool}|${stable(args)}`;
-}
+/** Re-exported for the gateway and tests: a call's identity, see `@bosun/contract`. */
+export { callFingerprint };

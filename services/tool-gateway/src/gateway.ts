@@ -39,11 +39,6 @@ end
 return state
 `;
 
-/** Whether a tool is read-only: only an explicit MCP `readOnlyHint: true` says so. */
-export function isReadOnly(tool: CatalogTool): boolean {
-  return isReadOnlyTool(tool);
-}
-
 /** The agent name calls through the gateway's own MCP face carry. */
 export const MCP_CLIENT = 'mcp-client';
 
@@ -123,10 +118,11 @@ export class ToolGateway {
     const call = parsed.data;
     const recordKey = keys.toolCall(prefix, call.key);
     const base = { runId: call.runId, incidentId: call.incidentId, agent: call.agent };
-    const record = await redis.hgetall(recordKey);
-    if (record.state === 'done' && record.result) {
+    // Only the two fields the fast path needs, not the whole record (arguments included).
+    const [state, recorded] = await redis.hmget(recordKey, 'state', 'result');
+    if (state === 'done' && recorded) {
       log.debug({ key: call.key }, 'answering a repeated call from its record');
-      return JSON.parse(record.result) as ToolCallResult;
+      return JSON.parse(recorded) as ToolCallResult;
     }
 
     const fail = async (error: string, durationMs = 0): Promise<ToolCallResult> => {
@@ -138,7 +134,7 @@ export class ToolGateway {
 
     const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
     if (!tool) return fail(`unknown tool "${call.tool}"`);
-    const readOnly = isReadOnly(tool);
+    const readOnly = isReadOnlyTool(tool);
     // Policy is decided here, at call time, whatever the model was offered.
     const caller = call.agent === MCP_CLIENT && config.gateway.mcpServer ? { ...config.gateway.mcpServer } : specialistCaller(config, call.agent);
     const decision = decideCall(config, caller, call.agent, tool);
