@@ -453,6 +453,11 @@ function lastWordsOf(messages: readonly Message[]): string {
 async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {
   const lastWords = lastWordsOf(state.messages);
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
+  // The dead letter first: an event that announces a stall always points at an entry that exists.
+  await deps.deadLetters.add(
+    { kind, runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
+    `${kind}-${job.taskId}`,
+  );
   deps.events.emit({
     runId: job.runId,
     incidentId: job.incidentId,
@@ -460,10 +465,6 @@ async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAge
     type: 'agent.stalled',
     data: { taskId: job.taskId, kind, reason, marker: STALL_MARKER, lastWords },
   });
-  await deps.deadLetters.add(
-    { kind, runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
-    `${kind}-${job.taskId}`,
-  );
   deps.log.warn({ taskId: job.taskId, kind, reason }, 'task incomplete');
   return { v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output, attempts: attempt, lastWords, ...(kind === 'timeout' ? { error: reason } : {}) };
 }
@@ -471,6 +472,10 @@ async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAge
 async function failTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {
   const lastWords = lastWordsOf(state.messages);
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
+  await deps.deadLetters.add(
+    { kind: 'failure', runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason, lastWords, attempts: attempt },
+    `failure-${job.taskId}`,
+  );
   deps.events.emit({
     runId: job.runId,
     incidentId: job.incidentId,
@@ -478,10 +483,6 @@ async function failTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, 
     type: 'agent.failed',
     data: { taskId: job.taskId, reason, marker: STALL_MARKER },
   });
-  await deps.deadLetters.add(
-    { kind: 'failure', runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason, lastWords, attempts: attempt },
-    `failure-${job.taskId}`,
-  );
   deps.log.warn({ taskId: job.taskId, reason }, 'task failed');
   return { v: 1, taskId: job.taskId, agent: spec.name, status: 'failed', output, attempts: attempt, error: reason, lastWords };
 }

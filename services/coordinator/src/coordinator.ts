@@ -355,8 +355,8 @@ export class Coordinator {
       if (!spec) {
         const reason = `unknown specialist "${d.agent}" (known: ${Object.keys(config.specialists).join(', ')})`;
         d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output: stallText(d.agent, '', reason), attempts: 0, error: reason };
-        events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
         await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: incident.id, agent: d.agent, taskId: d.taskId, reason, attempts: 0 }, `failure-${d.taskId}`);
+        events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
         continue;
       }
       d.deadlineAt ??= new Date(Date.now() + spec.deadlineMs).toISOString();
@@ -431,6 +431,7 @@ export class Coordinator {
     const attempts = await this.attemptsOf(d);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'stall' ? 'stalled' : 'failed', output, attempts, error: reason, lastWords };
+    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason, lastWords, attempts }, `${kind}-${d.taskId}`);
     this.deps.events.emit({
       type: kind === 'stall' ? 'agent.stalled' : 'agent.failed',
       runId: state.runId,
@@ -438,7 +439,6 @@ export class Coordinator {
       agent: d.agent,
       data: { taskId: d.taskId, kind, reason, marker: STALL_MARKER },
     });
-    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason, lastWords, attempts }, `${kind}-${d.taskId}`);
   }
 
   /** A delegation past its deadline: INCOMPLETE `timeout`, and the specialist is told to stop. */
@@ -449,8 +449,8 @@ export class Coordinator {
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'stalled', output, attempts, error: reason, lastWords };
     await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
-    this.deps.events.emit({ type: 'agent.stalled', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, kind: 'timeout', reason, marker: STALL_MARKER } });
     await this.deps.deadLetters.add({ kind: 'timeout', runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: `${d.agent} ${reason}`, lastWords, attempts }, `timeout-${d.taskId}`);
+    this.deps.events.emit({ type: 'agent.stalled', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, kind: 'timeout', reason, marker: STALL_MARKER } });
   }
 
   /**

@@ -275,11 +275,11 @@ export class ToolGateway {
       if (!audited) this.audit(call, 'in-doubt');
       await redis.hset(recordKey, { state: 'in-doubt' });
       log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
-      events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: call.args, server: tool.server } });
       await deadLetters.add(
         { kind: 'in-doubt', runId: call.runId, incidentId: call.incidentId, agent: call.agent, reason: error, input: { key: call.key, tool: call.tool, args: call.args } },
         `in-doubt-${call.key}`,
       );
+      events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: call.args, server: tool.server } });
     }
     return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
   }
