@@ -372,18 +372,60 @@ describe('runTask', () => {
     expect(h.events.events.filter((e) => e.type === 'model.called').map((e) => e.data.step)).toEqual([2, 3, 4]);
   });
 
-  it('throws RetryableTaskError on a retryable model error, keeping the checkpoint', async () => {
+  it('throws RetryableTaskError on a retryable model error; the tool round before it is on record as pending', async () => {
+    let n = 0;
+    const model = scripted(() => {
+      n++;
+      if (n === 1) return { text: 'pods first', calls: [{ id: 'c1', name: 'demo__get_pods', args: { service: 'checkout' } }] };
+      throw new ModelError('rate limited', { retryable: true, status: 429 });
+    });
+    const checkpoints = new MemoryCheckpointStore();
+    const h = harness(model, { checkpoints });
+    const err = await runTask(job(), spec(), h.deps, 1).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RetryableTaskError);
+    expect((err as RetryableTaskError).cause).toBeInstanceOf(ModelError);
+    expect(h.deadLetters).toEqual([]);
+    // Saved before the call went out, not after each model call or tool round.
+    const saved = (await checkpoints.load(CKPT)) as { result?: unknown; messages: { role: string }[]; pending?: { kind: string; keys: string[] } };
+    expect(saved.result).toBeUndefined();
+    expect(saved.messages.map((m) => m.role)).toEqual(['user', 'model']);
+    expect(saved.pending).toMatchObject({ kind: 'tools', keys: [`${TASK_ID}-s1-c0`] });
+
+    // The retry re-sends the round under the same key (the gateway answers it from its record)
+    // and does not ask the model for that turn again.
+    const again = new Recording(fake());
+    const h2 = harness(again, { checkpoints });
+    const result = await runTask(job(), spec(), h2.deps, 2);
+    expect(result.status).toBe('completed');
+    expect(h2.tools.calls[0]).toMatchObject({ key: `${TASK_ID}-s1-c0`, tool: 'demo__get_pods' });
+    expect(again.requests[0]!.messages.map((m) => m.role)).toEqual(['user', 'model', 'tool']);
+    expect((await checkpoints.load(CKPT)) as { toolRounds: number }).toMatchObject({ toolRounds: 3 });
+  });
+
+  it('writes nothing when the first model call fails retryably: the task starts again from its job', async () => {
     const model = scripted(() => {
       throw new ModelError('rate limited', { retryable: true, status: 429 });
     });
     const h = harness(model);
     const err = await runTask(job(), spec(), h.deps, 1).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RetryableTaskError);
-    expect((err as RetryableTaskError).cause).toBeInstanceOf(ModelError);
-    expect(h.deadLetters).toEqual([]);
-    const saved = (await h.checkpoints.load(CKPT)) as { result?: unknown; messages: unknown[] };
-    expect(saved.result).toBeUndefined();
-    expect(saved.messages).toHaveLength(1);
+    expect(await h.checkpoints.load(CKPT)).toBeNull();
+  });
+
+  it('saves before each effect only: three writes for a task of two tool rounds', async () => {
+    const checkpoints = new MemoryCheckpointStore();
+    const writes: string[] = [];
+    const counting = Object.assign(Object.create(checkpoints) as MemoryCheckpointStore, {
+      save: async (id: string, value: unknown) => {
+        const v = value as { pending?: { kind: string }; result?: unknown };
+        writes.push(v.result ? 'result' : (v.pending?.kind ?? 'state'));
+        return checkpoints.save(id, value);
+      },
+    });
+    const h = harness(fake(), { checkpoints: counting });
+    const result = await runTask(job({ fake: { calls: { kubernetes: [PLAN[0]!, PLAN[2]!] } } }), spec(), h.deps, 1);
+    expect(result.status).toBe('completed');
+    expect(writes).toEqual(['tools', 'tools', 'result']);
   });
 
   it('fails the task on a non-retryable model error', async () => {

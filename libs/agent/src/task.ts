@@ -120,6 +120,15 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
   const ckptId = `task:${job.taskId}`;
   const loaded = TaskCheckpoint.parse(await checkpoints.load(ckptId), ckptId);
   let state: TaskCheckpointData;
+  // What is in memory but not yet in the checkpoint. The state is saved before every effect
+  // (tool calls, an approval request, the result) and before a hand-over — not after each model
+  // call or tool round: a model call has no effect to protect, and tool results are answered
+  // again from the gateway's records under the same keys if the task resumes elsewhere.
+  let dirty = false;
+  const save = async (): Promise<void> => {
+    await checkpoints.save(ckptId, state);
+    dirty = false;
+  };
   if (loaded) {
     state = loaded;
     if (state.result) return state.result;
@@ -135,7 +144,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       messages: [{ role: 'user', text: `${job.task}\n\n${renderIncident(job.incident)}` }],
     };
     events.emit({ ...base, type: 'agent.started', data: { taskId: job.taskId, task: job.task } });
-    await checkpoints.save(ckptId, state);
+    dirty = true;
   }
 
   const catalog = await tools.catalog();
@@ -167,7 +176,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
   const finish = async (result: TaskResult): Promise<TaskResult> => {
     state.result = result;
-    await checkpoints.save(ckptId, state);
+    await save();
     return result;
   };
 
@@ -175,15 +184,18 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
   for (;;) {
     const last = state.messages[state.messages.length - 1];
     if (!last) throw new BosunError('corrupt_checkpoint', `checkpoint ${ckptId} has no messages`);
-    // Step boundary: the state is saved, so this is where a task may stop or be handed over.
+    // Step boundary: where a task may stop (saving what it has) or be handed over.
     if (Date.now() >= deadline) {
       return finish(await incomplete('timeout', job, spec, deps, state, attempt, `did not finish before its deadline (${job.deadlineAt ?? ''})`));
     }
-    if (deps.isCancelled && (await deps.isCancelled(job.taskId))) {
+    if (deps.shouldYield?.()) {
+      if (dirty) await save();
+      throw new YieldError(job.taskId);
+    }
+    const cancelled = (): Promise<TaskResult> => {
       log.info({ taskId: job.taskId }, 'task cancelled by the coordinator');
       return finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output: buildStallPayload(spec, spec.name, lastWordsOf(state.messages), 'cancelled by the coordinator'), attempts: attempt, error: 'cancelled' });
-    }
-    if (deps.shouldYield?.()) throw new YieldError(job.taskId);
+    };
 
     if (last.role !== 'model') {
       // The model's turn.
@@ -197,8 +209,10 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         const reason = `${offered.length} tools would be offered to the model in one request; the limit is ${MAX_TOOLS_PER_REQUEST}. Narrow specialists.${spec.name}.tools, or turn on routing.`;
         return finish(await failTask(job, spec, deps, state, attempt, reason));
       }
-      state.pending = { kind: 'model', step: state.step + 1, at: new Date().toISOString() };
-      await checkpoints.save(ckptId, state);
+      // The cancellation check runs beside the model call (it has no effect to prevent, and the
+      // round trip would otherwise add to every step); a cancelled task drops the response.
+      const cancelCheck = deps.isCancelled ? deps.isCancelled(job.taskId) : Promise.resolve(false);
+      cancelCheck.catch(() => undefined);
       const started = Date.now();
       let response;
       try {
@@ -210,10 +224,12 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
           tools: offered,
         });
       } catch (err) {
+        if (await cancelCheck) return cancelled();
         if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
         const reason = `model call failed: ${(err as Error).message}`;
         return finish(await failTask(job, spec, deps, state, attempt, reason));
       }
+      if (await cancelCheck) return cancelled();
       state.step++;
       events.emit({
         ...base,
@@ -233,11 +249,14 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         ...(response.calls.length > 0 ? { calls: response.calls } : {}),
       });
       delete state.pending;
-      await checkpoints.save(ckptId, state);
+      dirty = true;
       continue;
     }
 
-    // The model has spoken; act on it.
+    // The model has spoken; act on it — unless the coordinator has given up on this task: then
+    // nothing it asks for may take effect. The check is awaited before each effect below.
+    const cancelCheck = deps.isCancelled ? deps.isCancelled(job.taskId) : Promise.resolve(false);
+    cancelCheck.catch(() => undefined);
     const calls = last.calls ?? [];
     if (shouldNudge() && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL))) {
       state.routing!.nudged = true;
@@ -245,20 +264,23 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       if (calls.length > 0) state.messages.push({ role: 'tool', responses: calls.map((c) => ({ id: c.id, name: c.name, isError: true, output: `Not accepted yet. ${nudge}` })) });
       else state.messages.push({ role: 'user', text: nudge });
       events.emit({ ...base, type: 'tool.routing', data: { taskId: job.taskId, action: 'nudge', stats: routingStats() } });
-      await checkpoints.save(ckptId, state);
+      await save();
       continue;
     }
     if (calls.length === 0) {
+      if (await cancelCheck) return cancelled();
       return finish(await incomplete('stall', job, spec, deps, state, attempt, 'ended its turn without calling finish_task'));
     }
     const finishCall = calls.find((c) => c.name === FINISH_TASK_TOOL);
     if (finishCall) {
       const problem = validateAgainstSchema(spec.outputSchema, finishCall.args);
       if (problem === null) {
+        if (await cancelCheck) return cancelled();
         const result: TaskResult = { v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output: finishCall.args, attempts: attempt };
         const stats = routingStats();
+        await finish(result);
         events.emit({ ...base, type: 'agent.completed', data: { taskId: job.taskId, steps: state.step, output: finishCall.args, ...(stats ? { routing: stats } : {}) } });
-        return finish(result);
+        return result;
       }
       state.invalidOutputs++;
       if (state.invalidOutputs > spec.maxInvalidOutputs) {
@@ -272,12 +294,13 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
             : { id: c.id, name: c.name, isError: true, output: 'Not executed: finish_task was called in the same turn.' },
         ),
       });
-      await checkpoints.save(ckptId, state);
+      await save();
       continue;
     }
 
     if (state.askedToFinish) {
       // Asked once to finish and it reached for tools again: nothing it was not offered runs.
+      if (await cancelCheck) return cancelled();
       return finish(await incomplete('stall', job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
     }
 
@@ -286,6 +309,10 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     const asking = calls.filter((c) => byName.has(c.name) && policy.stateOf(byName.get(c.name)!) === 'ask');
     let approval: Approval | undefined;
     if (asking.length > 0) {
+      // The approval is keyed by the step: the turn it asks about must be on record first, so a
+      // resumed task acts on exactly the calls that were proposed, never on a new model turn.
+      if (dirty) await save();
+      if (await cancelCheck) return cancelled();
       approval = await awaitApproval(job, spec, deps, state, ckptId, calls, asking.map((c) => byName.get(c.name)!), policy);
     }
 
@@ -295,7 +322,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     // A round resumed after a crash was already counted when it was first saved.
     if (!(state.pending?.kind === 'tools' && state.pending.step === step)) state.toolRounds++;
     state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
-    await checkpoints.save(ckptId, state);
+    await save();
+    if (await cancelCheck) return cancelled();
     const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline - Date.now()));
     const responses: ToolResponse[] = await Promise.all(
       calls.map(async (call, index): Promise<ToolResponse> => {
@@ -343,7 +371,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     state.messages.push({ role: 'tool', responses });
     if (approval) state.messages.push({ role: 'user', text: describeDecision(approval) });
     delete state.pending;
-    await checkpoints.save(ckptId, state);
+    dirty = true;
   }
 }
 

@@ -127,6 +127,9 @@ export async function connectNats(url: string, options: { name?: string } = {}):
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
       timeout: 5_000,
+      // Every JetStream publish is a request; async traces would build two Error objects
+      // (stack capture included) per event for context we never show.
+      noAsyncTraces: true,
     });
   } catch (err) {
     throw new BosunError(

@@ -162,9 +162,12 @@ export class Coordinator {
     }
     if (state.result) return state.result as RunResult;
     if (fresh) {
-      await this.deps.checkpoints.save(ckptId, state);
-      await this.timers.add('run-deadline', { kind: 'run-deadline', runId }, { jobId: `run-deadline-${runId}`, delay: this.deps.config.coordinator.runDeadlineMs, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
-      await job.updateProgress({ runId, phase: 'started' });
+      // No checkpoint yet: the first one is written before the first effect (a child job). A
+      // run that dies before it starts afresh; the timer's job id keeps its first deadline.
+      await Promise.all([
+        this.timers.add('run-deadline', { kind: 'run-deadline', runId }, { jobId: `run-deadline-${runId}`, delay: this.deps.config.coordinator.runDeadlineMs, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } }),
+        job.updateProgress({ runId, phase: 'started' }),
+      ]);
       this.deps.events.emit({ type: 'run.started', runId, incidentId: incident.id, data: { incident: { id: incident.id, reason: incident.reason, severity: incident.severity, source: incident.source, summary: incident.summary }, mode: state.mode } });
     }
 
@@ -186,7 +189,8 @@ export class Coordinator {
           await this.collect(job, state);
           state.phase = state.mode === 'route' ? 'done' : 'thinking';
           if (state.mode === 'delegate') this.appendDelegationResults(state);
-          await this.deps.checkpoints.save(ckptId, state);
+          // Route mode answers next, and that saves; nothing happens in between.
+          if (state.mode === 'delegate') await this.deps.checkpoints.save(ckptId, state);
         }
         if (state.phase === 'routing') {
           if (!state.routed) {
@@ -361,31 +365,33 @@ export class Coordinator {
       }
       d.deadlineAt ??= new Date(Date.now() + spec.deadlineMs).toISOString();
       const data: TaskJob = { v: 1, runId: state.runId, incidentId: incident.id, taskId: d.taskId, agent: d.agent, task: d.task, incident, deadlineAt: d.deadlineAt };
-      // The backstop: if no specialist reports the timeout itself, the coordinator does.
-      await this.timers.add('task-deadline', { kind: 'task-deadline', runId: state.runId, taskId: d.taskId }, {
-        jobId: `task-deadline-${d.taskId}`,
-        delay: Math.max(0, Date.parse(d.deadlineAt) - Date.now()) + DEADLINE_GRACE_MS,
-        removeOnComplete: true,
-        removeOnFail: { age: 7 * 24 * 3600 },
-      });
-      await this.queueFor(d.agent).add(TASK_JOB, data, {
-        jobId: d.taskId,
-        parent: { id: job.id as string, queue: job.queueQualifiedName },
-        attempts: spec.retries + 1,
-        backoff: { type: 'exponential', delay: 1_000 },
-        // A child that fails for good must not block the run: its failure is collected instead.
-        ignoreDependencyOnFailure: true,
-        removeOnComplete: { age: 7 * 24 * 3600 },
-        removeOnFail: { age: 7 * 24 * 3600 },
-      });
+      // The backstop (if no specialist reports the timeout itself, the coordinator does) and the
+      // child job, side by side: both are idempotent by job id, and the run parks only after both.
+      await Promise.all([
+        this.timers.add('task-deadline', { kind: 'task-deadline', runId: state.runId, taskId: d.taskId }, {
+          jobId: `task-deadline-${d.taskId}`,
+          delay: Math.max(0, Date.parse(d.deadlineAt) - Date.now()) + DEADLINE_GRACE_MS,
+          removeOnComplete: true,
+          removeOnFail: { age: 7 * 24 * 3600 },
+        }),
+        this.queueFor(d.agent).add(TASK_JOB, data, {
+          jobId: d.taskId,
+          parent: { id: job.id as string, queue: job.queueQualifiedName },
+          attempts: spec.retries + 1,
+          backoff: { type: 'exponential', delay: 1_000 },
+          // A child that fails for good must not block the run: its failure is collected instead.
+          ignoreDependencyOnFailure: true,
+          removeOnComplete: { age: 7 * 24 * 3600 },
+          removeOnFail: { age: 7 * 24 * 3600 },
+        }),
+      ]);
       events.emit({ type: 'agent.delegated', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, task: d.task, round: d.round, ...(d.retryOf ? { retryOf: d.retryOf } : {}) } });
     }
   }
 
   /** Reads the children's results (and failures) into the delegations. */
   private async collect(job: Job, state: RunCheckpoint, missing: 'fail' | 'skip' = 'fail'): Promise<void> {
-    const values = (await job.getChildrenValues()) as Record<string, unknown>;
-    const failures = await job.getIgnoredChildrenFailures();
+    const [values, failures] = (await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()])) as [Record<string, unknown>, Record<string, string>];
     const byId = new Map<string, unknown>();
     for (const [key, value] of Object.entries(values)) byId.set(key.slice(key.lastIndexOf(':') + 1), value);
     const failedById = new Map<string, string>();
@@ -569,11 +575,14 @@ export class Coordinator {
     };
     state.result = result;
     state.phase = 'done';
-    await this.deps.checkpoints.save(ckptId, state);
-    // The run is over: its deadline timers have nothing left to do.
-    await Promise.all(
-      [`run-deadline-${state.runId}`, ...state.delegations.map((d) => `task-deadline-${d.taskId}`)].map((id) => this.timers.remove(id).catch(() => 0)),
-    );
+    // The run is over: its deadline timers have nothing left to do (a timer that still fires
+    // finds the result and does nothing). Removed while the result is saved.
+    await Promise.all([
+      this.deps.checkpoints.save(ckptId, state),
+      ...[`run-deadline-${state.runId}`, ...state.delegations.map((d) => `task-deadline-${d.taskId}`)].map((id) =>
+        this.timers.remove(id).catch((err: unknown) => this.deps.log.warn({ err, timer: id }, 'could not remove a deadline timer; it will find the run finished')),
+      ),
+    ]);
     this.deps.events.emit({
       type: result.status === 'failed' ? 'run.failed' : 'run.completed',
       runId: state.runId,

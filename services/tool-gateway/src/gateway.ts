@@ -26,7 +26,8 @@ const RECORD_TTL_SECONDS = 7 * 24 * 3600;
 
 /**
  * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args, runId, incidentId, agent, now, approvalId.
- * Returns 'claimed' after marking the record in flight, or the state that prevents it.
+ * Returns ['claimed'] after marking the record in flight, ['done', <recorded result>] for a call
+ * already answered, or [<the state that prevents it>]. One round trip for a new call.
  */
 const CLAIM_SCRIPT = `
 local state = redis.call('HGET', KEYS[1], 'state')
@@ -34,10 +35,20 @@ if (not state) or state == 'retry' or (ARGV[1] == '1' and state == 'inflight') t
   redis.call('HSET', KEYS[1], 'state', 'inflight', 'tool', ARGV[3], 'args', ARGV[4], 'runId', ARGV[5],
     'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false', 'approvalId', ARGV[9])
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-  return 'claimed'
+  return {'claimed'}
 end
-return state
+if state == 'done' then
+  return {'done', redis.call('HGET', KEYS[1], 'result') or ''}
+end
+return {state}
 `;
+
+/** The claim script, registered once per connection (then sent as EVALSHA, not as text). */
+function claimCall(redis: RedisClient, args: string[]): Promise<[string, string?]> {
+  const r = redis as RedisClient & { bosunClaimCall?: (key: string, ...argv: string[]) => Promise<[string, string?]> };
+  if (!r.bosunClaimCall) redis.defineCommand('bosunClaimCall', { numberOfKeys: 1, lua: CLAIM_SCRIPT });
+  return r.bosunClaimCall!(...(args as [string, ...string[]]));
+}
 
 /** The agent name calls through the gateway's own MCP face carry. */
 export const MCP_CLIENT = 'mcp-client';
@@ -118,12 +129,10 @@ export class ToolGateway {
     const call = parsed.data;
     const recordKey = keys.toolCall(prefix, call.key);
     const base = { runId: call.runId, incidentId: call.incidentId, agent: call.agent };
-    // Only the two fields the fast path needs, not the whole record (arguments included).
-    const [state, recorded] = await redis.hmget(recordKey, 'state', 'result');
-    if (state === 'done' && recorded) {
+    const repeated = (recorded: string): ToolCallResult => {
       log.debug({ key: call.key }, 'answering a repeated call from its record');
       return JSON.parse(recorded) as ToolCallResult;
-    }
+    };
 
     const fail = async (error: string, durationMs = 0): Promise<ToolCallResult> => {
       const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
@@ -133,11 +142,17 @@ export class ToolGateway {
     };
 
     const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
-    if (!tool) return fail(`unknown tool "${call.tool}"`);
-    const readOnly = isReadOnlyTool(tool);
     // Policy is decided here, at call time, whatever the model was offered.
     const caller = call.agent === MCP_CLIENT && config.gateway.mcpServer ? { ...config.gateway.mcpServer } : specialistCaller(config, call.agent);
-    const decision = decideCall(config, caller, call.agent, tool);
+    const decision = tool ? decideCall(config, caller, call.agent, tool) : undefined;
+    if (!tool || decision?.decision !== 'allow') {
+      // A call answered before is answered from its record, whatever the policy says now. (An
+      // allowed call learns the same from the claim below, in the same round trip.)
+      const [state, recorded] = await redis.hmget(recordKey, 'state', 'result');
+      if (state === 'done' && recorded) return repeated(recorded);
+    }
+    if (!tool || !decision) return fail(`unknown tool "${call.tool}"`);
+    const readOnly = isReadOnlyTool(tool);
     let approval: Approval | undefined;
     if (decision.decision === 'refuse') {
       if (!readOnly) this.audit(call, 'refused');
@@ -154,9 +169,7 @@ export class ToolGateway {
 
     // Claim the call atomically: only a new call, one an operator asked to retry (`bosun ack
     // --retry`), or a read-only call found in flight may be sent to the server.
-    const claim = (await redis.eval(
-      CLAIM_SCRIPT,
-      1,
+    const [claim, recorded] = await claimCall(redis, [
       recordKey,
       readOnly ? '1' : '0',
       String(RECORD_TTL_SECONDS),
@@ -167,11 +180,8 @@ export class ToolGateway {
       call.agent,
       new Date().toISOString(),
       call.approvalId ?? '',
-    )) as string;
-    if (claim === 'done') {
-      const again = await redis.hget(recordKey, 'result');
-      if (again) return JSON.parse(again) as ToolCallResult;
-    }
+    ]);
+    if (claim === 'done' && recorded) return repeated(recorded);
     if (claim !== 'claimed') {
       // A previous attempt sent this mutating call and nobody recorded what happened.
       return this.inDoubt(call, tool, claim === 'in-doubt');
