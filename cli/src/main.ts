@@ -2,10 +2,13 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
-import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunResult } from '@bosun/contract';
+import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
 import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
-import { followEvents, formatEvent } from './events.js';
+import { SeqOrder, followEvents, formatEvent } from './events.js';
+
+/** How long `bosun watch <run>` waits for an event that another arrived ahead of. */
+const WATCH_GAP_MS = 3_000;
 import { publishIncident } from './publish.js';
 import { runDemo } from './demo.js';
 import {
@@ -33,7 +36,7 @@ const USAGE = `bosun — operate a Bosun cluster
 
 Usage:
   bosun publish <file|->            validate an incident (JSON) and publish it; prints the run id
-  bosun watch [runId] [--new]       follow run events (one run, or all), replaying from the stream
+  bosun watch [runId] [--new]       follow run events (one run, in seq order; or all), replaying from the stream
   bosun result <incidentId> [--wait] [--timeout <s>]
                                     print an incident's run result (JSON)
   bosun dlq [list] [--json] [--kind <kind>]
@@ -152,10 +155,38 @@ async function main(argv: string[]): Promise<number> {
       const ac = new AbortController();
       process.once('SIGINT', () => ac.abort());
       try {
-        for await (const e of followEvents(nc, { prefix: env.prefix, ...(runId ? { runId } : {}), from: values.new ? 'new' : 'start', signal: ac.signal })) {
-          process.stdout.write(`${formatEvent(e)}\n`);
-          if (runId && (e.type === 'run.completed' || e.type === 'run.failed')) break;
+        const events = followEvents(nc, { prefix: env.prefix, ...(runId ? { runId } : {}), from: values.new ? 'new' : 'start', signal: ac.signal });
+        if (!runId) {
+          for await (const e of events) process.stdout.write(`${formatEvent(e)}\n`);
+          return 0;
         }
+        // One run: printed in `seq` order. An event that arrives ahead of an earlier one waits for
+        // it, at most WATCH_GAP_MS; then the missing ones are named and skipped.
+        const order = new SeqOrder();
+        const print = (ready: RunEvent[]): boolean => {
+          for (const e of ready) {
+            process.stdout.write(`${formatEvent(e)}\n`);
+            if (e.type === 'run.completed' || e.type === 'run.failed') return true;
+          }
+          return false;
+        };
+        const it = events[Symbol.asyncIterator]();
+        let next = it.next();
+        for (;;) {
+          const r = order.gapped ? await Promise.race([next, new Promise<'gap'>((res) => setTimeout(() => res('gap'), WATCH_GAP_MS).unref())]) : await next;
+          if (r === 'gap') {
+            const { ready, missing } = order.skipGap();
+            process.stderr.write(`bosun watch: events ${missing.join(', ')} of run ${runId} did not arrive within ${WATCH_GAP_MS} ms; skipped\n`);
+            if (print(ready)) break;
+            continue;
+          }
+          if (r.done) break;
+          next = it.next();
+          if (print(order.push(r.value))) break;
+        }
+        // A read may still be pending: stopping the consumer ends it, then the generator returns.
+        ac.abort();
+        await it.return?.(undefined);
       } finally {
         await nc.close();
       }

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster, demoConfig, openClient, openContext, startService, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import { TestCluster, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type Client, type TestContext } from '../helpers/index.js';
 
 // Chaos 5a: a checkpoint that does not parse fails its run (or task) with a clear error and a
 // dead letter; it never crashes a worker or blocks other runs.
@@ -31,6 +31,8 @@ describe('corrupted checkpoints', () => {
   it("fails a run whose coordinator checkpoint is not JSON, with a clear error and a dead letter, and goes on", async () => {
     const { job, runId } = await client.publish({ id: 'corrupt-run', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' }, payload: slowPlan });
     await client.events.waitFor((e) => e.runId === runId && e.type === 'agent.delegated', 20_000);
+    // Corrupt it once the coordinator has parked the run (its last write before the children report).
+    await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked in waiting-children');
     await ctx.redis.set(`${ctx.prefix}:ckpt:run:${runId}`, '{"v":1, "phase": "wait');
     await expect(job.waitUntilFinished(client.queueEvents, 60_000)).rejects.toThrow(`checkpoint run:${runId} is not valid JSON`);
     const failed = await client.events.waitFor((e) => e.runId === runId && e.type === 'run.failed', 10_000);

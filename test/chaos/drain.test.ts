@@ -60,7 +60,7 @@ describe('SIGTERM drains', () => {
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged().filter((t) => t === 'restart_pod')).toHaveLength(1);
-    expect(client.events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
+    expect((await client.events.complete(runId)).some((e) => e.type === 'tool.in_doubt')).toBe(false);
   });
 
   it('a gateway finishes its call in flight before exiting 0; nothing is in doubt', async () => {
@@ -75,6 +75,6 @@ describe('SIGTERM drains', () => {
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged().slice(before)).toEqual(['get_pods', 'restart_pod', 'get_deployments']);
-    expect(client.events.forRun(runId).some((e) => e.type === 'tool.in_doubt')).toBe(false);
+    expect((await client.events.complete(runId)).some((e) => e.type === 'tool.in_doubt')).toBe(false);
   });
 });

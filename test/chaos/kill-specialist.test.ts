@@ -67,7 +67,7 @@ describe('specialists killed mid-run', () => {
     expect(result.status).toBe('completed');
     // The tool call in flight at the kill was answered from the gateway's record, not sent twice.
     expect(logged('get_pods').filter((l) => l.args.service === 'checkout').length).toBeGreaterThanOrEqual(1);
-    const calls = client.events.forRun(runId).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
+    const calls = (await client.events.complete(runId)).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
     expect(new Set(calls).size).toBe(calls.length);
     expect(recoveryMs).toBeLessThan(15_000);
     cluster.add(startService('specialist', env, { name: 'specialist-r' }));

@@ -58,15 +58,22 @@ describe('wire contract v1, from the documentation alone', () => {
     // A late observer replays the whole run from the JetStream stream "<prefix>-runs".
     const js = jetstream(ctx.nats);
     const consumer = await js.consumers.get(`${prefix}-runs`, { filter_subjects: `${prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
-    const replayed: WireEvent[] = [];
+    // As docs/protocol.md says: the stream holds a run's events nearly in order (they come from
+    // several processes); read until the last event and every seq before it are in, then sort.
+    const received: WireEvent[] = [];
     const messages = await consumer.consume();
+    let last: WireEvent | undefined;
+    const done = setTimeout(() => void messages.close(), 20_000);
     for await (const m of messages) {
       const e = m.json<WireEvent>();
       expect(m.subject).toBe(`${prefix}.runs.${runId}.${e.type}`);
-      replayed.push(e);
-      if (e.type === 'run.completed' || e.type === 'run.failed') break;
+      received.push(e);
+      if (e.type === 'run.completed' || e.type === 'run.failed') last = e;
+      if (last && received.length >= last.seq) break;
     }
+    clearTimeout(done);
     await messages.close();
+    const replayed = [...received].sort((a, b) => a.seq - b.seq);
 
     expect(replayed[0]?.type).toBe('run.started');
     expect(replayed[replayed.length - 1]?.type).toBe('run.completed');

@@ -320,7 +320,7 @@ describe('the coordinator HTTP API', () => {
   });
 
   it('logs each decision and never the token', async () => {
-    await coordinator!.waitForLine(/approval decided over HTTP/);
+    await coordinator!.waitForLine(/appr-http-2.*approval decided over HTTP|approval decided over HTTP.*appr-http-2/);
     const decisions = coordinator!.lines.filter((l) => l.includes('approval decided over HTTP'));
     expect(decisions.some((l) => l.includes(id) && l.includes('"decision":"approve"') && l.includes('http-operator'))).toBe(true);
     expect(decisions.some((l) => l.includes('appr-http-2') && l.includes('"decision":"deny"') && l.includes('dave'))).toBe(true);

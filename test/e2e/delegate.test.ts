@@ -36,21 +36,21 @@ describe('delegate mode, end to end', () => {
     expect(result.answer).toMatch(/^Summary for incident deleg-1/);
     expect(result.answer).toContain('- kubernetes:');
     expect(result.answer).toContain('- database:');
-    await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
-    const types = client.events.forRun(runId).map((e) => e.type);
-    expect(types.filter((t) => t === 'agent.delegated')).toHaveLength(2);
+    const run = await client.events.complete(runId);
+    expect(run.filter((e) => e.type === 'agent.delegated')).toHaveLength(2);
     // Two coordinator model turns: the delegation, then the answer.
-    expect(client.events.forRun(runId).filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(2);
+    expect(run.filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(2);
   });
 
   it('parks a waiting run: with one coordinator slot, a second incident is routed while the first waits', async () => {
     const a = await client.publish({ id: 'park-a', source: 'test', reason: 'PodCrashLooping', summary: 'a', labels: { service: 'checkout' } });
     const b = await client.publish({ id: 'park-b', source: 'test', reason: 'PodCrashLooping', summary: 'b', labels: { service: 'checkout' } });
     await Promise.all([a.job.waitUntilFinished(client.queueEvents, 60_000), b.job.waitUntilFinished(client.queueEvents, 60_000)]);
-    const firstDone = Math.min(
-      ...client.events.events.filter((e) => (e.runId === a.runId || e.runId === b.runId) && e.type === 'run.completed').map((e) => Date.parse(e.at)),
-    );
-    const routed = client.events.events.filter((e) => (e.runId === a.runId || e.runId === b.runId) && e.type === 'agent.delegated').map((e) => Date.parse(e.at));
+    const runs = [...(await client.events.complete(a.runId)), ...(await client.events.complete(b.runId))];
+    const done = runs.filter((e) => e.type === 'run.completed').map((e) => Date.parse(e.at));
+    expect(done).toHaveLength(2);
+    const firstDone = Math.min(...done);
+    const routed = runs.filter((e) => e.type === 'agent.delegated').map((e) => Date.parse(e.at));
     expect(routed).toHaveLength(2);
     expect(Math.max(...routed)).toBeLessThanOrEqual(firstDone);
   });

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeadLetter } from '@bosun/contract';
-import { TestCluster, demoConfig, openClient, openContext, runCli, writeConfig, type TestContext } from '../helpers/index.js';
+import { TestCluster, demoConfig, openClient, openContext, runCli, waitUntil, writeConfig, type TestContext } from '../helpers/index.js';
 
 // `bosun dlq retry` of one specialist's part of a run that is still open: the coordinator
 // delegates it again inside the run, and the retry supersedes the INCOMPLETE part.
@@ -41,6 +41,8 @@ describe('bosun dlq retry inside an open run', () => {
       await events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled' && e.agent === 'database', 20_000);
       const entry = (await dlq.getWaiting(0, 100)).find((j) => (j.data as DeadLetter).runId === runId)!;
       expect(entry).toBeDefined();
+      // A part is retried inside a run the coordinator has parked (kubernetes is still at work).
+      await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked in waiting-children');
 
       const r = await bosun(['dlq', 'retry', String(entry.id)]);
       expect(r.code, r.stderr).toBe(0);

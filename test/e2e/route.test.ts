@@ -46,8 +46,7 @@ describe('route mode, end to end', () => {
     expect(result.answer).toContain('checkout-7c9d6f8b4');
     expect(Date.parse(result.finishedAt)).toBeGreaterThanOrEqual(Date.parse(result.startedAt));
 
-    await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
-    const run = client.events.forRun(runId);
+    const run = await client.events.complete(runId);
     const types = run.map((e) => e.type);
     expect(types[0]).toBe('run.started');
     expect(types[types.length - 1]).toBe('run.completed');

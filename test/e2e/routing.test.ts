@@ -34,9 +34,10 @@ describe('tool routing, end to end', () => {
       const done = await events.waitFor((e) => e.runId === runId && e.type === 'agent.completed', 10_000);
       // The default plan: get_pods and get_logs (always on), then get_deployments (loaded on demand).
       expect(done.data.routing).toEqual({ groupsOffered: ['pods', 'history', 'changes'], groupsLoaded: ['pods'], reloads: 0, skipped: ['changes'], nudged: false });
-      const loads = events.forRun(runId).filter((e) => e.type === 'tool.routing' && e.data.action === 'load');
+      const run = await events.complete(runId);
+      const loads = run.filter((e) => e.type === 'tool.routing' && e.data.action === 'load');
       expect(loads.map((e) => e.data.loaded)).toEqual([['demo__get_deployments']]);
-      const tools = events.forRun(runId).filter((e) => e.type === 'tool.completed').map((e) => e.data.tool);
+      const tools = run.filter((e) => e.type === 'tool.completed').map((e) => e.data.tool);
       expect(tools).toEqual(['demo__get_pods', 'demo__get_logs', 'demo__get_deployments']);
     } finally {
       await client.close();

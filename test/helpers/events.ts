@@ -30,6 +30,24 @@ export class EventCollector {
     return this.events.filter((e) => e.runId === runId).sort((a, b) => a.seq - b.seq);
   }
 
+  /**
+   * A finished run's events, once all of them are here: its `run.completed` (or `run.failed`)
+   * and every `seq` before it. Events of one run come from several processes and may arrive out
+   * of `seq` order (docs/protocol.md); a retried publish may arrive twice. Sorted by `seq`,
+   * one per `seq`.
+   */
+  async complete(runId: string, timeoutMs = 15_000): Promise<RunEvent[]> {
+    const deadline = Date.now() + timeoutMs;
+    const end = await this.waitFor((e) => e.runId === runId && (e.type === 'run.completed' || e.type === 'run.failed'), timeoutMs, `end of run ${runId}`);
+    for (;;) {
+      const bySeq = new Map(this.events.filter((e) => e.runId === runId).map((e) => [e.seq, e]));
+      const missing = Array.from({ length: end.seq }, (_, i) => i + 1).filter((s) => !bySeq.has(s));
+      if (missing.length === 0) return [...bySeq.values()].sort((a, b) => a.seq - b.seq);
+      if (Date.now() > deadline) throw new Error(`run ${runId}: events ${missing.join(', ')} of 1..${end.seq} did not arrive within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
   /** Resolves with the first event (seen or to come) matching `pred`; rejects after `timeoutMs`. */
   waitFor(pred: (e: RunEvent) => boolean, timeoutMs = 30_000, what = 'event'): Promise<RunEvent> {
     const seen = this.events.find(pred);

@@ -32,7 +32,8 @@ export class ServiceProcess {
     };
     this.child.stdout?.on('data', onData);
     this.child.stderr?.on('data', onData);
-    this.exited = new Promise((resolve) => this.child.once('exit', (code, signal) => resolve({ code, signal })));
+    // 'close', not 'exit': by then stdout and stderr are read to the end, so `lines` is complete.
+    this.exited = new Promise((resolve) => this.child.once('close', (code, signal) => resolve({ code, signal })));
   }
 
   get pid(): number {

@@ -8,7 +8,7 @@ import { DEAD_LETTER_QUEUE, type ToolCallJob } from '@bosun/contract';
 import { createLogger, parseClusterConfig } from '@bosun/config';
 import { DeadLetters, EventPublisher, keys } from '@bosun/transport';
 import { ToolGateway } from '@bosun/tool-gateway';
-import { EventCollector, ENTRY, demoConfig, freePort, openContext, type TestContext } from '../helpers/index.js';
+import { EventCollector, ENTRY, demoConfig, freePort, openContext, waitUntil, type TestContext } from '../helpers/index.js';
 
 const require = createRequire(import.meta.url);
 const everythingBin = join(require.resolve('@modelcontextprotocol/server-everything/package.json'), '..', 'dist/index.js');
@@ -53,7 +53,7 @@ beforeAll(async () => {
     demo: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_CALL_LOG: callLog } },
     everything: { transport: 'stdio', command: process.execPath, args: [everythingBin, 'stdio'] },
     memory: { transport: 'stdio', command: process.execPath, args: [memoryBin], env: { MEMORY_FILE_PATH: join(ctx.dir, 'memory.jsonl') } },
-    hang: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_HANG_TOOLS: 'restart_pod,get_pods' } },
+    hang: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_HANG_TOOLS: 'restart_pod,get_pods', DEMO_MCP_CALL_LOG: join(ctx.dir, 'hang-calls.jsonl') } },
     web: { transport: 'http', url: `http://127.0.0.1:${httpPort}/mcp`, headers: { Authorization: 'Bearer ${GW_TEST_TOKEN:-not-a-secret}' } },
   };
   raw.specialists = {
@@ -177,7 +177,9 @@ describe('tool gateway against real MCP servers', () => {
     const hang = gateway.servers.find((s) => s.name === 'hang')!;
     await hang.connect();
     const pending = call('k-died-mid-call', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-2xk8p' });
-    await new Promise((r) => setTimeout(r, 300));
+    // Killed once the server has the call (its call log says so), not after a guessed delay.
+    const hangLog = join(ctx.dir, 'hang-calls.jsonl');
+    await waitUntil(() => existsSync(hangLog) && readFileSync(hangLog, 'utf8').includes('checkout-7c9d6f8b4-2xk8p'), 10_000, 'the hang server received the call');
     process.kill(hang.pid!, 'SIGKILL');
     const result = await pending;
     expect(result.error).toMatch(/^IN DOUBT: .*its connection failed before the answer came/);

@@ -155,13 +155,13 @@ export class ToolGateway {
     const readOnly = isReadOnlyTool(tool);
     let approval: Approval | undefined;
     if (decision.decision === 'refuse') {
-      if (!readOnly) this.audit(call, 'refused');
+      if (!readOnly) await this.audit(call, 'refused');
       return fail(decision.reason);
     }
     if (decision.decision === 'ask') {
       const verdict = await this.checkApproval(call);
       if (typeof verdict === 'string') {
-        this.audit(call, 'refused');
+        await this.audit(call, 'refused');
         return fail(verdict);
       }
       approval = verdict;
@@ -214,7 +214,7 @@ export class ToolGateway {
       };
       await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
       events.emit({ ...base, type: 'tool.completed', data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length } });
-      if (!readOnly) this.audit(call, outcome.isError ? 'tool-error' : 'ok', approval);
+      if (!readOnly) await this.audit(call, outcome.isError ? 'tool-error' : 'ok', approval);
       return result;
     } catch (err) {
       const durationMs = Date.now() - started;
@@ -225,11 +225,11 @@ export class ToolGateway {
       const outcomeUnknown = !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
       if (outcomeUnknown && !readOnly) {
         await redis.hset(recordKey, { state: 'inflight' });
-        this.audit(call, 'in-doubt', approval);
+        await this.audit(call, 'in-doubt', approval);
         return this.inDoubt(call, tool, false, timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`, true);
       }
       log.warn({ key: call.key, tool: call.tool, err: message }, 'tool call failed');
-      if (!readOnly) this.audit(call, 'error', approval);
+      if (!readOnly) await this.audit(call, 'error', approval);
       return fail(timedOut ? `timed out after ${durationMs} ms` : message, durationMs);
     }
   }
@@ -249,10 +249,14 @@ export class ToolGateway {
     return approval;
   }
 
-  /** Appends a mutating call to the audit stream (arguments with secrets redacted). Never blocks the call. */
-  private audit(call: ToolCallJob, status: 'ok' | 'tool-error' | 'error' | 'in-doubt' | 'refused', approval?: Approval): void {
+  /**
+   * Appends a mutating call to the audit stream (arguments with secrets redacted), before the
+   * caller hears the outcome. A failed write is logged as an error; it does not change the
+   * outcome, which has happened.
+   */
+  private async audit(call: ToolCallJob, status: 'ok' | 'tool-error' | 'error' | 'in-doubt' | 'refused', approval?: Approval): Promise<void> {
     const { redis, prefix, log } = this.deps;
-    void redis
+    await redis
       .xadd(
         keys.audit(prefix),
         'MAXLEN',
@@ -282,7 +286,7 @@ export class ToolGateway {
       'Do not assume it succeeded or failed.';
     if (!known) {
       // Found in flight after a crash: the gateway that sent it could not audit the outcome.
-      if (!audited) this.audit(call, 'in-doubt');
+      if (!audited) await this.audit(call, 'in-doubt');
       await redis.hset(recordKey, { state: 'in-doubt' });
       log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
       await deadLetters.add(

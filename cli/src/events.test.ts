@@ -1,0 +1,38 @@
+import { describe, expect, it } from 'vitest';
+import type { RunEvent } from '@bosun/contract';
+import { SeqOrder } from './events.js';
+
+const ev = (seq: number, type: RunEvent['type'] = 'model.called'): RunEvent => ({ v: 1, type, runId: 'r1', incidentId: 'i1', seq, at: '2026-01-01T00:00:00.000Z', data: {} });
+const seqs = (es: RunEvent[]) => es.map((e) => e.seq);
+
+describe('SeqOrder (bosun watch <run>)', () => {
+  it('passes events through in order and holds one that arrives ahead of an earlier one', () => {
+    const o = new SeqOrder();
+    expect(seqs(o.push(ev(1)))).toEqual([1]);
+    expect(seqs(o.push(ev(3)))).toEqual([]);
+    expect(o.gapped).toBe(true);
+    expect(seqs(o.push(ev(2)))).toEqual([2, 3]);
+    expect(o.gapped).toBe(false);
+  });
+
+  it('drops repeats (a retried publish seen twice)', () => {
+    const o = new SeqOrder();
+    o.push(ev(1));
+    expect(seqs(o.push(ev(1)))).toEqual([]);
+    o.push(ev(3));
+    expect(seqs(o.push(ev(3)))).toEqual([]);
+  });
+
+  it('skips a gap that is not filled, naming the missing seqs, and goes on in order', () => {
+    const o = new SeqOrder();
+    o.push(ev(1));
+    o.push(ev(5, 'run.completed'));
+    o.push(ev(3));
+    const { ready, missing } = o.skipGap();
+    expect(seqs(ready)).toEqual([3, 5]);
+    expect(missing).toEqual([2, 4]);
+    expect(o.gapped).toBe(false);
+    expect(seqs(o.push(ev(4)))).toEqual([]);
+    expect(seqs(o.push(ev(6)))).toEqual([6]);
+  });
+});
