@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { TestCluster, callLog, demoConfig, openClient, openContext, startService, writeConfig, type CallLog, type Client, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import { TestCluster, callLog, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type CallLog, type Client, type ServiceProcess, type TestContext } from '../helpers/index.js';
 
 // Chaos 1: specialists are SIGKILLed mid-run, repeatedly. Every incident still completes, and
 // the mutating tool of a counting MCP server is called exactly once per intended call.
@@ -104,11 +104,15 @@ describe('specialists killed mid-run', () => {
         ),
       ),
     );
+    // Kills at points of progress, not on a timer: when the first storm tool call starts, then
+    // each time 12 more runs have completed — so all four happen while runs are in flight.
+    const stormCompleted = () => client.events.events.filter((e) => e.type === 'run.completed' && e.incidentId.startsWith('storm-')).length;
     let kills = 0;
     let done = false;
     const killer = (async () => {
-      while (!done && kills < 6) {
-        await new Promise((r) => setTimeout(r, 1_500));
+      await client.events.waitFor((e) => e.type === 'tool.started' && e.incidentId.startsWith('storm-'), 30_000, 'the first storm tool call');
+      for (const threshold of [0, 12, 24, 36]) {
+        await waitUntil(() => done || stormCompleted() >= threshold, 120_000, `${threshold} storm runs completed`);
         if (done) break;
         const victims = cluster.processes.filter((p) => p.running && p.name.startsWith('specialist'));
         const victim = victims[kills % victims.length];
@@ -123,7 +127,7 @@ describe('specialists killed mid-run', () => {
     done = true;
     await killer;
     process.stdout.write(`[chaos] ${n} incidents, ${kills} specialist kills\n`);
-    expect(kills).toBeGreaterThanOrEqual(2);
+    expect(kills).toBe(4);
     expect(results.map((r) => r.status)).toEqual(results.map(() => 'completed'));
     const restarts = logged('restart_pod').slice(before);
     const perIncident = new Map<string, number>();
