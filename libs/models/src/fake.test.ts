@@ -109,6 +109,18 @@ describe('FakeModel: classifier (single mode)', () => {
     expect(JSON.parse(r.text ?? '')).toEqual({ specialists: ['database', 'nobody'] });
   });
 
+  it('takes payload.fake.slowMs[agent] per call, for that agent only', async () => {
+    const inc = incident({ payload: { fake: { slowMs: { coordinator: 150, database: 60_000, kubernetes: 'x' } } } });
+    const t0 = Date.now();
+    await classify(inc);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(140);
+    // kubernetes is not slowed ('x' is not a number); database would take a minute.
+    const k = new FakeModel(OPTIONS).generate(taskRequest('kubernetes', [firstMessage(inc)]));
+    const d = new FakeModel(OPTIONS).generate(taskRequest('database', [firstMessage(inc)]));
+    const first = await Promise.race([k.then(() => 'kubernetes'), d.then(() => 'database')]);
+    expect(first).toBe('kubernetes');
+  });
+
   it('routes by reason', async () => {
     const r = await classify(incident({ reason: 'ErrorRateHigh' }));
     expect(JSON.parse(r.text ?? '')).toEqual({ specialists: ['kubernetes', 'database'] });

@@ -28,6 +28,7 @@ interface FakeDirectives {
   fail?: string[];
   invalid?: string[];
   parallel?: string[];
+  slowMs?: Record<string, number>;
 }
 
 type Json = Record<string, unknown>;
@@ -57,6 +58,8 @@ export class FakeModel implements Model {
     const firstUser = request.messages.find((m) => m.role === 'user');
     const incident = firstUser && firstUser.role === 'user' ? extractIncident(firstUser.text) : undefined;
     const directives = readDirectives(incident);
+    const slow = directives.slowMs?.[request.agent];
+    if (slow) await sleep(slow, options.signal);
     if (directives.fail?.includes(request.agent)) {
       throw new ModelError(`fake model told to fail for ${request.agent} (payload.fake.fail)`, { retryable: false, status: 400 });
     }
@@ -207,6 +210,10 @@ function readDirectives(incident: Json | undefined): FakeDirectives {
   if (invalid) out.invalid = invalid;
   const parallel = strings(f.parallel);
   if (parallel) out.parallel = parallel;
+  if (f.slowMs && typeof f.slowMs === 'object') {
+    const slowMs = Object.fromEntries(Object.entries(f.slowMs as Json).filter((e): e is [string, number] => typeof e[1] === 'number' && e[1] > 0 && e[1] <= 600_000));
+    if (Object.keys(slowMs).length > 0) out.slowMs = slowMs;
+  }
   return out;
 }
 

@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { specialistQueue } from '@bosun/contract';
+import { TestCluster, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+
+// Chaos 3b: the coordinator is SIGKILLed in the two phases where it is the only one at work —
+// while it routes a new incident, and while it writes the answer — not only while the run waits
+// for specialists (coordinator-and-deadlines.test.ts). The fake model's `slowMs` holds the
+// coordinator in its model call long enough to kill it there.
+
+/** A cluster of its own (own prefix, own config) for one coordinator mode. */
+async function start(label: string, mode: 'route' | 'delegate') {
+  const ctx = await openContext(label);
+  const config = demoConfig();
+  config.coordinator.mode = mode;
+  // A dead coordinator's job moves on after 3 s instead of 10.
+  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  const env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
+  const cluster = await TestCluster.start(env, { specialists: 1 });
+  const client = await openClient(ctx);
+  return { ctx, env, cluster, client };
+}
+
+type Setup = Awaited<ReturnType<typeof start>>;
+
+/** Kills the coordinator and starts another; returns when it was killed. */
+async function killCoordinator(s: Setup): Promise<number> {
+  const killedAt = Date.now();
+  s.cluster.get('coordinator').kill('SIGKILL');
+  await s.cluster.get('coordinator').exited;
+  await s.cluster.add(startService('coordinator', s.env)).ready();
+  return killedAt;
+}
+
+/** The jobs a specialist's queue holds for a run: one per delegation, never a second. */
+async function childJobs(s: Setup, agent: string, runId: string): Promise<number> {
+  const q = new Queue(specialistQueue(agent), { connection: s.ctx.redis, prefix: s.ctx.prefix });
+  try {
+    return (await q.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])).filter((j) => (j.data as { runId: string }).runId === runId).length;
+  } finally {
+    await q.close();
+  }
+}
+
+async function stop(s: Setup | undefined): Promise<void> {
+  await s?.client.close();
+  await s?.cluster.stop();
+  await s?.ctx.close();
+}
+
+describe('the coordinator dies while it routes (route mode)', () => {
+  let s: Setup;
+  beforeAll(async () => {
+    s = await start('chaos-kill-coord-route', 'route');
+  });
+  afterAll(() => stop(s));
+
+  it('starts the run again in another coordinator and delegates once', async () => {
+    const { job, runId } = await s.client.publish({
+      id: 'kill-while-routing',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+      payload: { fake: { slowMs: { coordinator: 3_000 } } },
+    });
+    await s.client.events.waitFor((e) => e.runId === runId && e.type === 'run.started', 20_000, 'run.started');
+    // The classifier call takes 3 s: the coordinator is inside it now, with nothing saved yet.
+    const killedAt = await killCoordinator(s);
+    const result = await s.client.result(job, 60_000);
+    expect(result.status).toBe('completed');
+    expect(result.specialists.map((x) => x.name)).toEqual(['kubernetes']);
+    const run = await s.client.events.complete(runId);
+    // Nothing was delegated before the kill: the killed coordinator was still routing.
+    expect(run.filter((e) => e.type === 'agent.delegated').every((e) => Date.parse(e.at) > killedAt)).toBe(true);
+    // The killed call never reported; the run started afresh (events are at least once).
+    expect(run.filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(1);
+    expect(run.filter((e) => e.type === 'run.started')).toHaveLength(2);
+    expect(run.filter((e) => e.type === 'agent.delegated')).toHaveLength(1);
+    expect(await childJobs(s, 'kubernetes', runId)).toBe(1);
+  }, 90_000);
+});
+
+describe('the coordinator dies while it writes the answer (delegate mode)', () => {
+  let s: Setup;
+  beforeAll(async () => {
+    s = await start('chaos-kill-coord-answer', 'delegate');
+  });
+  afterAll(() => stop(s));
+
+  it('answers from the saved reports in another coordinator, without delegating again', async () => {
+    const { job, runId } = await s.client.publish({
+      id: 'kill-while-answering',
+      source: 'chaos',
+      reason: 'ErrorRateHigh',
+      summary: 'checkout errors',
+      labels: { service: 'checkout' },
+      payload: { fake: { slowMs: { coordinator: 2_500 } } },
+    });
+    for (const agent of ['kubernetes', 'database']) {
+      await s.client.events.waitFor((e) => e.runId === runId && e.type === 'agent.completed' && e.agent === agent, 30_000, `${agent} agent.completed`);
+    }
+    // Both reports are in; the run is back with the coordinator, in its 2.5 s answer turn.
+    await waitUntil(async () => (await job.getState()) === 'active', 10_000, 'the run back with the coordinator');
+    const killedAt = await killCoordinator(s);
+    const result = await s.client.result(job, 60_000);
+    expect(result.status).toBe('completed');
+    // The answer was written after the kill, by the new coordinator.
+    expect(Date.parse(result.finishedAt)).toBeGreaterThan(killedAt);
+    expect(result.answer).toMatch(/^Summary for incident kill-while-answering/);
+    expect(result.specialists.map((x) => x.name).sort()).toEqual(['database', 'kubernetes']);
+    const run = await s.client.events.complete(runId);
+    expect(run.filter((e) => e.type === 'agent.delegated')).toHaveLength(2);
+    // The delegation turn, and the answer turn made again after the kill (the killed one never reported).
+    expect(run.filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(2);
+    expect(run.filter((e) => e.type === 'run.started')).toHaveLength(1);
+    for (const agent of ['kubernetes', 'database']) expect(await childJobs(s, agent, runId)).toBe(1);
+  }, 90_000);
+});
