@@ -62,6 +62,8 @@ beforeAll(async () => {
   // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
   config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
   config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  // kubernetes' twin with a 2 s deadline, for the wait that outlasts it.
+  config.specialists.ops = { ...config.specialists.kubernetes, description: 'kubernetes with a short deadline', deadlineMs: 2_000 };
   env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
   cluster = await TestCluster.start(env, { specialists: 1 });
   client = await openClient(ctx);
@@ -158,4 +160,31 @@ describe('approvals', () => {
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-restart')).toHaveLength(1);
   }, 90_000);
+});
+
+describe('approvals and deadlines', () => {
+  it('does not count the wait for an operator against the task deadline', async () => {
+    const { job, runId } = await client.publish({
+      id: 'ap-deadline',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: { fake: { route: ['ops'], calls: { ops: [restart('ap-deadline')] } } },
+    });
+    const a = await requested(runId);
+    // The coordinator's backstop fires 2 s + 5 s grace after dispatch, finds the task waiting for
+    // an operator, and moves the deadline instead of ending the task.
+    await cluster.get('coordinator').waitForLine(/task deadline moved by its approval wait/, 20_000);
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-deadline')).toHaveLength(0);
+    await approvals.decide(a.id, { approve: true, by: 'late-operator' });
+    const result = await client.result(job, 30_000);
+    expect(result.status).toBe('completed');
+    expect(result.specialists).toEqual([expect.objectContaining({ name: 'ops', status: 'completed' })]);
+    expect(logged('restart_pod').filter((x) => x.reason === 'ap-deadline')).toHaveLength(1);
+    const run = await client.events.complete(runId);
+    expect(run.filter((e) => e.type === 'agent.stalled')).toHaveLength(0);
+    // The wait is on record: it is what moved the deadline.
+    const ckpt = JSON.parse((await ctx.redis.get(`${ctx.prefix}:ckpt:task:${a.taskId}`)) ?? '{}') as { approvalWaitMs?: number };
+    expect(ckpt.approvalWaitMs).toBeGreaterThan(2_000);
+  });
 });

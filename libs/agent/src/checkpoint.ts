@@ -39,6 +39,8 @@ const TaskCheckpointSchema = z.object({
       at: z.string(),
     })
     .optional(),
+  /** Time spent parked for decided approvals, in ms: it does not count against the deadline. */
+  approvalWaitMs: z.number().int().nonnegative().optional(),
   /** In-band tool routing: the tools loaded so far and the statistics. */
   routing: z
     .object({

@@ -18,7 +18,7 @@ import { FakeModel, ModelError, renderIncident, type Message, type Model, type M
 import { MemoryCheckpointStore, MemoryEventSink, type DeadLetterInput, type ToolClient } from '@bosun/transport';
 
 import { BadCheckpointError } from './checkpoint.js';
-import { DEFAULT_TASK_INSTRUCTION, RetryableTaskError, runTask, type TaskAgentDeps, type TaskAgentSpec } from './task.js';
+import { DEFAULT_TASK_INSTRUCTION, RetryableTaskError, runTask, taskDeadline, type TaskAgentDeps, type TaskAgentSpec } from './task.js';
 
 const REPORT: Record<string, unknown> = {
   type: 'object',
@@ -446,5 +446,20 @@ describe('runTask', () => {
     expect((err as BadCheckpointError).message).toContain(CKPT);
     expect((err as BadCheckpointError).code).toBe('bad_checkpoint');
     expect(h.tools.calls).toEqual([]);
+  });
+});
+
+describe('taskDeadline', () => {
+  const at = '2026-01-01T00:10:00.000Z';
+  const t = Date.parse(at);
+  it('is the job deadline, moved by decided approval waits and by the wait under way', () => {
+    expect(taskDeadline(undefined, null)).toBe(Number.POSITIVE_INFINITY);
+    expect(taskDeadline(at, null)).toBe(t);
+    expect(taskDeadline(at, { approvalWaitMs: 90_000 })).toBe(t + 90_000);
+    const parkedAt = '2026-01-01T00:09:00.000Z';
+    const pending = { kind: 'approval' as const, step: 1, approvalId: 'ap-1', at: parkedAt };
+    // Parked one minute before the deadline: however long the wait, one minute is left after it.
+    expect(taskDeadline(at, { approvalWaitMs: 1_000, pending }, t + 3_600_000)).toBe(t + 1_000 + 3_600_000 + 60_000);
+    expect(taskDeadline(at, { pending: { ...pending, kind: 'tools' } }, t + 5_000)).toBe(t);
   });
 });

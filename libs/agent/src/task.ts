@@ -180,13 +180,14 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     return result;
   };
 
-  const deadline = job.deadlineAt ? Date.parse(job.deadlineAt) : Number.POSITIVE_INFINITY;
+  const deadline = (): number => taskDeadline(job.deadlineAt, state);
   for (;;) {
     const last = state.messages[state.messages.length - 1];
     if (!last) throw new BosunError('corrupt_checkpoint', `checkpoint ${ckptId} has no messages`);
     // Step boundary: where a task may stop (saving what it has) or be handed over.
-    if (Date.now() >= deadline) {
-      return finish(await incomplete('timeout', job, spec, deps, state, attempt, `did not finish before its deadline (${job.deadlineAt ?? ''})`));
+    if (Date.now() >= deadline()) {
+      const paused = state.approvalWaitMs ? `, moved by ${state.approvalWaitMs} ms spent waiting for approvals` : '';
+      return finish(await incomplete('timeout', job, spec, deps, state, attempt, `did not finish before its deadline (${job.deadlineAt ?? ''}${paused})`));
     }
     if (deps.shouldYield?.()) {
       if (dirty) await save();
@@ -314,6 +315,11 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       if (dirty) await save();
       if (await cancelCheck) return cancelled();
       approval = await awaitApproval(job, spec, deps, state, ckptId, calls, asking.map((c) => byName.get(c.name)!), policy);
+      // The wait for the operator is over: it moves the deadline, in the same write as the round.
+      if (state.pending?.kind === 'approval') {
+        const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
+        state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, decided - Date.parse(state.pending.at));
+      }
     }
 
     // Tool calls. Each carries an idempotency key from its place in the run, so a resumed
@@ -324,7 +330,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
     await save();
     if (await cancelCheck) return cancelled();
-    const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline - Date.now()));
+    const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline() - Date.now()));
     const responses: ToolResponse[] = await Promise.all(
       calls.map(async (call, index): Promise<ToolResponse> => {
         if (call.name === LOAD_TOOLS && groups && state.routing) {
@@ -423,7 +429,9 @@ async function awaitApproval(
   }
   if (approval.status === 'pending') {
     if (Date.now() < Date.parse(approval.timeoutAt)) {
-      state.pending = { kind: 'approval', step: state.step, approvalId: id, at: new Date().toISOString() };
+      // Parked since the first time (a task woken early keeps its original start of the wait).
+      const since = state.pending?.kind === 'approval' && state.pending.approvalId === id ? state.pending.at : new Date().toISOString();
+      state.pending = { kind: 'approval', step: state.step, approvalId: id, at: since };
       await deps.checkpoints.save(ckptId, state);
       throw new ParkError(id, Date.parse(approval.timeoutAt));
     }
@@ -436,6 +444,17 @@ async function awaitApproval(
     }
   }
   return approval;
+}
+
+/**
+ * When a task must be done: its job's `deadlineAt`, moved by the time it has spent parked for
+ * approvals (decided ones, and the one it waits for now). A task waiting for an operator is not
+ * running out of time; the run's own deadline still applies.
+ */
+export function taskDeadline(deadlineAt: string | undefined, state: Pick<TaskCheckpointData, 'approvalWaitMs' | 'pending'> | null, now = Date.now()): number {
+  if (!deadlineAt) return Number.POSITIVE_INFINITY;
+  const waiting = state?.pending?.kind === 'approval' ? Math.max(0, now - Date.parse(state.pending.at)) : 0;
+  return Date.parse(deadlineAt) + (state?.approvalWaitMs ?? 0) + waiting;
 }
 
 /** The message that tells the model what the operator decided. */

@@ -27,7 +27,7 @@ import {
   type ModelResponse,
   type ToolDeclaration,
 } from '@bosun/models';
-import { MessageSchema, BadCheckpointError, TaskCheckpoint } from '@bosun/agent';
+import { MessageSchema, BadCheckpointError, TaskCheckpoint, taskDeadline } from '@bosun/agent';
 import { keys, type CheckpointStore, type DeadLetters, type EventSink } from '@bosun/transport';
 import type { RedisClient } from '@bosun/transport';
 
@@ -74,6 +74,8 @@ const TimerJob = z.object({
   kind: z.enum(['task-deadline', 'run-deadline', 'retry-task']),
   runId: z.string(),
   taskId: z.string().optional(),
+  /** A task deadline moved by an approval wait: the how-manieth time (its job id ends `-m<n>`). */
+  moved: z.number().int().positive().optional(),
 });
 
 /** Time a specialist has past its own deadline to report the timeout itself before the coordinator does. */
@@ -478,16 +480,42 @@ export class Coordinator {
     if (timer.kind === 'retry-task') return this.retryDelegation(parent, ckptId, state, timer.taskId ?? '');
     const due = state.delegations.filter((d) => !d.result && (timer.kind === 'run-deadline' || d.taskId === timer.taskId));
     const release: Job[] = [];
+    let changed = false;
     for (const d of due) {
       const child = await Job.fromId(this.queueFor(d.agent), d.taskId);
       if (child && (await child.getState()) === 'completed') continue;
+      if (timer.kind === 'task-deadline' && (await this.rearmIfPaused(timer.moved ?? 0, timer.runId, d))) continue;
+      changed = true;
       await this.timeout(state, d, timer.kind === 'run-deadline' ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`);
       if (child) release.push(child);
     }
-    if (due.length === 0) return;
+    if (!changed) return;
     await this.deps.checkpoints.save(ckptId, state);
     // Dropping the dependency lets BullMQ move the parked run back to the queue once none remain.
     for (const child of release) await child.removeChildDependency();
+  }
+
+  /**
+   * Time parked for an operator's approval does not count against a task's deadline (see
+   * `taskDeadline`): when the task has waited, the backstop fires again at the moved deadline
+   * instead of ending the task now. Returns whether it did so.
+   */
+  private async rearmIfPaused(moved: number, runId: string, d: Delegation): Promise<boolean> {
+    let ckpt;
+    try {
+      ckpt = TaskCheckpoint.parse(await this.deps.checkpoints.load(`task:${d.taskId}`), `task:${d.taskId}`);
+    } catch {
+      return false;
+    }
+    if (!ckpt || (!ckpt.approvalWaitMs && ckpt.pending?.kind !== 'approval')) return false;
+    const due = taskDeadline(d.deadlineAt, ckpt) + DEADLINE_GRACE_MS;
+    if (Date.now() >= due) return false;
+    // The timers of one task form a chain (task-deadline-<taskId>, then -m1, -m2, …), so a
+    // handler that runs twice adds the same next one.
+    const nextId = `task-deadline-${d.taskId}-m${moved + 1}`;
+    await this.timers.add('task-deadline', { kind: 'task-deadline', runId, taskId: d.taskId, moved: moved + 1 }, { jobId: nextId, delay: due - Date.now(), removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
+    this.deps.log.info({ taskId: d.taskId, approvalWaitMs: ckpt.approvalWaitMs ?? 0, waitingNow: ckpt.pending?.kind === 'approval', timer: nextId }, 'task deadline moved by its approval wait');
+    return true;
   }
 
   private appendDelegationResults(state: RunCheckpoint): void {
