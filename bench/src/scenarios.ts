@@ -250,14 +250,14 @@ class RunTracer {
 
   breakdown(): { segment: string; p50: number; p90: number; runs: number }[] {
     const names = [
-      'publish → run.started (coordinator takes the job, checkpoint, run-deadline timer, progress)',
-      'run.started → agent.delegated (route model call, checkpoints, task-deadline timer, child job)',
-      'agent.delegated → agent.started (specialist takes the task, checkpoint)',
-      'agent.started → tool.started #1 (catalog, checkpoint, model call 1, checkpoint, tool job, gateway takes it)',
+      'publish → run.started (coordinator takes the job, checkpoint read, run-deadline timer and progress)',
+      'run.started → agent.delegated (route model call, checkpoint, task-deadline timer and child job)',
+      'agent.delegated → agent.started (specialist takes the task, checkpoint read)',
+      'agent.started → tool.started #1 (catalog, model call 1 and cancel check, checkpoint, tool job, gateway claims it)',
       'tool.started #1 → tool.completed #1 (MCP call over stdio, record)',
-      'tool.completed #1 → tool.started #2 (result back to the specialist, checkpoints, model call 2, tool job, gateway)',
+      'tool.completed #1 → tool.started #2 (result back to the specialist, model call 2, checkpoint, tool job, gateway)',
       'tool.started #2 → tool.completed #2 (MCP call, record)',
-      'tool.completed #2 → agent.completed (result back, checkpoints, model call 3: finish_task)',
+      'tool.completed #2 → agent.completed (result back, model call 3: finish_task, checkpoint with the result)',
       'agent.completed → run.completed (task job completes, parent back to wait, coordinator resumes, collect, answer)',
       'run.completed → result at the client (incident job completes, QueueEvents)',
     ];
