@@ -428,6 +428,33 @@ describe('runTask', () => {
     expect(writes).toEqual(['tools', 'tools', 'result']);
   });
 
+  it('stops before the effects of a task the coordinator cancelled: no tool call, a stalled result', async () => {
+    let checks = 0;
+    let cancelled = false;
+    const model = new Recording(fake());
+    const h = harness(model);
+    h.deps.isCancelled = async () => {
+      checks++;
+      return cancelled;
+    };
+    const tools = h.tools;
+    const realCall = tools.call.bind(tools);
+    // The coordinator gives up while the first call runs.
+    tools.call = async (call) => {
+      const r = await realCall(call);
+      cancelled = true;
+      return r;
+    };
+    const result = await runTask(job(), spec(), h.deps, 1);
+    expect(result).toMatchObject({ status: 'stalled', error: 'cancelled' });
+    expect(tools.calls.map((c) => c.tool)).toEqual(['demo__get_pods']);
+    // Checked before each tool round, not before model calls: the second model turn was made,
+    // and its call was not.
+    expect(model.requests).toHaveLength(2);
+    expect(checks).toBe(2);
+    expect(h.deadLetters).toEqual([]);
+  });
+
   it('fails the task on a non-retryable model error', async () => {
     const h = harness(fake());
     const result = await runTask(job({ fake: { fail: ['kubernetes'] } }), spec(), h.deps, 1);

@@ -64,7 +64,10 @@ export interface TaskAgentDeps {
   toolTimeoutMs?: number;
   /** True when the process is draining: the loop hands the task back at the next step. */
   shouldYield?: () => boolean;
-  /** Whether the coordinator has given up on this task (deadline passed). Checked before each step. */
+  /**
+   * Whether the coordinator has given up on this task (deadline passed). Checked before the
+   * task's effects — tool calls, an approval request, an INCOMPLETE report — not before model calls.
+   */
   isCancelled?: (taskId: string) => Promise<boolean>;
   /** Tool policy; default: the spec's patterns and mode, every tool `allow`. */
   policy?: TaskPolicy;
@@ -210,10 +213,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         const reason = `${offered.length} tools would be offered to the model in one request; the limit is ${MAX_TOOLS_PER_REQUEST}. Narrow specialists.${spec.name}.tools, or turn on routing.`;
         return finish(await failTask(job, spec, deps, state, attempt, reason));
       }
-      // The cancellation check runs beside the model call (it has no effect to prevent, and the
-      // round trip would otherwise add to every step); a cancelled task drops the response.
-      const cancelCheck = deps.isCancelled ? deps.isCancelled(job.taskId) : Promise.resolve(false);
-      cancelCheck.catch(() => undefined);
+      // No cancellation check before a model call: it has no effect to prevent. A task the
+      // coordinator gave up on stops before its next effect, below.
       const started = Date.now();
       let response;
       try {
@@ -225,12 +226,10 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
           tools: offered,
         });
       } catch (err) {
-        if (await cancelCheck) return cancelled();
         if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
         const reason = `model call failed: ${(err as Error).message}`;
         return finish(await failTask(job, spec, deps, state, attempt, reason));
       }
-      if (await cancelCheck) return cancelled();
       state.step++;
       events.emit({
         ...base,
@@ -256,8 +255,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
     // The model has spoken; act on it — unless the coordinator has given up on this task: then
     // nothing it asks for may take effect. The check is awaited before each effect below.
-    const cancelCheck = deps.isCancelled ? deps.isCancelled(job.taskId) : Promise.resolve(false);
-    cancelCheck.catch(() => undefined);
+    let cancelCheck: Promise<boolean> | undefined;
+    const isCancelled = (): Promise<boolean> => (cancelCheck ??= deps.isCancelled ? deps.isCancelled(job.taskId) : Promise.resolve(false));
     const calls = last.calls ?? [];
     if (shouldNudge() && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL))) {
       state.routing!.nudged = true;
@@ -269,14 +268,15 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       continue;
     }
     if (calls.length === 0) {
-      if (await cancelCheck) return cancelled();
+      if (await isCancelled()) return cancelled();
       return finish(await incomplete('stall', job, spec, deps, state, attempt, 'ended its turn without calling finish_task'));
     }
     const finishCall = calls.find((c) => c.name === FINISH_TASK_TOOL);
     if (finishCall) {
       const problem = validateAgainstSchema(spec.outputSchema, finishCall.args);
       if (problem === null) {
-        if (await cancelCheck) return cancelled();
+        // No check here: a task the coordinator gave up on already has its INCOMPLETE part in the
+        // run, and a late result for it is ignored there.
         const result: TaskResult = { v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output: finishCall.args, attempts: attempt };
         const stats = routingStats();
         await finish(result);
@@ -301,7 +301,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 
     if (state.askedToFinish) {
       // Asked once to finish and it reached for tools again: nothing it was not offered runs.
-      if (await cancelCheck) return cancelled();
+      if (await isCancelled()) return cancelled();
       return finish(await incomplete('stall', job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
     }
 
@@ -313,7 +313,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       // The approval is keyed by the step: the turn it asks about must be on record first, so a
       // resumed task acts on exactly the calls that were proposed, never on a new model turn.
       if (dirty) await save();
-      if (await cancelCheck) return cancelled();
+      if (await isCancelled()) return cancelled();
       approval = await awaitApproval(job, spec, deps, state, ckptId, calls, asking.map((c) => byName.get(c.name)!), policy);
       // The wait for the operator is over: it moves the deadline, in the same write as the round.
       if (state.pending?.kind === 'approval') {
@@ -328,8 +328,10 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     // A round resumed after a crash was already counted when it was first saved.
     if (!(state.pending?.kind === 'tools' && state.pending.step === step)) state.toolRounds++;
     state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
+    const cancelling = isCancelled();
+    cancelling.catch(() => undefined);
     await save();
-    if (await cancelCheck) return cancelled();
+    if (await cancelling) return cancelled();
     const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline() - Date.now()));
     const responses: ToolResponse[] = await Promise.all(
       calls.map(async (call, index): Promise<ToolResponse> => {
