@@ -110,6 +110,15 @@ const ASK_TO_FINISH =
   'You have used every tool round this task allows. Call finish_task now with what you found, ' +
   'and state in the report what you could not check.';
 
+/** Options of {@link runTask}. */
+export interface RunTaskOptions {
+  /**
+   * The task's job is being started for the first time (BullMQ's `attemptsStarted` is 1), so no
+   * checkpoint can exist yet and none is read.
+   */
+  firstPickup?: boolean;
+}
+
 /**
  * Runs one delegation as a task-mode loop: model → tools → model … until `finish_task` with an
  * output that validates against the specialist's schema. The conversation is checkpointed after
@@ -117,11 +126,11 @@ const ASK_TO_FINISH =
  * Always returns a result — completed, stalled or failed — except for a retryable model error,
  * which it throws so the job is retried.
  */
-export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, attempt: number): Promise<TaskResult> {
+export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, attempt: number, options: RunTaskOptions = {}): Promise<TaskResult> {
   const { model, tools, checkpoints, events, log } = deps;
   const base = { runId: job.runId, incidentId: job.incidentId, agent: spec.name };
   const ckptId = `task:${job.taskId}`;
-  const loaded = TaskCheckpoint.parse(await checkpoints.load(ckptId), ckptId);
+  const loaded = options.firstPickup ? null : TaskCheckpoint.parse(await checkpoints.load(ckptId), ckptId);
   let state: TaskCheckpointData;
   // What is in memory but not yet in the checkpoint. The state is saved before every effect
   // (tool calls, an approval request, the result) and before a hand-over — not after each model

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { parseRouting } from './coordinator.js';
+import { childResults, parseRouting } from './coordinator.js';
 
 const KNOWN = ['kubernetes', 'database'] as const;
 
@@ -38,5 +38,32 @@ describe('parseRouting', () => {
 
   it('falls back to prose when the JSON has no specialists list', () => {
     expect(parseRouting('{"answer": "database"} — send it to the database team', KNOWN)).toEqual(['database']);
+  });
+});
+
+describe('childResults', () => {
+  const key = (id: string) => `bull:pfx:specialist-kubernetes:${id}`;
+  it('reads again when a read made early misses a delegation, and not otherwise', async () => {
+    let reads = 0;
+    const late = async (): Promise<[Record<string, unknown>, Record<string, string>]> => {
+      reads++;
+      return [{ [key('r1-d0-kubernetes')]: { ok: 1 }, [key('r1-d1-database')]: { ok: 2 } }, {}];
+    };
+    const early = Promise.resolve<[Record<string, unknown>, Record<string, string>]>([{ [key('r1-d0-kubernetes')]: { ok: 1 } }, {}]);
+    const ds = [{ taskId: 'r1-d0-kubernetes' }, { taskId: 'r1-d1-database' }];
+    const got = await childResults(ds, early, late);
+    expect(reads).toBe(1);
+    expect([...got.byId.keys()].sort()).toEqual(['r1-d0-kubernetes', 'r1-d1-database']);
+
+    // Complete early read (a failure counts as an answer), or a delegation already decided: no second read.
+    const early2 = Promise.resolve<[Record<string, unknown>, Record<string, string>]>([{ [key('r1-d0-kubernetes')]: { ok: 1 } }, { [key('r1-d1-database')]: 'boom' }]);
+    const got2 = await childResults(ds, early2, late);
+    expect(reads).toBe(1);
+    expect(got2.failedById.get('r1-d1-database')).toBe('boom');
+    await childResults([{ taskId: 'r1-d0-kubernetes' }, { taskId: 'r1-d1-database', result: {} }], early, late);
+    expect(reads).toBe(1);
+    // No early read: one read.
+    await childResults(ds, undefined, late);
+    expect(reads).toBe(2);
   });
 });

@@ -78,6 +78,32 @@ const TimerJob = z.object({
   moved: z.number().int().positive().optional(),
 });
 
+/** A parent job's children: return values and the failures it ignores, keyed by child job key. */
+type ChildrenRead = [Record<string, unknown>, Record<string, string>];
+
+function readChildren(job: Job): Promise<ChildrenRead> {
+  return Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()]) as Promise<ChildrenRead>;
+}
+
+/**
+ * The children's results by task id. `early` is a read made before the run was found done (beside
+ * its checkpoint): it may miss a child that ended just then, so when a delegation still without a
+ * result is in neither list, the children are read again.
+ */
+export async function childResults(
+  delegations: readonly { taskId: string; result?: unknown }[],
+  early: Promise<ChildrenRead> | undefined,
+  read: () => Promise<ChildrenRead>,
+): Promise<{ byId: Map<string, unknown>; failedById: Map<string, string> }> {
+  const index = ([values, failures]: ChildrenRead) => ({
+    byId: new Map(Object.entries(values).map(([key, value]) => [key.slice(key.lastIndexOf(':') + 1), value] as const)),
+    failedById: new Map(Object.entries(failures).map(([key, reason]) => [key.slice(key.lastIndexOf(':') + 1), reason] as const)),
+  });
+  const first = index(await (early ?? read()));
+  const incomplete = delegations.some((d) => !d.result && !first.byId.has(d.taskId) && !first.failedById.has(d.taskId));
+  return early && incomplete ? index(await read()) : first;
+}
+
 /** Time a specialist has past its own deadline to report the timeout itself before the coordinator does. */
 const DEADLINE_GRACE_MS = 5_000;
 
@@ -152,10 +178,19 @@ export class Coordinator {
     const ckptId = `run:${runId}`;
     let state: RunCheckpoint;
     let fresh = false;
+    // A job picked up again is usually a run back from waiting-children: its children's results
+    // are read beside its checkpoint (and read again if they turn out to predate a child's end).
+    let children: Promise<ChildrenRead> | undefined;
     try {
-      const loaded = await this.load(ckptId, incident.id, runId, String(job.id));
-      state = loaded.state;
-      fresh = loaded.fresh;
+      // Picked up for the first time (BullMQ counts every start): there is no checkpoint to read.
+      const loaded = job.attemptsStarted <= 1 ? { state: this.freshState(incident.id, runId, String(job.id)), fresh: true } : undefined;
+      if (!loaded && token) {
+        children = readChildren(job);
+        children.catch(() => undefined);
+      }
+      const got = loaded ?? (await this.load(ckptId, incident.id, runId, String(job.id)));
+      state = got.state;
+      fresh = got.fresh;
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
       await deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}-checkpoint`);
@@ -163,13 +198,22 @@ export class Coordinator {
       throw new UnrecoverableError(reason);
     }
     if (state.result) return state.result as RunResult;
+    // The run's deadline timer and its progress, under way while it routes; awaited before the
+    // first checkpoint is written.
+    let startup: Promise<unknown> | undefined;
+    const started = async (): Promise<void> => {
+      const s = startup;
+      startup = undefined;
+      await s;
+    };
     if (fresh) {
       // No checkpoint yet: the first one is written before the first effect (a child job). A
       // run that dies before it starts afresh; the timer's job id keeps its first deadline.
-      await Promise.all([
+      startup = Promise.all([
         this.timers.add('run-deadline', { kind: 'run-deadline', runId }, { jobId: `run-deadline-${runId}`, delay: this.deps.config.coordinator.runDeadlineMs, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } }),
         job.updateProgress({ runId, phase: 'started' }),
       ]);
+      startup.catch(() => undefined);
       this.deps.events.emit({ type: 'run.started', runId, incidentId: incident.id, data: { incident: { id: incident.id, reason: incident.reason, severity: incident.severity, source: incident.source, summary: incident.summary }, mode: state.mode } });
     }
 
@@ -188,7 +232,8 @@ export class Coordinator {
           // Park until every child has finished; BullMQ requeues this job then.
           const stillWaiting = token ? await job.moveToWaitingChildren(token) : false;
           if (stillWaiting) throw new WaitingChildrenError();
-          await this.collect(job, state);
+          await this.collect(job, state, 'fail', children);
+          children = undefined;
           state.phase = state.mode === 'route' ? 'done' : 'thinking';
           if (state.mode === 'delegate') this.appendDelegationResults(state);
           // Route mode answers next, and that saves; nothing happens in between.
@@ -197,6 +242,7 @@ export class Coordinator {
         if (state.phase === 'routing') {
           if (!state.routed) {
             await this.route(incident, state);
+            await started();
             await this.deps.checkpoints.save(ckptId, state);
           }
           await this.dispatch(job, incident, state);
@@ -206,6 +252,7 @@ export class Coordinator {
         }
         if (state.phase === 'thinking') {
           const answer = await this.think(incident, state);
+          await started();
           await this.deps.checkpoints.save(ckptId, state);
           if (answer !== undefined) return await this.finish(ckptId, incident, state, answer);
           await this.dispatch(job, incident, state);
@@ -218,6 +265,7 @@ export class Coordinator {
       }
     } catch (err) {
       if (err instanceof WaitingChildrenError) throw err;
+      await started().catch((e: unknown) => log.warn({ err: e, runId }, 'could not start the run deadline timer or progress'));
       // A passing provider error is retried by BullMQ while the job has attempts left; after
       // the last, the run ends with an honest failure like any other.
       if (err instanceof ModelError && err.retryable && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) throw err;
@@ -244,24 +292,25 @@ export class Coordinator {
     }
   }
 
+  private freshState(incidentId: string, runId: string, jobId: string): RunCheckpoint {
+    return {
+      v: 1,
+      runId,
+      incidentId,
+      startedAt: new Date().toISOString(),
+      deadlineAt: new Date(Date.now() + this.deps.config.coordinator.runDeadlineMs).toISOString(),
+      jobId,
+      mode: this.deps.config.coordinator.mode,
+      phase: this.deps.config.coordinator.mode === 'route' ? 'routing' : 'thinking',
+      round: 0,
+      delegations: [],
+      messages: [],
+    };
+  }
+
   private async load(ckptId: string, incidentId: string, runId: string, jobId: string): Promise<{ state: RunCheckpoint; fresh: boolean }> {
     const raw = await this.deps.checkpoints.load(ckptId);
-    if (raw === null) {
-      const state: RunCheckpoint = {
-        v: 1,
-        runId,
-        incidentId,
-        startedAt: new Date().toISOString(),
-        deadlineAt: new Date(Date.now() + this.deps.config.coordinator.runDeadlineMs).toISOString(),
-        jobId,
-        mode: this.deps.config.coordinator.mode,
-        phase: this.deps.config.coordinator.mode === 'route' ? 'routing' : 'thinking',
-        round: 0,
-        delegations: [],
-        messages: [],
-      };
-      return { state, fresh: true };
-    }
+    if (raw === null) return { state: this.freshState(incidentId, runId, jobId), fresh: true };
     const r = RunCheckpointSchema.safeParse(raw);
     if (!r.success) throw new BadCheckpointError(ckptId, describeIssues(r.error).issues.join('; '));
     return { state: r.data, fresh: false };
@@ -392,12 +441,8 @@ export class Coordinator {
   }
 
   /** Reads the children's results (and failures) into the delegations. */
-  private async collect(job: Job, state: RunCheckpoint, missing: 'fail' | 'skip' = 'fail'): Promise<void> {
-    const [values, failures] = (await Promise.all([job.getChildrenValues(), job.getIgnoredChildrenFailures()])) as [Record<string, unknown>, Record<string, string>];
-    const byId = new Map<string, unknown>();
-    for (const [key, value] of Object.entries(values)) byId.set(key.slice(key.lastIndexOf(':') + 1), value);
-    const failedById = new Map<string, string>();
-    for (const [key, reason] of Object.entries(failures)) failedById.set(key.slice(key.lastIndexOf(':') + 1), reason);
+  private async collect(job: Job, state: RunCheckpoint, missing: 'fail' | 'skip' = 'fail', read?: Promise<ChildrenRead>): Promise<void> {
+    const { byId, failedById } = await childResults(state.delegations, read, () => readChildren(job));
     for (const d of state.delegations) {
       if (d.result) continue;
       const value = byId.get(d.taskId);
