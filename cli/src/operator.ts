@@ -533,7 +533,9 @@ export function formatRun(view: RunView): string {
     if (d.checkpointError) lines.push(`    ! ${d.checkpointError}`);
     if (d.pending) {
       const at = d.pending.step !== undefined ? ` at step ${d.pending.step}` : '';
-      if (d.pending.kind === 'tools') lines.push(`    pending: tool calls${at}: ${(d.pending.keys ?? []).join(', ') || '(no keys)'}`);
+      // Saved before the round went out, and not again until the next effect: the records below
+      // say how far its calls got.
+      if (d.pending.kind === 'tools') lines.push(`    last saved before tool calls${at}: ${(d.pending.keys ?? []).join(', ') || '(no keys)'}`);
       else if (d.pending.kind === 'model') lines.push(`    pending: model call${at}`);
       else lines.push(`    pending: ${d.pending.kind}${at}`);
     }

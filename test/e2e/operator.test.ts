@@ -249,7 +249,7 @@ describe('bosun runs show', () => {
     expect(out).toMatch(new RegExp(`kubernetes\\s+running\\s+${k8s}\\s+\\(step 3, 2 tool rounds\\)`));
     expect(out).toMatch(new RegExp(`database\\s+completed\\s+${db}`));
     expect(out).toMatch(new RegExp(`network\\s+queued\\s+${queued}`));
-    expect(out).toContain(`pending: tool calls at step 3: ${k8s}-s3-c0, ${k8s}-s3-c1`);
+    expect(out).toContain(`last saved before tool calls at step 3: ${k8s}-s3-c0, ${k8s}-s3-c1`);
     expect(out).toMatch(new RegExp(`done\\s+${k8s}-s1-c0\\s+demo__get_pods ok`));
     expect(out).toMatch(new RegExp(`inflight\\s+${k8s}-s3-c0\\s+demo__get_logs`));
     const inDoubt = out.slice(out.indexOf('in doubt'));
