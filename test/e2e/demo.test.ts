@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALL_MARKER } from '@bosun/contract';
-import { ENTRY, openContext, type TestContext } from '../helpers/index.js';
+import { ENTRY, openContext, reap, type TestContext } from '../helpers/index.js';
 
 // `npm start` runs `bosun demo`; with --once it exits after the sample incidents.
 
@@ -15,7 +15,7 @@ afterAll(async () => {
 
 describe('npm start (bosun demo --once)', () => {
   it('starts the cluster as separate processes, shows events live, prints each result and exits 0', async () => {
-    const child = spawn(process.execPath, [ENTRY.cli, 'demo', '--once'], { env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = reap(spawn(process.execPath, [ENTRY.cli, 'demo', '--once'], { env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));

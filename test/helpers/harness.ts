@@ -8,6 +8,7 @@ import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, runIdFor, type DeadLette
 import type { TestContext } from './context.js';
 import { EventCollector } from './events.js';
 import { ENTRY } from './paths.js';
+import { reap } from './reaper.js';
 
 /** Where a {@link Client} connects: by default the context's Redis and prefix. */
 export interface ClientOptions {
@@ -102,7 +103,7 @@ export interface CliRun {
  */
 export function runCli(env: Record<string, string>, args: string[], input?: string, timeoutMs = 60_000): Promise<CliRun> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = reap(spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] }));
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -111,7 +112,8 @@ export function runCli(env: Record<string, string>, args: string[], input?: stri
       child.kill('SIGKILL');
       reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
     }, timeoutMs);
-    child.on('exit', (code) => {
+    // 'close', not 'exit': by then stdout and stderr are read to the end.
+    child.on('close', (code) => {
       clearTimeout(t);
       resolve({ code, stdout, stderr });
     });

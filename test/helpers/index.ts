@@ -6,3 +6,4 @@ export { ROOT, ENTRY } from './paths.js';
 export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort, freePort } from './servers.js';
 export { openClient, runCli, callLog, replayRun, waitUntil } from './harness.js';
 export type { Client, ClientOptions, CliRun, CallLog, LoggedCall } from './harness.js';
+export { reap } from './reaper.js';

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { ENTRY } from './paths.js';
+import { reap } from './reaper.js';
 
 /** One service started as a real process, with its output kept for assertions. */
 export class ServiceProcess {
@@ -11,7 +12,7 @@ export class ServiceProcess {
 
   constructor(name: string, script: string, args: string[], env: Record<string, string>) {
     this.name = name;
-    this.child = spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = reap(spawn(process.execPath, [script, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }));
     let buffer = '';
     const onData = (chunk: Buffer) => {
       buffer += chunk.toString('utf8');

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
+import { reap } from './reaper.js';
 
 function answers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -70,7 +71,7 @@ export class OwnServer {
       this.kind === 'redis'
         ? ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
         : ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir];
-    this.child = spawn(this.kind === 'redis' ? 'redis-server' : 'nats-server', args, { stdio: 'ignore' });
+    this.child = reap(spawn(this.kind === 'redis' ? 'redis-server' : 'nats-server', args, { stdio: 'ignore' }));
     await until(() => answers(this.port), 10_000, `${this.kind}-server did not answer on ${this.port}`);
     return this;
   }
@@ -124,11 +125,11 @@ export class RedisClusterServers {
     for (let i = 0; i < 6; i++) (i < 3 ? this.ports : this.busPorts).push(await freePort());
     for (const [i, port] of this.ports.entries()) {
       this.children.push(
-        spawn(
+        reap(spawn(
           'redis-server',
           ['--port', String(port), '--cluster-port', String(this.busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no'],
           { stdio: 'ignore' },
-        ),
+        )),
       );
     }
     for (const port of this.ports) await until(() => answers(port), 10_000, `redis-server (cluster) did not answer on ${port}`);
@@ -172,11 +173,11 @@ export class NatsClusterServers {
     const store = join(this.dir, `n${i}`);
     mkdirSync(store, { recursive: true });
     const routes = this.routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
-    this.children[i] = spawn(
+    this.children[i] = reap(spawn(
       'nats-server',
       ['-a', '127.0.0.1', '-p', String(this.clientPorts[i]), '-n', `n${i}`, '-js', '-sd', store, '--cluster_name', 'bosun-test', '--cluster', `nats://127.0.0.1:${this.routePorts[i]}`, '--routes', routes],
       { stdio: 'ignore' },
-    );
+    ));
   }
 
   async start(): Promise<this> {

@@ -8,7 +8,7 @@ import { DEAD_LETTER_QUEUE, type ToolCallJob } from '@bosun/contract';
 import { createLogger, parseClusterConfig } from '@bosun/config';
 import { DeadLetters, EventPublisher, keys } from '@bosun/transport';
 import { ToolGateway } from '@bosun/tool-gateway';
-import { EventCollector, ENTRY, demoConfig, freePort, openContext, waitUntil, type TestContext } from '../helpers/index.js';
+import { EventCollector, ENTRY, demoConfig, freePort, openContext, reap, waitUntil, type TestContext } from '../helpers/index.js';
 
 const require = createRequire(import.meta.url);
 const everythingBin = join(require.resolve('@modelcontextprotocol/server-everything/package.json'), '..', 'dist/index.js');
@@ -38,7 +38,7 @@ beforeAll(async () => {
   ctx = await openContext('gateway');
   callLog = join(ctx.dir, 'calls.jsonl');
   httpPort = await freePort();
-  httpServer = spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(httpPort) }, stdio: ['ignore', 'ignore', 'pipe'] });
+  httpServer = reap(spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(httpPort) }, stdio: ['ignore', 'ignore', 'pipe'] }));
   await new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('server-everything (HTTP) did not start')), 20_000);
     httpServer.stderr?.on('data', (b: Buffer) => {
