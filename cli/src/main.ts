@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
-import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
+import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, RUN_ID_PATTERN, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
 import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
 import { SeqOrder, followEvents, formatEvent } from './events.js';
@@ -151,6 +151,9 @@ async function main(argv: string[]): Promise<number> {
     case 'watch': {
       const { positionals, values } = parseArgs({ args: rest, allowPositionals: true, options: { new: { type: 'boolean', default: false } } });
       const runId = positionals[0];
+      if (runId !== undefined && !RUN_ID_PATTERN.test(runId)) {
+        throw new UsageError(`watch: "${runId}" is not a run id (r and 20 hex digits, as bosun publish prints it)`);
+      }
       const nc = await connectNats(env.natsUrl, { name: 'bosun-cli' });
       const ac = new AbortController();
       process.once('SIGINT', () => ac.abort());
@@ -172,6 +175,9 @@ async function main(argv: string[]): Promise<number> {
         };
         const it = events[Symbol.asyncIterator]();
         let next = it.next();
+        // A run that has not started yet (or is not under this prefix) has no events: say so once.
+        const quiet = setTimeout(() => process.stderr.write(`bosun watch: no events of run ${runId} under BOSUN_PREFIX=${env.prefix} yet; waiting (Ctrl-C to stop)\n`), 5_000);
+        quiet.unref();
         for (;;) {
           const r = order.gapped ? await Promise.race([next, new Promise<'gap'>((res) => setTimeout(() => res('gap'), WATCH_GAP_MS).unref())]) : await next;
           if (r === 'gap') {
@@ -181,6 +187,7 @@ async function main(argv: string[]): Promise<number> {
             continue;
           }
           if (r.done) break;
+          clearTimeout(quiet);
           next = it.next();
           if (print(order.push(r.value))) break;
         }

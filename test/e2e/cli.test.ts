@@ -38,6 +38,12 @@ describe('bosun CLI', () => {
     await q.close();
   });
 
+  it('refuses to watch something that is not a run id, instead of waiting forever', async () => {
+    const r = await bosun(['watch', 'a.b']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('watch: "a.b" is not a run id (r and 20 hex digits, as bosun publish prints it)');
+  });
+
   it('publishes from stdin, prints the run id, and prints the result with --wait', async () => {
     const incident = { id: 'cli-1', source: 'cli', reason: 'ErrorRateHigh', summary: 'errors', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } };
     const pub = await bosun(['publish', '-'], JSON.stringify(incident));

@@ -13,6 +13,9 @@ export function runIdFor(incidentId: string, jobCreatedAtMs: number): string {
   return `r${digest.slice(0, 20)}`;
 }
 
+/** What {@link runIdFor} returns: `r` and 20 hex digits. */
+export const RUN_ID_PATTERN = /^r[0-9a-f]{20}$/;
+
 /** The id of one delegation within a run: `<runId>-d<index>-<agent>`; also the task job's id. */
 export function taskIdFor(runId: string, delegationIndex: number, agent: string): string {
   return `${runId}-d${delegationIndex}-${agent}`;

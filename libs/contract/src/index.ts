@@ -41,5 +41,5 @@ export {
 } from './schemas.js';
 export type { IncidentInput, TaskJobInput } from './schemas.js';
 export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
-export { runIdFor, taskIdFor, toolCallKey, callFingerprint, canonicalJson } from './ids.js';
+export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, canonicalJson } from './ids.js';
 export { stallText, isStalled } from './stall.js';
