@@ -1,34 +1,31 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
-import { TestCluster, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import { startClusterTest, startService, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // Chaos 3 and 4: the coordinator dies while runs wait for specialists; specialist tasks that
 // never answer (a hanging tool, a process that keeps dying) become INCOMPLETE results in time.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
 let env: Record<string, string>;
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-coord');
-  const config = demoConfig();
-  // get_logs never answers on this server; everything else takes 600 ms.
-  config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '600', DEMO_MCP_HANG_TOOLS: 'get_logs' };
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 1 };
-  config.specialists.kubernetes.deadlineMs = 20_000;
-  config.specialists.database.deadlineMs = 5_000;
-  config.specialists.kubernetes.retries = 0;
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
-  client = await openClient(ctx);
+  t = await startClusterTest('chaos-coord', (config) => {
+    // get_logs never answers on this server; everything else takes 600 ms.
+    config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '600', DEMO_MCP_HANG_TOOLS: 'get_logs' };
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 1 };
+    config.specialists.kubernetes.deadlineMs = 20_000;
+    config.specialists.database.deadlineMs = 5_000;
+    config.specialists.kubernetes.retries = 0;
+  });
+  ({ ctx, env, cluster, client } = t);
 });
 
 afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('the coordinator dies while runs wait', () => {

@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import { startClusterTest, startService, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // Chaos 5a: a checkpoint that does not parse fails its run (or task) with a clear error and a
 // dead letter; it never crashes a worker or blocks other runs.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
@@ -12,19 +13,15 @@ let env: Record<string, string>;
 const slowPlan = { fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } };
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-corrupt');
-  const config = demoConfig();
-  config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '1000' };
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
-  client = await openClient(ctx);
+  t = await startClusterTest('chaos-corrupt', (config) => {
+    config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '1000' };
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  });
+  ({ ctx, env, cluster, client } = t);
 });
 
 afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('corrupted checkpoints', () => {

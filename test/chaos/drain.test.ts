@@ -1,10 +1,11 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster, callLog, demoConfig, openClient, openContext, startService, writeConfig, type CallLog, type Client, type TestContext } from '../helpers/index.js';
+import { callLog, startClusterTest, startService, type CallLog, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // SIGTERM drains: a service stops taking work, finishes or hands back what it holds, exits 0,
 // and the next process resumes without an in-doubt call.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
@@ -27,23 +28,19 @@ const plan = {
 };
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-drain');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  // This test is about crashes, not approvals: let the mutating tools run unasked.
-  config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '1500' };
-  // Long locks: a resumption here must come from the hand-over, not from lock expiry.
-  config.workers = { lockDurationMs: 60_000, stalledIntervalMs: 30_000, maxStalledCount: 2 };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
-  client = await openClient(ctx);
+  t = await startClusterTest('chaos-drain', (config, c) => {
+    toolLog = callLog(join(c.dir, 'calls.jsonl'));
+    // This test is about crashes, not approvals: let the mutating tools run unasked.
+    config.mcpServers.demo.tools = {};
+    config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '1500' };
+    // Long locks: a resumption here must come from the hand-over, not from lock expiry.
+    config.workers = { lockDurationMs: 60_000, stalledIntervalMs: 30_000, maxStalledCount: 2 };
+  });
+  ({ ctx, env, cluster, client } = t);
 });
 
 afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('SIGTERM drains', () => {

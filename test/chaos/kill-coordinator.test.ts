@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { TestCluster, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import { startClusterTest, startService, waitUntil, type ClusterTest } from '../helpers/index.js';
 
 // Chaos 3b: the coordinator is SIGKILLed in the two phases where it is the only one at work —
 // while it routes a new incident, and while it writes the answer — not only while the run waits
@@ -9,22 +9,16 @@ import { TestCluster, demoConfig, openClient, openContext, startService, waitUnt
 // coordinator in its model call long enough to kill it there.
 
 /** A cluster of its own (own prefix, own config) for one coordinator mode. */
-async function start(label: string, mode: 'route' | 'delegate') {
-  const ctx = await openContext(label);
-  const config = demoConfig();
-  config.coordinator.mode = mode;
-  // A dead coordinator's job moves on after 3 s instead of 10.
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
-  const env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  const cluster = await TestCluster.start(env, { specialists: 1 });
-  const client = await openClient(ctx);
-  return { ctx, env, cluster, client };
+function start(label: string, mode: 'route' | 'delegate'): Promise<ClusterTest> {
+  return startClusterTest(label, (config) => {
+    config.coordinator.mode = mode;
+    // A dead coordinator's job moves on after 3 s instead of 10.
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  });
 }
 
-type Setup = Awaited<ReturnType<typeof start>>;
-
 /** Kills the coordinator and starts another; returns when it was killed. */
-async function killCoordinator(s: Setup): Promise<number> {
+async function killCoordinator(s: ClusterTest): Promise<number> {
   const killedAt = Date.now();
   s.cluster.get('coordinator').kill('SIGKILL');
   await s.cluster.get('coordinator').exited;
@@ -33,7 +27,7 @@ async function killCoordinator(s: Setup): Promise<number> {
 }
 
 /** The jobs a specialist's queue holds for a run: one per delegation, never a second. */
-async function childJobs(s: Setup, agent: string, runId: string): Promise<number> {
+async function childJobs(s: ClusterTest, agent: string, runId: string): Promise<number> {
   const q = new Queue(specialistQueue(agent), { connection: s.ctx.redis, prefix: s.ctx.prefix });
   try {
     return (await q.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])).filter((j) => (j.data as { runId: string }).runId === runId).length;
@@ -42,18 +36,12 @@ async function childJobs(s: Setup, agent: string, runId: string): Promise<number
   }
 }
 
-async function stop(s: Setup | undefined): Promise<void> {
-  await s?.client.close();
-  await s?.cluster.stop();
-  await s?.ctx.close();
-}
-
 describe('the coordinator dies while it routes (route mode)', () => {
-  let s: Setup;
+  let s: ClusterTest;
   beforeAll(async () => {
     s = await start('chaos-kill-coord-route', 'route');
   });
-  afterAll(() => stop(s));
+  afterAll(() => s?.close());
 
   it('starts the run again in another coordinator and delegates once', async () => {
     const { job, runId } = await s.client.publish({
@@ -82,11 +70,11 @@ describe('the coordinator dies while it routes (route mode)', () => {
 });
 
 describe('the coordinator dies while it writes the answer (delegate mode)', () => {
-  let s: Setup;
+  let s: ClusterTest;
   beforeAll(async () => {
     s = await start('chaos-kill-coord-answer', 'delegate');
   });
-  afterAll(() => stop(s));
+  afterAll(() => s?.close());
 
   it('answers from the saved reports in another coordinator, without delegating again', async () => {
     const { job, runId } = await s.client.publish({

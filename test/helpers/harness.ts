@@ -77,18 +77,6 @@ export async function openClient(ctx: TestContext, options: ClientOptions = {}):
   };
 }
 
-/**
- * Polls `check` until it returns true, or throws after `timeoutMs` naming `what`: for state that
- * another process writes after the event a test saw (a job parked, a file appended to).
- */
-export async function waitUntil(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not so within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** What one run of the CLI printed, and its exit code. */
 export interface CliRun {
   code: number | null;

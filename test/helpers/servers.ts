@@ -3,6 +3,7 @@ import { mkdirSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { reap } from './reaper.js';
+import { waitUntil } from './wait.js';
 
 function answers(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -15,15 +16,6 @@ function answers(port: number): Promise<boolean> {
     s.once('connect', () => done(true));
     s.once('error', () => done(false));
   });
-}
-
-async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`${what} within ${timeoutMs} ms`);
 }
 
 /** A loopback port the OS says is free right now (it is released for the caller to bind). */
@@ -72,7 +64,7 @@ export class OwnServer {
         ? ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
         : ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir];
     this.child = reap(spawn(this.kind === 'redis' ? 'redis-server' : 'nats-server', args, { stdio: 'ignore' }));
-    await until(() => answers(this.port), 10_000, `${this.kind}-server did not answer on ${this.port}`);
+    await waitUntil(() => answers(this.port), 10_000, `${this.kind}-server answers on ${this.port}`, 100);
     return this;
   }
 
@@ -83,7 +75,7 @@ export class OwnServer {
     const exited = new Promise((r) => c.once('exit', r));
     c.kill('SIGTERM');
     await exited;
-    await until(async () => !(await answers(this.port)), 10_000, `${this.kind}-server still answers on ${this.port}`);
+    await waitUntil(async () => !(await answers(this.port)), 10_000, `${this.kind}-server has stopped answering on ${this.port}`, 100);
   }
 
   async restart(downMs = 0): Promise<void> {
@@ -132,10 +124,10 @@ export class RedisClusterServers {
         )),
       );
     }
-    for (const port of this.ports) await until(() => answers(port), 10_000, `redis-server (cluster) did not answer on ${port}`);
+    for (const port of this.ports) await waitUntil(() => answers(port), 10_000, `redis-server (cluster) answers on ${port}`, 100);
     const created = await run('redis-cli', ['--cluster', 'create', ...this.ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
     if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out}`);
-    await until(async () => (await run('redis-cli', ['-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'), 20_000, 'the Redis Cluster did not reach cluster_state:ok');
+    await waitUntil(async () => (await run('redis-cli', ['-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'), 20_000, 'the Redis Cluster is at cluster_state:ok', 100);
     return this;
   }
 
@@ -183,7 +175,7 @@ export class NatsClusterServers {
   async start(): Promise<this> {
     for (let i = 0; i < 6; i++) (i < 3 ? this.clientPorts : this.routePorts).push(await freePort());
     for (let i = 0; i < 3; i++) this.startNode(i);
-    for (const port of this.clientPorts) await until(() => answers(port), 10_000, `nats-server (cluster) did not answer on ${port}`);
+    for (const port of this.clientPorts) await waitUntil(() => answers(port), 10_000, `nats-server (cluster) answers on ${port}`, 100);
     return this;
   }
 

@@ -222,7 +222,7 @@ export class Coordinator {
         if (state.phase !== 'done' && Date.now() >= Date.parse(state.deadlineAt)) {
           // The run's deadline: end now with what we have; whatever is still out is INCOMPLETE.
           if (state.phase === 'waiting') await this.collect(job, state, 'skip');
-          for (const d of state.delegations) if (!d.result) await this.timeout(state, d, 'the run reached its deadline');
+          for (const d of state.delegations) if (!d.result) await this.incompletePart(state, d, 'timeout', 'the run reached its deadline');
           state.phase = 'done';
           await this.deps.checkpoints.save(ckptId, state);
           const answer = `${this.merge(incident, state)}\n\nThe run reached its deadline (${state.deadlineAt}) before it was complete.`;
@@ -454,7 +454,7 @@ export class Coordinator {
       const failed = failedById.get(d.taskId);
       if (missing === 'skip' && failed === undefined && value === undefined) continue;
       const reason = failed ?? (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
-      await this.hardFailure(state, d, failed !== undefined && LOST_TOO_OFTEN.test(failed) ? 'stall' : 'failure', reason);
+      await this.incompletePart(state, d, failed !== undefined && LOST_TOO_OFTEN.test(failed) ? 'stall' : 'failure', reason);
     }
   }
 
@@ -475,35 +475,26 @@ export class Coordinator {
   }
 
   /**
-   * A delegation that ended without a result — failed after its retries, or lost more often
-   * than the stalled-job limit — becomes an INCOMPLETE result, never a hole.
+   * A delegation without a result becomes an INCOMPLETE part, never a hole: `stall` (lost more
+   * often than the stalled-job limit), `failure` (failed after its retries) or `timeout` (past its
+   * deadline or the run's; the specialist, which may still be at work, is told to stop before its
+   * next effect). The dead letter is written before the event that announces it.
    */
-  private async hardFailure(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure', reason: string): Promise<void> {
+  private async incompletePart(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure' | 'timeout', reason: string): Promise<void> {
     const spec = this.deps.config.specialists[d.agent];
-    const lastWords = await this.lastWords(d.taskId);
-    const attempts = await this.attemptsOf(d);
+    const [lastWords, attempts] = await Promise.all([this.lastWords(d.taskId), this.attemptsOf(d)]);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
-    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'stall' ? 'stalled' : 'failed', output, attempts, error: reason, lastWords };
-    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason, lastWords, attempts }, `${kind}-${d.taskId}`);
+    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords };
+    if (kind === 'timeout') await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
+    const dlqReason = kind === 'timeout' ? `${d.agent} ${reason}` : reason;
+    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: dlqReason, lastWords, attempts }, `${kind}-${d.taskId}`);
     this.deps.events.emit({
-      type: kind === 'stall' ? 'agent.stalled' : 'agent.failed',
+      type: kind === 'failure' ? 'agent.failed' : 'agent.stalled',
       runId: state.runId,
       incidentId: state.incidentId,
       agent: d.agent,
       data: { taskId: d.taskId, kind, reason, marker: STALL_MARKER },
     });
-  }
-
-  /** A delegation past its deadline: INCOMPLETE `timeout`, and the specialist is told to stop. */
-  private async timeout(state: RunCheckpoint, d: Delegation, reason: string): Promise<void> {
-    const spec = this.deps.config.specialists[d.agent];
-    const lastWords = await this.lastWords(d.taskId);
-    const attempts = await this.attemptsOf(d);
-    const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
-    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'stalled', output, attempts, error: reason, lastWords };
-    await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
-    await this.deps.deadLetters.add({ kind: 'timeout', runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: `${d.agent} ${reason}`, lastWords, attempts }, `timeout-${d.taskId}`);
-    this.deps.events.emit({ type: 'agent.stalled', runId: state.runId, incidentId: state.incidentId, agent: d.agent, data: { taskId: d.taskId, kind: 'timeout', reason, marker: STALL_MARKER } });
   }
 
   /**
@@ -531,7 +522,7 @@ export class Coordinator {
       if (child && (await child.getState()) === 'completed') continue;
       if (timer.kind === 'task-deadline' && (await this.rearmIfPaused(timer.moved ?? 0, timer.runId, d))) continue;
       changed = true;
-      await this.timeout(state, d, timer.kind === 'run-deadline' ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`);
+      await this.incompletePart(state, d, 'timeout', timer.kind === 'run-deadline' ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`);
       if (child) release.push(child);
     }
     if (!changed) return;

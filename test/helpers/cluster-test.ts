@@ -1,0 +1,49 @@
+import { TestCluster } from './processes.js';
+import { demoConfig, openContext, writeConfig, type TestContext } from './context.js';
+import { openClient, type Client } from './harness.js';
+
+/** A test file's own cluster: context, config, the service processes and a client. */
+export interface ClusterTest {
+  ctx: TestContext;
+  env: Record<string, string>;
+  cluster: TestCluster;
+  client: Client;
+  /** Closes the client, stops every process and closes the context. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a context, lets `configure` change the demo config (it gets the context, e.g. for a file
+ * in `ctx.dir`), writes it, starts gateway, coordinator and specialists, and opens a client.
+ */
+export async function startClusterTest(
+  label: string,
+  configure: (config: Record<string, any>, ctx: TestContext) => void,
+  options: { specialists?: number } = {},
+): Promise<ClusterTest> {
+  const ctx = await openContext(label);
+  let cluster: TestCluster | undefined;
+  try {
+    const config = demoConfig();
+    configure(config, ctx);
+    const env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
+    cluster = await TestCluster.start(env, { specialists: options.specialists ?? 1 });
+    const client = await openClient(ctx);
+    const started = cluster;
+    return {
+      ctx,
+      env,
+      cluster,
+      client,
+      async close() {
+        await client.close();
+        await started.stop();
+        await ctx.close();
+      },
+    };
+  } catch (err) {
+    await cluster?.stop();
+    await ctx.close();
+    throw err;
+  }
+}
