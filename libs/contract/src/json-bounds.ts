@@ -236,7 +236,7 @@ function capFor(lengths: number[], excess: number): number {
  * stored or published whatever it is. Nothing is cut from a value that already fits. Otherwise,
  * in this order until it fits: objects and arrays nested deeper than `maxDepth` become a marker
  * string; the longest strings are shortened (each ending with a marker that gives its length);
- * arrays and objects keep their first items; and nesting is reduced to two levels, then one.
+ * arrays and objects keep their first items; and nesting is reduced to 8 levels, then 2, then 1.
  * As a last resort the value is replaced by a marker string. Every cut is listed in `cut`, and
  * every cut place carries a string that starts with {@link TRUNCATION_MARKER}. Never throws.
  */
