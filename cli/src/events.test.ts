@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunEvent } from '@bosun/contract';
-import { SeqOrder } from './events.js';
+import { SeqOrder, formatEvent } from './events.js';
 
 const ev = (seq: number, type: RunEvent['type'] = 'model.called'): RunEvent => ({ v: 1, type, runId: 'r1', incidentId: 'i1', seq, at: '2026-01-01T00:00:00.000Z', data: {} });
 const seqs = (es: RunEvent[]) => es.map((e) => e.seq);
@@ -34,5 +34,13 @@ describe('SeqOrder (bosun watch <run>)', () => {
     expect(o.gapped).toBe(false);
     expect(seqs(o.push(ev(4)))).toEqual([]);
     expect(seqs(o.push(ev(6)))).toEqual([6]);
+  });
+});
+
+describe('formatEvent', () => {
+  it('shows how many calls of a finished run are in doubt', () => {
+    const done = { ...ev(9, 'run.completed'), data: { status: 'partial', stalled: 0, inDoubt: { count: 1, calls: [{ key: 'k', tool: 't', agent: 'a' }] } } };
+    expect(formatEvent(done)).toMatch(/run\.completed\s+partial \(1 in doubt\)$/);
+    expect(formatEvent({ ...done, data: { status: 'completed', stalled: 0 } })).toMatch(/run\.completed\s+completed$/);
   });
 });

@@ -137,10 +137,16 @@ export function formatEvent(e: RunEvent): string {
       break;
     case 'run.completed':
     case 'run.failed':
-      detail = `${String(d.status ?? '')}${d.stalled ? ` (${String(d.stalled)} incomplete)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
+      detail = `${String(d.status ?? '')}${d.stalled ? ` (${String(d.stalled)} incomplete)` : ''}${inDoubtCount(d.inDoubt) ? ` (${inDoubtCount(d.inDoubt)} in doubt)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
       break;
     default:
       detail = '';
   }
   return `${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`;
+}
+
+/** The `count` of a run event's `inDoubt` field, 0 when there is none. */
+function inDoubtCount(v: unknown): number {
+  const n = v !== null && typeof v === 'object' ? (v as { count?: unknown }).count : undefined;
+  return typeof n === 'number' ? n : 0;
 }

@@ -57,6 +57,14 @@ describe('the gateway dies during a mutating call', () => {
     // The run ends; the agent was told plainly that the effect is unknown.
     expect(result.specialists[0]?.status).toBe('completed');
     expect(JSON.stringify(result.specialists[0]?.output)).toContain('IN DOUBT');
+    // And the run says so in its structure and its answer, not only in the agent's words.
+    expect(result.status).toBe('partial');
+    expect(result.stalled).toBe(0);
+    expect(result.inDoubt).toEqual({ count: 1, calls: [{ key, tool: 'demo__restart_pod', agent: 'kubernetes' }] });
+    expect(result.answer).toContain(`IN DOUBT: 1 mutating tool call was sent, but whether it took effect is unknown`);
+    expect(result.answer).toContain(`demo__restart_pod by kubernetes (key ${key})`);
+    const completed = await client.events.waitFor((e) => e.runId === runId && e.type === 'run.completed', 10_000);
+    expect(completed.data).toMatchObject({ status: 'partial', stalled: 0, inDoubt: result.inDoubt, answer: result.answer });
     const inDoubt = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.in_doubt', 10_000);
     expect(inDoubt.data.key).toBe(key);
     // Not re-sent: the server saw it once.

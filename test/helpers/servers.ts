@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { reap } from './reaper.js';
@@ -45,11 +45,17 @@ export class OwnServer {
   port = 0;
   private readonly kind: 'redis' | 'nats';
   private readonly dir: string;
+  private readonly config: string | undefined;
 
-  constructor(kind: 'redis' | 'nats', dir: string) {
+  /** `options.config`: nats-server configuration text (e.g. `max_payload: 16384`), given with `-c`; the port and store stay as above. */
+  constructor(kind: 'redis' | 'nats', dir: string, options: { config?: string } = {}) {
     this.kind = kind;
     this.dir = join(dir, `${kind}-${Math.random().toString(36).slice(2, 8)}`);
     mkdirSync(this.dir, { recursive: true });
+    if (options.config !== undefined) {
+      this.config = join(this.dir, 'server.conf');
+      writeFileSync(this.config, options.config);
+    }
   }
 
   get url(): string {
@@ -62,7 +68,7 @@ export class OwnServer {
     const args =
       this.kind === 'redis'
         ? ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
-        : ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir];
+        : ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir, ...(this.config ? ['-c', this.config] : [])];
     this.child = reap(spawn(this.kind === 'redis' ? 'redis-server' : 'nats-server', args, { stdio: 'ignore' }));
     await waitUntil(() => answers(this.port), 10_000, `${this.kind}-server answers on ${this.port}`, 100);
     return this;

@@ -142,6 +142,7 @@ describe('tool gateway against real MCP servers', () => {
     const result = await call(key, 'demo__rollback_deployment', { service: 'checkout', toVersion: 'v41' });
     expect(result.status).toBe('error');
     expect(result.error).toMatch(/^IN DOUBT/);
+    expect(result.inDoubt).toBe(true);
     expect(logged('rollback_deployment')).toBe(before);
     const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
     const entries = (await dlq.getWaiting()).map((j) => j.data as { kind: string; input?: { key?: string } });
@@ -166,11 +167,14 @@ describe('tool gateway against real MCP servers', () => {
     const ro = await call('k-hang-ro', 'hang__get_pods', { service: 'checkout' });
     expect(ro.error).toMatch(/timed out/);
     expect(ro.error).not.toMatch(/IN DOUBT/);
+    expect(ro.inDoubt).toBeUndefined();
     const rw = await call('k-hang-rw', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' });
     expect(rw.error).toMatch(/^IN DOUBT/);
+    expect(rw.inDoubt).toBe(true);
     // Asked again (a retry after a crash), it stays in doubt and is not sent again.
     const again = await call('k-hang-rw', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' });
     expect(again.error).toMatch(/^IN DOUBT/);
+    expect(again.inDoubt).toBe(true);
   });
 
   it('declares a mutating call in doubt when its server dies before answering', async () => {
@@ -183,6 +187,7 @@ describe('tool gateway against real MCP servers', () => {
     process.kill(hang.pid!, 'SIGKILL');
     const result = await pending;
     expect(result.error).toMatch(/^IN DOUBT: .*its connection failed before the answer came/);
+    expect(result.inDoubt).toBe(true);
     await collector.waitFor((e) => e.type === 'tool.in_doubt' && e.data.key === 'k-died-mid-call', 10_000);
   });
 

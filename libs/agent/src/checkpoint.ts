@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BosunError, TaskResult, describeIssues } from '@bosun/contract';
+import { BosunError, InDoubtCall, TaskResult, describeIssues } from '@bosun/contract';
 
 const ToolCallSchema = z.object({ id: z.string(), name: z.string(), args: z.record(z.string(), z.unknown()), signature: z.string().optional() });
 
@@ -51,6 +51,8 @@ const TaskCheckpointSchema = z.object({
       nudged: z.boolean(),
     })
     .optional(),
+  /** Tool calls that came back in doubt so far: they go into the task's result, whatever it is. */
+  inDoubt: z.array(InDoubtCall).optional(),
   result: TaskResult.optional(),
 });
 

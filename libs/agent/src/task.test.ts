@@ -58,7 +58,7 @@ function catalogTool(name: string): CatalogTool {
 /** A ToolClient that records calls; `fail` maps a tool to how it fails. */
 class FakeTools implements ToolClient {
   readonly calls: ToolCallJob[] = [];
-  constructor(private readonly fail: Record<string, 'throw' | 'error'> = {}) {}
+  constructor(private readonly fail: Record<string, 'throw' | 'error' | 'in-doubt'> = {}) {}
 
   async catalog(): Promise<Catalog> {
     return {
@@ -74,6 +74,7 @@ class FakeTools implements ToolClient {
     const how = this.fail[call.tool];
     if (how === 'throw') throw new Error('gateway unreachable');
     if (how === 'error') return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: false, text: '', error: 'server crashed', durationMs: 1 };
+    if (how === 'in-doubt') return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error: `IN DOUBT: ${call.tool} timed out`, durationMs: 0, inDoubt: true };
     return { v: 1, key: call.key, tool: call.tool, status: 'ok', isError: false, text: `${call.tool}: ${String(call.args.service)} ok`, durationMs: 1 };
   }
 }
@@ -280,6 +281,36 @@ describe('runTask', () => {
     ]);
     expect(String(responses[0]!.output)).toContain('could not be completed: gateway unreachable');
     expect(String(responses[1]!.output)).toContain('failed: server crashed');
+  });
+
+  it('puts a call that came back in doubt into the checkpoint and the completed result', async () => {
+    const tools = new FakeTools({ demo__get_logs: 'in-doubt' });
+    const h = harness(fake(), { tools });
+    const result = await runTask(job(), spec(), h.deps, 1);
+    expect(result.status).toBe('completed');
+    expect(result.inDoubt).toEqual([{ key: `${TASK_ID}-s2-c0`, tool: 'demo__get_logs' }]);
+    const saved = (await h.checkpoints.load(CKPT)) as { inDoubt?: unknown; result?: unknown };
+    expect(saved.inDoubt).toEqual(result.inDoubt);
+    expect(saved.result).toEqual(result);
+  });
+
+  it('puts the calls in doubt of a round redone after a crash into the result of a task that then stalls', async () => {
+    const tools = new FakeTools({ demo__get_pods: 'in-doubt' });
+    const checkpoints = new MemoryCheckpointStore();
+    let turn = 0;
+    // Turn 1 proposes a call, and the process "dies" before the next model call.
+    const dies = scripted(() => {
+      if (++turn === 1) return { calls: [{ id: 'a', name: 'demo__get_pods', args: { service: 'checkout' } }] };
+      throw new ModelError('the process died', { retryable: true });
+    });
+    await expect(runTask(job(), spec(), harness(dies, { tools, checkpoints }).deps, 1)).rejects.toThrow(RetryableTaskError);
+    // Resumed: the saved round runs again under the same key, then the model stops without reporting.
+    const stalls = scripted(() => ({ text: 'I give up.', calls: [] }));
+    const h = harness(stalls, { tools, checkpoints });
+    const result = await runTask(job(), spec(), h.deps, 2);
+    expect(result.status).toBe('stalled');
+    expect(tools.calls.map((c) => c.key)).toEqual([`${TASK_ID}-s1-c0`, `${TASK_ID}-s1-c0`]);
+    expect(result.inDoubt).toEqual([{ key: `${TASK_ID}-s1-c0`, tool: 'demo__get_pods' }]);
   });
 
   it('asks once to finish when maxToolRounds is reached, offering only finish_task', async () => {

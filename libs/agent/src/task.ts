@@ -186,10 +186,11 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
   // Routing's one nudge: the model tries to answer before loading anything it could load.
   const shouldNudge = () => !!state.routing && !state.routing.nudged && state.routing.groupsLoaded.length === 0 && state.routing.loaded.length === 0;
 
+  // Every result carries the calls whose outcome is unknown, however the task ends.
   const finish = async (result: TaskResult): Promise<TaskResult> => {
-    state.result = result;
+    state.result = state.inDoubt && state.inDoubt.length > 0 ? { ...result, inDoubt: state.inDoubt } : result;
     await save();
-    return result;
+    return state.result;
   };
 
   const deadline = (): number => taskDeadline(job.deadlineAt, state);
@@ -286,9 +287,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       if (problem === null) {
         // No check here: a task the coordinator gave up on already has its INCOMPLETE part in the
         // run, and a late result for it is ignored there.
-        const result: TaskResult = { v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output: finishCall.args, attempts: attempt };
         const stats = routingStats();
-        await finish(result);
+        const result = await finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output: finishCall.args, attempts: attempt });
         events.emit({ ...base, type: 'agent.completed', data: { taskId: job.taskId, steps: state.step, output: finishCall.args, ...(stats ? { routing: stats } : {}) } });
         return result;
       }
@@ -342,6 +342,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     await save();
     if (await cancelling) return cancelled();
     const toolTimeout = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, deadline() - Date.now()));
+    const inDoubt: ({ key: string; tool: string } | undefined)[] = [];
     const responses: ToolResponse[] = await Promise.all(
       calls.map(async (call, index): Promise<ToolResponse> => {
         if (call.name === LOAD_TOOLS && groups && state.routing) {
@@ -379,6 +380,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         } catch (err) {
           return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${(err as Error).message}` };
         }
+        if (result.inDoubt) inDoubt[index] = { key: toolCallKey(job.taskId, step, index), tool: call.name };
         if (result.status === 'error') {
           return { id: call.id, name: call.name, isError: true, output: `The tool call failed: ${result.error ?? 'unknown error'}` };
         }
@@ -386,6 +388,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       }),
     );
     state.messages.push({ role: 'tool', responses });
+    // A round redone after a crash gets the same keys in doubt again: each is kept once.
+    for (const c of inDoubt) if (c && !state.inDoubt?.some((d) => d.key === c.key)) (state.inDoubt ??= []).push(c);
     if (approval) state.messages.push({ role: 'user', text: describeDecision(approval) });
     delete state.pending;
     dirty = true;

@@ -20,12 +20,14 @@ export {
   runsStreamName,
 } from './names.js';
 export {
+  INCIDENT_LIMITS,
   MAX_PAYLOAD_BYTES,
   Severity,
   Incident,
   AgentStatus,
   RunStatus,
   SpecialistOutcome,
+  InDoubtCall,
   RunResult,
   TaskJob,
   TaskResult,
@@ -43,3 +45,5 @@ export type { IncidentInput, TaskJobInput } from './schemas.js';
 export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
 export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, canonicalJson } from './ids.js';
 export { stallText, isStalled } from './stall.js';
+export { TRUNCATION_MARKER, TRUNCATED_KEYS_FIELD, jsonDepth, jsonBytes, boundJson } from './json-bounds.js';
+export type { JsonBounds, BoundedJson } from './json-bounds.js';

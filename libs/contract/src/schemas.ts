@@ -1,8 +1,36 @@
 import { z } from 'zod';
 import { AGENT_NAME_PATTERN, INCIDENT_ID_PATTERN } from './names.js';
+import { jsonBytes, jsonDepth } from './json-bounds.js';
+
+/**
+ * Limits of the incident envelope (docs/protocol.md#the-incident-envelope). They keep every
+ * message that carries an incident (task jobs, events, dead letters, model prompts) bounded.
+ * Characters are JavaScript string lengths (UTF-16 code units); bytes are UTF-8 bytes of the
+ * `JSON.stringify` output.
+ */
+export const INCIDENT_LIMITS = {
+  /** The whole envelope as parsed (fields Bosun ignores are dropped first): 512 KiB. */
+  maxBytes: 512 * 1024,
+  /** `source`, in characters. */
+  sourceChars: 256,
+  /** `reason`, in characters. */
+  reasonChars: 256,
+  /** `summary`, in characters: 64 Ki. */
+  summaryChars: 64 * 1024,
+  /** Number of `labels`. */
+  labels: 128,
+  /** A label's name, in characters. */
+  labelKeyChars: 256,
+  /** A label's value, in characters. */
+  labelValueChars: 4096,
+  /** `payload`, serialised: 256 KiB. */
+  payloadBytes: 256 * 1024,
+  /** Levels of objects and arrays in `payload` (`{"a":{"b":1}}` is 2). */
+  payloadDepth: 32,
+} as const;
 
 /** Largest serialized `payload` an incident may carry: 256 KiB. */
-export const MAX_PAYLOAD_BYTES = 256 * 1024;
+export const MAX_PAYLOAD_BYTES = INCIDENT_LIMITS.payloadBytes;
 
 const jsonValue: z.ZodType<unknown> = z.unknown();
 
@@ -10,29 +38,57 @@ const jsonValue: z.ZodType<unknown> = z.unknown();
 export const Severity = z.enum(['info', 'warning', 'critical']);
 export type Severity = z.infer<typeof Severity>;
 
+const tooLong = (max: number) => `must be at most ${max} characters`;
+
 /**
  * The incident envelope: the data of an `incident` job on the `incidents` queue.
- * Parse with {@link parseIncident} to get errors that name the field.
+ * Parse with `parseWith(Incident, …)` to get errors that name the field. Every limit is in
+ * {@link INCIDENT_LIMITS}; nothing in the check recurses, so input of any depth gets an
+ * ordinary rejection.
  */
-export const Incident = z.object({
-  id: z
-    .string()
-    .regex(INCIDENT_ID_PATTERN, 'must be 1 to 128 characters of A-Z, a-z, 0-9, ".", "_" or "-"')
-    // The id is the BullMQ job id, and BullMQ refuses ids that are integers.
-    .refine((id) => !/^\d+$/.test(id), { message: 'must not be only digits (it is the BullMQ job id)' }),
-  source: z.string().min(1, 'must not be empty'),
-  reason: z.string().min(1, 'must not be empty').max(256),
-  summary: z.string(),
-  severity: Severity.default('warning'),
-  labels: z.record(z.string(), z.string()).optional(),
-  payload: jsonValue
-    .optional()
-    .refine(
-      (p) => p === undefined || Buffer.byteLength(JSON.stringify(p) ?? '', 'utf8') <= MAX_PAYLOAD_BYTES,
-      { message: `must be at most ${MAX_PAYLOAD_BYTES} bytes when serialized` },
-    ),
-  tenant: z.string().min(1).max(128).optional(),
-});
+export const Incident = z
+  .object({
+    id: z
+      .string()
+      .regex(INCIDENT_ID_PATTERN, 'must be 1 to 128 characters of A-Z, a-z, 0-9, ".", "_" or "-"')
+      // The id is the BullMQ job id, and BullMQ refuses ids that are integers.
+      .refine((id) => !/^\d+$/.test(id), { message: 'must not be only digits (it is the BullMQ job id)' }),
+    source: z.string().min(1, 'must not be empty').max(INCIDENT_LIMITS.sourceChars, tooLong(INCIDENT_LIMITS.sourceChars)),
+    reason: z.string().min(1, 'must not be empty').max(INCIDENT_LIMITS.reasonChars, tooLong(INCIDENT_LIMITS.reasonChars)),
+    summary: z.string().max(INCIDENT_LIMITS.summaryChars, tooLong(INCIDENT_LIMITS.summaryChars)),
+    severity: Severity.default('warning'),
+    labels: z
+      .record(
+        z.string().max(INCIDENT_LIMITS.labelKeyChars, `label names ${tooLong(INCIDENT_LIMITS.labelKeyChars)}`),
+        z.string().max(INCIDENT_LIMITS.labelValueChars, tooLong(INCIDENT_LIMITS.labelValueChars)),
+      )
+      .refine((l) => Object.keys(l).length <= INCIDENT_LIMITS.labels, { message: `must have at most ${INCIDENT_LIMITS.labels} labels` })
+      .optional(),
+    payload: jsonValue.optional().superRefine((p, ctx) => {
+      if (p === undefined) return;
+      // Depth first, without recursion: JSON.stringify of a deeply nested value throws.
+      if (jsonDepth(p, INCIDENT_LIMITS.payloadDepth) > INCIDENT_LIMITS.payloadDepth) {
+        ctx.addIssue({ code: 'custom', message: `must nest objects and arrays at most ${INCIDENT_LIMITS.payloadDepth} levels deep` });
+        return;
+      }
+      const bytes = jsonBytes(p, INCIDENT_LIMITS.payloadDepth);
+      if (bytes === undefined) ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+      else if (bytes > INCIDENT_LIMITS.payloadBytes) {
+        ctx.addIssue({ code: 'custom', message: `must be at most ${INCIDENT_LIMITS.payloadBytes} bytes when serialized (it is ${bytes})` });
+      }
+    }),
+    tenant: z.string().min(1).max(128).optional(),
+  })
+  .superRefine(
+    (incident, ctx) => {
+      const bytes = jsonBytes(incident, INCIDENT_LIMITS.payloadDepth + 1);
+      if (bytes !== undefined && bytes > INCIDENT_LIMITS.maxBytes) {
+        ctx.addIssue({ code: 'custom', message: `the whole incident must be at most ${INCIDENT_LIMITS.maxBytes} bytes when serialized (it is ${bytes})` });
+      }
+    },
+    // Only when every field is within its own limits: a field over its limit is named by itself.
+    { when: (payload) => payload.issues.length === 0 },
+  );
 /** A parsed incident (defaults applied). */
 export type Incident = z.output<typeof Incident>;
 /** An incident as a publisher writes it (optional fields may be absent). */
@@ -42,7 +98,10 @@ export type IncidentInput = z.input<typeof Incident>;
 export const AgentStatus = z.enum(['completed', 'stalled', 'failed']);
 export type AgentStatus = z.infer<typeof AgentStatus>;
 
-/** Status of a whole run. */
+/**
+ * Status of a whole run. `partial`: some part did not complete, or a mutating tool call's outcome
+ * is unknown (in doubt).
+ */
 export const RunStatus = z.enum(['completed', 'partial', 'failed']);
 export type RunStatus = z.infer<typeof RunStatus>;
 
@@ -55,6 +114,10 @@ export const SpecialistOutcome = z.object({
 });
 export type SpecialistOutcome = z.infer<typeof SpecialistOutcome>;
 
+/** A tool call of a task whose outcome is unknown (in doubt). */
+export const InDoubtCall = z.object({ key: z.string(), tool: z.string() });
+export type InDoubtCall = z.infer<typeof InDoubtCall>;
+
 /** The return value of an incident job. */
 export const RunResult = z.object({
   v: z.literal(1),
@@ -64,6 +127,16 @@ export const RunResult = z.object({
   answer: z.string(),
   specialists: z.array(SpecialistOutcome),
   stalled: z.number().int().nonnegative(),
+  /**
+   * Mutating tool calls of the run whose outcome is unknown, with the agent that made each;
+   * present when there is at least one (the run is then `partial` or `failed`). Additive in v1.
+   */
+  inDoubt: z
+    .object({
+      count: z.number().int().positive(),
+      calls: z.array(InDoubtCall.extend({ agent: z.string() })),
+    })
+    .optional(),
   startedAt: z.string(),
   finishedAt: z.string(),
 });
@@ -97,6 +170,8 @@ export const TaskResult = z.object({
   lastWords: z.string().optional(),
   /** Why the task failed, when it did. */
   error: z.string().optional(),
+  /** The task's tool calls that came back in doubt, when there were any. Additive in v1. */
+  inDoubt: z.array(InDoubtCall).optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
@@ -132,6 +207,8 @@ export const ToolCallResult = z.object({
   /** Why the call could not run, when `status` is `error`. */
   error: z.string().optional(),
   durationMs: z.number().nonnegative().default(0),
+  /** Set on every answer for a mutating call whose outcome is unknown (`error` starts `IN DOUBT:`). Additive in v1. */
+  inDoubt: z.literal(true).optional(),
 });
 export type ToolCallResult = z.infer<typeof ToolCallResult>;
 
@@ -153,8 +230,10 @@ export const DeadLetter = z.object({
   lastWords: z.string().optional(),
   attempts: z.number().int().nonnegative().optional(),
   at: z.string(),
-  /** The original data, for rejected input. */
+  /** The original data, for rejected input (a bounded copy when it was too large or too deep). */
   input: jsonValue.optional(),
+  /** What was cut from this entry to store it (`<path>: <what>`); absent when nothing was. Additive in v1. */
+  truncated: z.array(z.string()).optional(),
   /** Set by `bosun ack` on an in-doubt entry: what the operator decided. */
   resolution: z.object({ action: z.string(), by: z.string(), at: z.string() }).optional(),
   /** Set by `bosun dlq retry`: the incident that re-runs this work. */
@@ -195,6 +274,8 @@ export const RunEvent = z.object({
   at: z.string(),
   agent: z.string().optional(),
   data: z.record(z.string(), jsonValue),
+  /** What was cut from `data` so that the event fits the NATS server's max payload; absent when nothing was. Additive in v1. */
+  truncated: z.array(z.string()).optional(),
 });
 export type RunEvent = z.infer<typeof RunEvent>;
 

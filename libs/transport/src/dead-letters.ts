@@ -1,10 +1,42 @@
 import { Queue } from 'bullmq';
 import type { RedisClient } from './connections.js';
-import { DEAD_LETTER_QUEUE, STALL_MARKER, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, STALL_MARKER, boundJson, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
 import { keys } from './keys.js';
 
 /** What a caller gives to record a dead letter; `v`, `at` and `marker` are filled in. */
 export type DeadLetterInput = Omit<DeadLetter, 'v' | 'at' | 'marker'> & { marker?: string };
+
+/**
+ * What a dead letter stores at most: `input` 1 MiB as UTF-8 JSON and 64 levels of objects and
+ * arrays; `reason` and `lastWords` 64 Ki characters each. A valid incident always fits.
+ */
+export const DEAD_LETTER_LIMITS = { inputBytes: 1024 * 1024, inputDepth: 64, textChars: 64 * 1024 } as const;
+
+/**
+ * The entry {@link DeadLetters.add} stores for `input`: `v`, `at` and `marker` filled in, and a
+ * bounded copy of anything too large or too deep to store safely (see {@link DEAD_LETTER_LIMITS}),
+ * with `truncated` saying what was cut. Never throws, whatever `input.input` holds — the entry
+ * is never lost to its own data.
+ */
+export function deadLetterEntry(input: DeadLetterInput, at: Date = new Date()): DeadLetter {
+  const { input: data, reason, lastWords, ...rest } = input;
+  const cut: string[] = [];
+  const text = (value: string, path: string): string => {
+    if (value.length <= DEAD_LETTER_LIMITS.textChars) return value;
+    const bounded = boundJson(value, { maxDepth: 1, maxBytes: Number.POSITIVE_INFINITY, maxStringChars: DEAD_LETTER_LIMITS.textChars, path });
+    cut.push(...bounded.cut);
+    return bounded.value as string;
+  };
+  const entry: DeadLetter = { v: 1, marker: STALL_MARKER, at: at.toISOString(), ...rest, reason: text(reason, 'reason') };
+  if (lastWords !== undefined) entry.lastWords = text(lastWords, 'lastWords');
+  if (data !== undefined) {
+    const bounded = boundJson(data, { maxDepth: DEAD_LETTER_LIMITS.inputDepth, maxBytes: DEAD_LETTER_LIMITS.inputBytes, path: 'input' });
+    entry.input = bounded.value;
+    cut.push(...bounded.cut);
+  }
+  if (cut.length > 0) entry.truncated = cut;
+  return entry;
+}
 
 /**
  * Writes INCOMPLETE results and rejected input to the `dead-letter` queue, the operators'
@@ -26,7 +58,7 @@ export class DeadLetters {
    * step after a crash) keeps one.
    */
   async add(input: DeadLetterInput, dedupeId?: string): Promise<DeadLetter> {
-    const entry: DeadLetter = { v: 1, marker: STALL_MARKER, at: new Date().toISOString(), ...input };
+    const entry = deadLetterEntry(input);
     const seenKey = dedupeId ? keys.deadLetterSeen(this.prefix, dedupeId) : undefined;
     // A retried step (after a crash) writes the same entry again: once written, never again,
     // even after an operator dropped it.

@@ -1,7 +1,7 @@
 import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import { eventSubject, type EventType, type RunEvent } from '@bosun/contract';
+import { boundJson, eventSubject, jsonDepth, type EventType, type RunEvent } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { keys } from './keys.js';
 
@@ -37,9 +37,55 @@ export interface EventPublisherOptions {
   log: Logger;
   /** Events kept while NATS is not connected; older ones are dropped past it. Default 10,000. */
   bufferLimit?: number;
+  /**
+   * Largest message the NATS server accepts, in bytes. Default: the connected server's
+   * `max_payload`, or {@link DEFAULT_MAX_PAYLOAD} while there is no connection.
+   */
+  maxPayloadBytes?: number;
 }
 
 const SEQ_TTL_SECONDS = 8 * 24 * 3600;
+
+/** The max payload assumed while no NATS server has said its own: 1 MiB, nats-server's default. */
+export const DEFAULT_MAX_PAYLOAD = 1024 * 1024;
+
+/** Bytes of a message kept for its headers (`Nats-Msg-Id`), which count against the max payload. */
+export const EVENT_HEADER_ROOM = 512;
+
+/** Levels of objects and arrays an event's `data` keeps; deeper ones are cut with a marker. */
+export const EVENT_DATA_DEPTH = 64;
+
+/**
+ * An event as the JSON body of a NATS message of at most `maxBytes` UTF-8 bytes. An event that
+ * fits (and nests at most {@link EVENT_DATA_DEPTH} levels) is sent as it is. Otherwise its `data`
+ * is cut with `boundJson` — the longest strings shortened, each ending with a
+ * `[TRUNCATED by bosun: …]` marker, then long arrays, then deep nesting — and the event gets
+ * `truncated`, the list of what was cut. The envelope (`type`, `runId`, `seq`, …) is never cut,
+ * so the event still parses as a `RunEvent`. Never throws.
+ */
+export function encodeEvent(event: RunEvent, maxBytes: number): { body: string; truncated?: string[] } {
+  if (jsonDepth(event.data, EVENT_DATA_DEPTH) <= EVENT_DATA_DEPTH) {
+    try {
+      const body = JSON.stringify(event);
+      if (Buffer.byteLength(body, 'utf8') <= maxBytes) return { body };
+    } catch {
+      // Not serialisable as it is (a bigint, a cycle): bounded below.
+    }
+  }
+  const { data, truncated: _earlier, ...envelope } = event;
+  const shell = Buffer.byteLength(JSON.stringify({ ...envelope, data: {}, truncated: [] }), 'utf8');
+  // Room for the notes of what was cut; what the notes do not use is not given back to data.
+  const notesRoom = Math.min(4096, Math.floor(maxBytes / 8));
+  const bounded = boundJson(data, { maxDepth: EVENT_DATA_DEPTH, maxBytes: Math.max(0, maxBytes - shell - notesRoom), path: 'data' });
+  const kept = bounded.value !== null && typeof bounded.value === 'object' && !Array.isArray(bounded.value) ? (bounded.value as Record<string, unknown>) : {};
+  let notes = bounded.cut;
+  for (;;) {
+    const body = JSON.stringify({ ...envelope, data: kept, truncated: notes });
+    if (Buffer.byteLength(body, 'utf8') <= maxBytes || notes.length <= 1) return { body, truncated: notes };
+    const half = Math.ceil(notes.length / 2) - 1;
+    notes = [...notes.slice(0, half), `… and ${notes.length - half} more cuts`];
+  }
+}
 
 /**
  * Publishes run events on `<prefix>.runs.<runId>.<type>`. `seq` comes from a RedisClient counter per
@@ -53,23 +99,41 @@ export class EventPublisher implements EventSink {
   private readonly redis: RedisClient;
   private readonly log: Logger;
   private readonly bufferLimit: number;
-  private readonly buffer: { subject: string; body: string; msgID: string }[] = [];
+  private readonly buffer: Outgoing[] = [];
   private js: JetStreamClient | null = null;
+  private nc: NatsConnection | null = null;
+  private readonly maxPayloadBytes: number | undefined;
   private inflight = 0;
   private pending = new Set<Promise<void>>();
 
   constructor(options: EventPublisherOptions) {
     this.prefix = options.prefix;
     this.redis = options.redis;
+    this.nc = options.nats;
     this.js = options.nats ? jetstream(options.nats) : null;
     this.log = options.log;
     this.bufferLimit = options.bufferLimit ?? 10_000;
+    this.maxPayloadBytes = options.maxPayloadBytes;
   }
 
   /** Hands over a (new) NATS connection and flushes the buffer into it. */
   attach(nats: NatsConnection | null): void {
+    this.nc = nats;
     this.js = nats ? jetstream(nats) : null;
     if (nats) this.drainBuffer();
+  }
+
+  /** The largest body an event may have now: the server's max payload less room for headers. */
+  private bodyLimit(): number {
+    return (this.maxPayloadBytes ?? this.nc?.info?.max_payload ?? DEFAULT_MAX_PAYLOAD) - EVENT_HEADER_ROOM;
+  }
+
+  /** The event's body within the current limit; a cut is logged (it is also in the event). */
+  private encode(event: RunEvent): Outgoing['body'] {
+    const limit = this.bodyLimit();
+    const { body, truncated } = encodeEvent(event, limit);
+    if (truncated) this.log.warn({ runId: event.runId, type: event.type, seq: event.seq, limit, truncated }, 'event cut to fit the NATS max payload');
+    return { text: body, limit };
   }
 
   emit(input: EmitInput): void {
@@ -88,7 +152,7 @@ export class EventPublisher implements EventSink {
           ...(input.agent === undefined ? {} : { agent: input.agent }),
           data: input.data ?? {},
         };
-        this.send(eventSubject(this.prefix, input.runId, input.type), JSON.stringify(event), `${input.runId}-${seq}`);
+        this.send({ subject: eventSubject(this.prefix, input.runId, input.type), event, body: this.encode(event), msgID: `${input.runId}-${seq}` });
       })
       .catch((err: unknown) => {
         this.stats.dropped++;
@@ -104,18 +168,21 @@ export class EventPublisher implements EventSink {
    * new leader. A failed publish is retried with backoff under the same message id (the stream
    * drops duplicates); past the retries, or while NATS is away, events wait in a bounded buffer.
    */
-  private send(subject: string, body: string, msgID: string, attempt = 0): void {
+  private send(item: Outgoing, attempt = 0): void {
     const js = this.js;
-    if (!js) return this.keep({ subject, body, msgID });
+    if (!js) return this.keep(item);
+    // Encoded for another server's limit (kept while NATS was away): encoded again for this one.
+    if (item.body.limit > this.bodyLimit()) item.body = this.encode(item.event);
+    const { subject, msgID } = item;
     this.inflight++;
-    js.publish(subject, body, { msgID, timeout: 5_000 })
+    js.publish(subject, item.body.text, { msgID, timeout: 5_000 })
       .then(() => {
         this.stats.published++;
       })
       .catch((err: unknown) => {
         if (attempt >= 7) return this.drop(err);
         const delay = Math.min(250 * 2 ** attempt, 4_000);
-        const t = setTimeout(() => this.send(subject, body, msgID, attempt + 1), delay);
+        const t = setTimeout(() => this.send(item, attempt + 1), delay);
         t.unref();
       })
       .finally(() => {
@@ -123,7 +190,7 @@ export class EventPublisher implements EventSink {
       });
   }
 
-  private keep(item: { subject: string; body: string; msgID: string }): void {
+  private keep(item: Outgoing): void {
     if (this.buffer.length >= this.bufferLimit) {
       this.buffer.shift();
       this.drop(new Error('event buffer full while NATS is unreachable'));
@@ -140,7 +207,7 @@ export class EventPublisher implements EventSink {
 
   private drainBuffer(): void {
     const items = this.buffer.splice(0, this.buffer.length);
-    for (const { subject, body, msgID } of items) this.send(subject, body, msgID);
+    for (const item of items) this.send(item);
   }
 
   /** Waits (at most `timeoutMs`) until every event emitted so far is stored or given up on. */
@@ -150,6 +217,14 @@ export class EventPublisher implements EventSink {
     if (this.js) this.drainBuffer();
     while (this.inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** An event on its way to NATS: its body, and the body limit it was encoded for. */
+interface Outgoing {
+  subject: string;
+  event: RunEvent;
+  body: { text: string; limit: number };
+  msgID: string;
 }
 
 /** An {@link EventSink} that keeps events in memory (unit tests). */

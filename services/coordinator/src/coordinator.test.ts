@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { childResults, parseRouting } from './coordinator.js';
+import { childResults, inDoubtLine, parseRouting } from './coordinator.js';
 
 const KNOWN = ['kubernetes', 'database'] as const;
 
@@ -65,5 +65,24 @@ describe('childResults', () => {
     // No early read: one read.
     await childResults(ds, undefined, late);
     expect(reads).toBe(2);
+  });
+});
+
+describe('inDoubtLine', () => {
+  it('names every call in doubt with its tool, agent and key, and what an operator does about it', () => {
+    const one = inDoubtLine({ count: 1, calls: [{ key: 'r1-d0-kubernetes-s1-c0', tool: 'demo__restart_pod', agent: 'kubernetes' }] });
+    expect(one).toBe(
+      'IN DOUBT: 1 mutating tool call was sent, but whether it took effect is unknown; it was not retried and an operator must resolve it ' +
+        'with bosun ack <key> --done|--retry|--skip: demo__restart_pod by kubernetes (key r1-d0-kubernetes-s1-c0).',
+    );
+    const two = inDoubtLine({
+      count: 2,
+      calls: [
+        { key: 'k1', tool: 'demo__restart_pod', agent: 'kubernetes' },
+        { key: 'k2', tool: 'demo__rollback_deployment', agent: 'kubernetes' },
+      ],
+    });
+    expect(two).toMatch(/^IN DOUBT: 2 mutating tool calls were sent/);
+    expect(two).toContain('demo__restart_pod by kubernetes (key k1); demo__rollback_deployment by kubernetes (key k2).');
   });
 });

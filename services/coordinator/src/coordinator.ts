@@ -13,6 +13,7 @@ import {
   specialistQueue,
   stallText,
   taskIdFor,
+  type InDoubtCall,
   type RunResult,
   type SpecialistOutcome,
   type TaskJob,
@@ -174,6 +175,14 @@ export class Coordinator {
       throw new UnrecoverableError(reason);
     }
     const incident = parsed.data;
+    if (job.id !== incident.id) {
+      // The run id, `bosun result` and duplicate detection all go by the job id: an incident
+      // under another job id would run under a name nobody looks for, or collide with its twin.
+      const reason = `job id "${job.id ?? ''}" does not match the incident's id "${incident.id}": publish an incident with its id as the job id`;
+      log.warn({ jobId: job.id, incidentId: incident.id }, 'incident rejected: job id and incident id differ');
+      await deadLetters.add({ kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) }, `poison-${job.id ?? 'unknown'}-${job.timestamp}`);
+      throw new UnrecoverableError(reason);
+    }
     const runId = runIdFor(incident.id, job.timestamp);
     const ckptId = `run:${runId}`;
     let state: RunCheckpoint;
@@ -271,14 +280,16 @@ export class Coordinator {
       if (err instanceof ModelError && err.retryable && job.attemptsMade + 1 < (job.opts.attempts ?? 1)) throw err;
       const reason = err instanceof Error ? err.message : String(err);
       log.error({ err, runId }, 'run failed');
+      const inDoubt = this.inDoubt(state);
       const result: RunResult = {
         v: 1,
         runId,
         incidentId: incident.id,
         status: 'failed',
-        answer: `The run failed before it could answer: ${reason}`,
+        answer: withInDoubt(`The run failed before it could answer: ${reason}`, inDoubt),
         specialists: this.outcomes(state),
         stalled: 0,
+        ...(inDoubt ? { inDoubt } : {}),
         startedAt: state.startedAt,
         finishedAt: new Date().toISOString(),
       };
@@ -287,7 +298,7 @@ export class Coordinator {
       state.phase = 'done';
       await this.deps.checkpoints.save(ckptId, state);
       await deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}`);
-      this.deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason } });
+      this.deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason, ...(inDoubt ? { inDoubt } : {}) } });
       return result;
     }
   }
@@ -458,15 +469,20 @@ export class Coordinator {
     }
   }
 
-  /** The agent's last words, from its task checkpoint (empty when there are none). */
-  private async lastWords(taskId: string): Promise<string> {
+  /**
+   * What a task's checkpoint says about a task that will not report: the agent's last words
+   * (empty when there are none) and its calls in doubt.
+   */
+  private async leftBehind(taskId: string): Promise<{ lastWords: string; inDoubt: InDoubtCall[] }> {
     try {
       const ckpt = TaskCheckpoint.parse(await this.deps.checkpoints.load(`task:${taskId}`), `task:${taskId}`);
-      for (const m of [...(ckpt?.messages ?? [])].reverse()) if (m.role === 'model' && m.text) return m.text;
+      const inDoubt = ckpt?.inDoubt ?? [];
+      for (const m of [...(ckpt?.messages ?? [])].reverse()) if (m.role === 'model' && m.text) return { lastWords: m.text, inDoubt };
+      return { lastWords: '', inDoubt };
     } catch {
-      // An unreadable checkpoint has no last words to offer.
+      // An unreadable checkpoint has nothing to offer.
+      return { lastWords: '', inDoubt: [] };
     }
-    return '';
   }
 
   private async attemptsOf(d: Delegation): Promise<number> {
@@ -482,9 +498,9 @@ export class Coordinator {
    */
   private async incompletePart(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure' | 'timeout', reason: string): Promise<void> {
     const spec = this.deps.config.specialists[d.agent];
-    const [lastWords, attempts] = await Promise.all([this.lastWords(d.taskId), this.attemptsOf(d)]);
+    const [{ lastWords, inDoubt }, attempts] = await Promise.all([this.leftBehind(d.taskId), this.attemptsOf(d)]);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
-    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords };
+    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
     if (kind === 'timeout') await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
     const dlqReason = kind === 'timeout' ? `${d.agent} ${reason}` : reason;
     await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: dlqReason, lastWords, attempts }, `${kind}-${d.taskId}`);
@@ -621,19 +637,40 @@ export class Coordinator {
     return lines.join('\n');
   }
 
-  private async finish(ckptId: string, incident: Incident, state: RunCheckpoint, answer: string, options: { deadlineReached?: boolean } = {}): Promise<RunResult> {
+  /**
+   * The run's tool calls in doubt, from every delegation's result (a retried one too: its
+   * effects happened in this run), each once; undefined when there are none.
+   */
+  private inDoubt(state: RunCheckpoint): RunResult['inDoubt'] {
+    const calls: { key: string; tool: string; agent: string }[] = [];
+    for (const d of state.delegations) {
+      for (const c of d.result?.inDoubt ?? []) if (!calls.some((x) => x.key === c.key)) calls.push({ key: c.key, tool: c.tool, agent: d.agent });
+    }
+    return calls.length > 0 ? { count: calls.length, calls } : undefined;
+  }
+
+  private async finish(ckptId: string, incident: Incident, state: RunCheckpoint, reply: string, options: { deadlineReached?: boolean } = {}): Promise<RunResult> {
     const specialists = this.outcomes(state);
     const degraded = specialists.filter((s) => s.status !== 'completed' || isStalled(s.output)).length;
+    const inDoubt = this.inDoubt(state);
+    // Said by the coordinator in either mode: a model's answer may not mention it.
+    const answer = withInDoubt(reply, inDoubt);
     const result: RunResult = {
       v: 1,
       runId: state.runId,
       incidentId: incident.id,
       // Route mode with nobody to ask has checked nothing; a delegating model may answer alone.
+      // An effect whose outcome is unknown makes the run partial, however its parts ended.
       status:
-        state.delegations.length === 0 && state.mode === 'route' ? 'failed' : degraded > 0 || options.deadlineReached ? 'partial' : 'completed',
+        state.delegations.length === 0 && state.mode === 'route'
+          ? 'failed'
+          : degraded > 0 || options.deadlineReached || inDoubt
+            ? 'partial'
+            : 'completed',
       answer,
       specialists,
       stalled: degraded,
+      ...(inDoubt ? { inDoubt } : {}),
       startedAt: state.startedAt,
       finishedAt: new Date().toISOString(),
     };
@@ -651,7 +688,7 @@ export class Coordinator {
       type: result.status === 'failed' ? 'run.failed' : 'run.completed',
       runId: state.runId,
       incidentId: incident.id,
-      data: { status: result.status, stalled: result.stalled, specialists: specialists.map((s) => ({ name: s.name, status: s.status })), answer },
+      data: { status: result.status, stalled: result.stalled, specialists: specialists.map((s) => ({ name: s.name, status: s.status })), answer, ...(inDoubt ? { inDoubt } : {}) },
     });
     return result;
   }
@@ -685,6 +722,23 @@ export function parseRouting(text: string, known: readonly string[]): string[] {
     }
   }
   return known.filter((n) => new RegExp(`\\b${n}\\b`).test(text));
+}
+
+/**
+ * The answer's line about calls in doubt: `IN DOUBT: <n> mutating tool call(s) …: <tool> by
+ * <agent> (key <key>), …`, so the answer names every one whatever the model wrote.
+ */
+export function inDoubtLine(inDoubt: NonNullable<RunResult['inDoubt']>): string {
+  const one = inDoubt.count === 1;
+  const calls = inDoubt.calls.map((c) => `${c.tool} by ${c.agent} (key ${c.key})`).join('; ');
+  return (
+    `IN DOUBT: ${inDoubt.count} mutating tool ${one ? 'call was' : 'calls were'} sent, but whether ${one ? 'it' : 'they'} took effect is unknown; ` +
+    `${one ? 'it was' : 'they were'} not retried and an operator must resolve ${one ? 'it' : 'each'} with bosun ack <key> --done|--retry|--skip: ${calls}.`
+  );
+}
+
+function withInDoubt(answer: string, inDoubt: RunResult['inDoubt']): string {
+  return inDoubt ? `${answer}\n\n${inDoubtLine(inDoubt)}` : answer;
 }
 
 /** A report in a few lines: its summary and findings, or its JSON. */

@@ -295,7 +295,8 @@ export class ToolGateway {
       );
       events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: call.args, server: tool.server } });
     }
-    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
+    // Flagged in its structure too, so the task and the run count it without reading the text.
+    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };
   }
 
   async close(): Promise<void> {
