@@ -66,7 +66,9 @@ Usage:
                                     the audit stream of mutating tool calls, newest first
   bosun demo [--once]               start a demo cluster and publish sample incidents
 
-Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG (see docs/configuration.md).
+Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG; TLS and credentials: REDIS_TLS_*_FILE,
+REDIS_USERNAME, REDIS_PASSWORD_FILE, NATS_TLS_*_FILE, NATS_USER, NATS_PASSWORD_FILE, NATS_TOKEN_FILE,
+NATS_NKEY_SEED_FILE, NATS_CREDS_FILE (see docs/configuration.md).
 Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 not finished yet.`;
 
 class UsageError extends Error {}

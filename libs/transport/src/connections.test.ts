@@ -137,7 +137,7 @@ describe('start-up refusals name the setting to check', () => {
     expect(JSON.stringify({ ...f, cause: { ...(f?.cause as object) } })).not.toContain('the-pw');
     expect((f?.cause as Record<string, unknown>).command).toBeUndefined();
     const noPassword = redisSettingsFailure(libError('NOAUTH Authentication required.', { name: 'ReplyError' }), readRedisSettings({}));
-    expect(noPassword?.message).toMatch(/the server requires a password — set REDIS_PASSWORD_FILE/);
+    expect(noPassword?.message).toMatch(/the server requires a password: set REDIS_PASSWORD_FILE/);
   });
 
   it.each([

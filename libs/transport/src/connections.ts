@@ -167,7 +167,7 @@ export function redisSettingsFailure(err: Error, settings: RedisSettings): Conne
   const reply = redisReplyCode(err);
   const authError = reply === 'WRONGPASS' || reply === 'NOAUTH' || (reply === 'ERR' && /\bAUTH\b/.test(err.message));
   if (authError) {
-    const what = reply === 'NOAUTH' && settings.password === undefined ? 'the server requires a password — set REDIS_PASSWORD_FILE (and REDIS_USERNAME for an ACL user)' : `check ${settings.authFrom ?? 'REDIS_PASSWORD_FILE'}`;
+    const what = reply === 'NOAUTH' && settings.password === undefined ? 'the server requires a password: set REDIS_PASSWORD_FILE (and REDIS_USERNAME for an ACL user)' : `check ${settings.authFrom ?? 'REDIS_PASSWORD_FILE'}`;
     return new ConnectionSettingsError('redis_auth_failed', `Redis: authentication failed (${err.message.trim()}) — ${what}`, err, [settings.authFrom ?? 'REDIS_PASSWORD_FILE']);
   }
   const tls = settings.tls ? tlsFailure(err, settings.tls, 'REDIS_URL') : undefined;
