@@ -95,6 +95,7 @@ describe('readRedisSettings', () => {
     expect(() => readRedisSettings({ REDIS_USERNAME: 'bosun' })).toThrow(/^REDIS_USERNAME names a user but there is no password/);
     expect(() => readRedisSettings({ REDIS_URL: 'redis://r1:6379,rediss://r2:6379' })).toThrow(/^REDIS_URL: the nodes mix redis:\/\/ and rediss:\/\//);
     expect(() => readRedisSettings({ REDIS_URL: 'redis://:a@r1:6379,redis://:b@r2:6379' })).toThrow(/^REDIS_URL: the nodes carry different users or passwords/);
+    expect(() => readRedisSettings({ REDIS_URL: 'redis://:%zz@r:6379' })).toThrow(/^REDIS_URL: the user or password is not valid percent-encoding$/);
   });
 
   it('TLS files need rediss://: a redis:// URL with them would connect in plain text', () => {

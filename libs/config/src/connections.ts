@@ -164,6 +164,16 @@ function parseUrl(name: string, raw: string): URL {
   }
 }
 
+/** A URL's user or password, percent-decoded; undefined when empty. */
+function decoded(name: string, part: string): string | undefined {
+  if (!part) return undefined;
+  try {
+    return decodeURIComponent(part);
+  } catch {
+    throw new ConfigError(`${name}: the user or password is not valid percent-encoding`);
+  }
+}
+
 /** `raw` with anything between `//` and `@` masked, for messages about a URL that may not parse. */
 function maskCredentials(raw: string): string {
   return raw.replace(/\/\/[^/@]*@/, '//***@');
@@ -180,8 +190,8 @@ export function readRedisSettings(env: Env): RedisSettings {
   const secure = parsed[0]!.protocol === 'rediss:';
   const creds = new Set(parsed.map((u) => `${u.username}:${u.password}`));
   if (creds.size > 1) throw new ConfigError('REDIS_URL: the nodes carry different users or passwords; give them once (REDIS_USERNAME, REDIS_PASSWORD_FILE)');
-  const urlUser = parsed[0]!.username ? decodeURIComponent(parsed[0]!.username) : undefined;
-  const urlPassword = parsed[0]!.password ? decodeURIComponent(parsed[0]!.password) : undefined;
+  const urlUser = decoded('REDIS_URL', parsed[0]!.username);
+  const urlPassword = decoded('REDIS_URL', parsed[0]!.password);
 
   const envUser = value(env.REDIS_USERNAME)?.trim();
   if (envUser !== undefined && urlUser !== undefined) throw new ConfigError('REDIS_USERNAME is set and REDIS_URL names a user too: set one');
@@ -203,11 +213,10 @@ export function readRedisSettings(env: Env): RedisSettings {
     u.password = '';
     return u.toString();
   });
-  const display = parsed.map((u) => u.toString()).join(',');
   const cluster = parts.length > 1 || /^(1|true|yes)$/i.test(env.REDIS_CLUSTER ?? '');
   return Object.freeze({
     urls: Object.freeze(urls),
-    display,
+    display: urls.join(','),
     cluster,
     tls: secure ? (tls ?? noTlsFiles('REDIS')) : undefined,
     username,
@@ -237,8 +246,8 @@ export function readNatsSettings(env: Env): NatsSettings {
   const creds = new Set(parsed.map((u) => `${u.username}:${u.password}`));
   if (creds.size > 1) throw new ConfigError('NATS_URL: the servers carry different credentials; give them once (NATS_USER and NATS_PASSWORD_FILE, or NATS_TOKEN_FILE)');
   const first = parsed[0]!;
-  const urlUser = first.username ? decodeURIComponent(first.username) : undefined;
-  const urlPassword = first.password ? decodeURIComponent(first.password) : undefined;
+  const urlUser = decoded('NATS_URL', first.username);
+  const urlPassword = decoded('NATS_URL', first.password);
 
   const ways: NatsAuth[] = [];
   const credsFile = readFileVar('NATS_CREDS_FILE', env.NATS_CREDS_FILE);
