@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OwnServer, TestCluster, demoConfig, makeCertificates, runCli, secretFile, startService, type TestCertificates } from '../helpers/index.js';
+import { OwnServer, TestCluster, freePort, demoConfig, makeCertificates, runCli, secretFile, startService, type TestCertificates } from '../helpers/index.js';
 
 const REDIS_PASSWORD = 'redis-acl-pw-4f9c2e';
 const NATS_PASSWORD = 'nats-user-pw-8b1d7a';
@@ -136,6 +136,30 @@ describe('TLS and credentials for Redis and NATS', () => {
     // The plain line on stderr, for people and scripts.
     expect(p.lines.some((l) => l.startsWith('coordinator: ') && message.test(l))).toBe(true);
     expectNoSecret(output);
+  });
+
+  it('NATS away at start-up and refusing the password later: the service keeps running and says why', async () => {
+    const late = new OwnServer('nats', dir, {
+      args: (port, d) => {
+        const conf = join(d, 'nats.conf');
+        writeFileSync(conf, `listen: 127.0.0.1:${port}\nauthorization { users = [ { user: bosun, password: "another-${NATS_PASSWORD}" } ] }\n`);
+        return ['-c', conf];
+      },
+    });
+    late.port = await freePort();
+    const natsEnv = { NATS_URL: late.url, NATS_TLS_CA_FILE: '', NATS_TLS_CERT_FILE: '', NATS_TLS_KEY_FILE: '' };
+    const p = startService('coordinator', { ...env, ...natsEnv }, { name: 'coordinator-late-nats' });
+    try {
+      await p.ready();
+      await p.waitForLine(/NATS unreachable; events are buffered until it answers/);
+      await late.start();
+      await p.waitForLine(/"err":"NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE".*NATS refused the connection settings; events are buffered until it accepts them/);
+      expect(p.running).toBe(true);
+      expectNoSecret(p.lines.join('\n'));
+    } finally {
+      await p.stop();
+      await late.stop();
+    }
   });
 
   it('the CLI says the same, with exit code 1', async () => {
