@@ -187,10 +187,10 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   launch('specialist-2', 'services/specialist/dist/main.js');
   say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
 
-  const redis = createRedis(env.redisUrl, { name: 'bosun-demo', cluster: env.redisCluster });
+  const redis = createRedis(env.redis, { name: 'bosun-demo' });
   redis.on('error', () => undefined);
-  await waitForRedis(redis, env.redisUrl);
-  const nc = await connectNats(env.natsUrl, { name: 'bosun-demo' });
+  await waitForRedis(redis, env.redis);
+  const nc = await connectNats(env.nats, { name: 'bosun-demo' });
   const queue = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: env.prefix });
   const eventsConnection = redis.duplicate();
   const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: eventsConnection, prefix: env.prefix });

@@ -66,16 +66,18 @@ Usage:
                                     the audit stream of mutating tool calls, newest first
   bosun demo [--once]               start a demo cluster and publish sample incidents
 
-Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG (see docs/configuration.md).
+Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG; TLS and credentials: REDIS_TLS_*_FILE,
+REDIS_USERNAME, REDIS_PASSWORD_FILE, NATS_TLS_*_FILE, NATS_USER, NATS_PASSWORD_FILE, NATS_TOKEN_FILE,
+NATS_NKEY_SEED_FILE, NATS_CREDS_FILE (see docs/configuration.md).
 Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 not finished yet.`;
 
 class UsageError extends Error {}
 
 async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createRedis>) => Promise<T>): Promise<T> {
-  const redis = createRedis(env.redisUrl, { name: 'bosun-cli', cluster: env.redisCluster });
+  const redis = createRedis(env.redis, { name: 'bosun-cli' });
   redis.on('error', () => undefined);
   try {
-    await waitForRedis(redis, env.redisUrl, 5_000);
+    await waitForRedis(redis, env.redis, 5_000);
     return await fn(redis);
   } finally {
     redis.disconnect();
@@ -91,7 +93,7 @@ async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Appr
     process.stderr.write(`bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded\n`);
   let nc;
   try {
-    nc = await connectNats(env.natsUrl, { name: 'bosun-cli' });
+    nc = await connectNats(env.nats, { name: 'bosun-cli' });
   } catch (err) {
     warn((err as Error).message);
     return;
@@ -154,7 +156,7 @@ async function main(argv: string[]): Promise<number> {
       if (runId !== undefined && !RUN_ID_PATTERN.test(runId)) {
         throw new UsageError(`watch: "${runId}" is not a run id (r and 20 hex digits, as bosun publish prints it)`);
       }
-      const nc = await connectNats(env.natsUrl, { name: 'bosun-cli' });
+      const nc = await connectNats(env.nats, { name: 'bosun-cli' });
       const ac = new AbortController();
       process.once('SIGINT', () => ac.abort());
       try {

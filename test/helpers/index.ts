@@ -7,5 +7,7 @@ export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort, freePor
 export { openClient, runCli, callLog, replayRun } from './harness.js';
 export { waitUntil } from './wait.js';
 export { startClusterTest, type ClusterTest } from './cluster-test.js';
+export { makeCertificates, secretFile, type TestCertificates } from './tls.js';
+export type { OwnServerOptions, RedisClusterOptions } from './servers.js';
 export type { Client, ClientOptions, CliRun, CallLog, LoggedCall } from './harness.js';
 export { reap } from './reaper.js';

@@ -36,6 +36,19 @@ export function randomPort(): number {
   return 21000 + Math.floor(Math.random() * 9000);
 }
 
+/** Options of {@link OwnServer}. */
+export interface OwnServerOptions {
+  /**
+   * The server's command-line arguments for `port` and its data folder, instead of the default
+   * ones (e.g. a TLS port and a password for Redis, or `-c <file>` for NATS).
+   */
+  args?: (port: number, dir: string) => string[];
+  /** The scheme of {@link OwnServer.url}: `rediss` or `tls` for a TLS server. */
+  scheme?: string;
+  /** nats-server configuration text (e.g. `max_payload: 16384`), given with `-c`; the port and store stay the defaults. */
+  config?: string;
+}
+
 /**
  * A server process a test owns (so it can stop and restart it): redis-server with an
  * append-only file, or nats-server with JetStream, on a loopback port, data in `dir`.
@@ -44,13 +57,15 @@ export class OwnServer {
   private child: ChildProcess | undefined;
   port = 0;
   private readonly kind: 'redis' | 'nats';
-  private readonly dir: string;
+  /** The server's own folder (data, and any config file a test writes there). */
+  readonly dir: string;
+  private readonly options: OwnServerOptions;
   private readonly config: string | undefined;
 
-  /** `options.config`: nats-server configuration text (e.g. `max_payload: 16384`), given with `-c`; the port and store stay as above. */
-  constructor(kind: 'redis' | 'nats', dir: string, options: { config?: string } = {}) {
+  constructor(kind: 'redis' | 'nats', dir: string, options: OwnServerOptions = {}) {
     this.kind = kind;
     this.dir = join(dir, `${kind}-${Math.random().toString(36).slice(2, 8)}`);
+    this.options = options;
     mkdirSync(this.dir, { recursive: true });
     if (options.config !== undefined) {
       this.config = join(this.dir, 'server.conf');
@@ -59,14 +74,15 @@ export class OwnServer {
   }
 
   get url(): string {
-    return this.kind === 'redis' ? `redis://127.0.0.1:${this.port}` : `nats://127.0.0.1:${this.port}`;
+    return `${this.options.scheme ?? this.kind}://127.0.0.1:${this.port}`;
   }
 
   /** Starts the server; the first start picks a free port, a restart keeps it. */
   async start(): Promise<this> {
     if (this.port === 0) this.port = await freePort();
-    const args =
-      this.kind === 'redis'
+    const args = this.options.args
+      ? this.options.args(this.port, this.dir)
+      : this.kind === 'redis'
         ? ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
         : ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir, ...(this.config ? ['-c', this.config] : [])];
     this.child = reap(spawn(this.kind === 'redis' ? 'redis-server' : 'nats-server', args, { stdio: 'ignore' }));
@@ -101,39 +117,54 @@ function run(cmd: string, args: string[]): Promise<{ code: number | null; out: s
   });
 }
 
+/** Options of {@link RedisClusterServers}. */
+export interface RedisClusterOptions {
+  /** TLS only (no plain port), also on the cluster bus, with these PEM files. */
+  tls?: { cert: string; key: string; ca: string };
+  /** `requirepass` (and `masterauth`) of every node. */
+  password?: string;
+}
+
 /** A 3-master Redis Cluster on loopback ports, started from redis-server by the test. */
 export class RedisClusterServers {
   ports: number[] = [];
   private busPorts: number[] = [];
   private readonly children: ChildProcess[] = [];
   private readonly dir: string;
+  private readonly options: RedisClusterOptions;
 
-  constructor(dir: string) {
+  constructor(dir: string, options: RedisClusterOptions = {}) {
     this.dir = join(dir, `redis-cluster-${Math.random().toString(36).slice(2, 8)}`);
+    this.options = options;
     mkdirSync(this.dir, { recursive: true });
   }
 
-  /** `REDIS_URL` listing every node. */
+  /** `REDIS_URL` listing every node (no credentials). */
   get url(): string {
-    return this.ports.map((p) => `redis://127.0.0.1:${p}`).join(',');
+    return this.ports.map((p) => `${this.options.tls ? 'rediss' : 'redis'}://127.0.0.1:${p}`).join(',');
   }
 
   async start(): Promise<this> {
+    const { tls, password } = this.options;
+    const serverTls = tls ? ['--tls-cluster', 'yes', '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca] : [];
+    const serverAuth = password ? ['--requirepass', password, '--masterauth', password] : [];
+    const cli = [...(tls ? ['--tls', '--cacert', tls.ca, '--cert', tls.cert, '--key', tls.key] : []), ...(password ? ['--no-auth-warning', '-a', password] : [])];
     // Ports the OS reports free, for clients and for the cluster bus (which defaults to port + 10000).
     for (let i = 0; i < 6; i++) (i < 3 ? this.ports : this.busPorts).push(await freePort());
     for (const [i, port] of this.ports.entries()) {
+      const listen = tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
       this.children.push(
         reap(spawn(
           'redis-server',
-          ['--port', String(port), '--cluster-port', String(this.busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no'],
+          [...listen, '--cluster-port', String(this.busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no', ...serverTls, ...serverAuth],
           { stdio: 'ignore' },
         )),
       );
     }
     for (const port of this.ports) await waitUntil(() => answers(port), 10_000, `redis-server (cluster) answers on ${port}`, 100);
-    const created = await run('redis-cli', ['--cluster', 'create', ...this.ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+    const created = await run('redis-cli', [...cli, '--cluster', 'create', ...this.ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
     if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out}`);
-    await waitUntil(async () => (await run('redis-cli', ['-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'), 20_000, 'the Redis Cluster is at cluster_state:ok', 100);
+    await waitUntil(async () => (await run('redis-cli', [...cli, '-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'), 20_000, 'the Redis Cluster is at cluster_state:ok', 100);
     return this;
   }
 

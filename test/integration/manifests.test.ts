@@ -23,8 +23,21 @@ type Obj = Record<string, any>;
 
 /** Variables every Bosun process must get from its deployment. */
 const REQUIRED_ENV = ['REDIS_URL', 'NATS_URL', 'BOSUN_PREFIX', 'BOSUN_CONFIG', 'BOSUN_HEALTH_PORT', 'BOSUN_GRACE_MS', 'LOG_LEVEL', 'GEMINI_API_KEY'];
+/** TLS and credentials for Redis and NATS: unset means plain connections without credentials. */
+const CONNECTION_ENV = [
+  'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_PASSWORD_FILE', 'REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE',
+  'NATS_USER', 'NATS_PASSWORD', 'NATS_PASSWORD_FILE', 'NATS_TOKEN', 'NATS_TOKEN_FILE', 'NATS_NKEY_SEED_FILE', 'NATS_CREDS_FILE',
+  'NATS_TLS_CA_FILE', 'NATS_TLS_CERT_FILE', 'NATS_TLS_KEY_FILE',
+];
+/** The connection variables every Kubernetes Deployment is wired with (files from a mounted Secret). */
+const K8S_CONNECTION_ENV = [
+  'REDIS_USERNAME', 'REDIS_PASSWORD_FILE', 'REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE',
+  'NATS_USER', 'NATS_PASSWORD_FILE', 'NATS_CREDS_FILE', 'NATS_TLS_CA_FILE', 'NATS_TLS_CERT_FILE', 'NATS_TLS_KEY_FILE',
+];
+/** Secrets given inline rather than as files: if set, from a Secret (k8s) or passed through (compose). */
+const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
-const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS'];
+const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
 const SERVICES = ['coordinator', 'specialist', 'tool-gateway'];
 const GRACE_DEFAULT_MS = 30_000;
@@ -52,6 +65,8 @@ interface Model {
   workspaces: string[];
   /** Every env var name the services' and libraries' sources read. */
   codeEnv: string[];
+  /** The commented example of TLS and credentials in compose.yaml: its text, and its YAML parsed. */
+  composeExample: { text: string; parsed: Obj | undefined };
 }
 
 const K8S_DIR = join(ROOT, 'infra/k8s');
@@ -87,6 +102,20 @@ function scanCodeEnv(): string[] {
   return [...names].sort();
 }
 
+/** The lines between `# example: tls-and-credentials` and `# end of example`, uncommented. */
+function composeExample(text: string): { text: string; parsed: Obj | undefined } {
+  const lines = text.split('\n');
+  const start = lines.findIndex((l) => l.trim() === '# example: tls-and-credentials');
+  const end = lines.findIndex((l, i) => i > start && l.trim() === '# end of example');
+  if (start < 0 || end < 0) return { text: '', parsed: undefined };
+  const body = lines.slice(start + 1, end).map((l) => l.replace(/^# ?/, '')).join('\n');
+  try {
+    return { text: body, parsed: parse(body) as Obj };
+  } catch {
+    return { text: body, parsed: undefined };
+  }
+}
+
 function load(): Model {
   const k8sFiles = readdirSync(K8S_DIR).filter((f) => !f.startsWith('.')).sort();
   const docs = k8sFiles.filter((f) => /\.ya?ml$/.test(f)).flatMap(readDocs);
@@ -100,6 +129,7 @@ function load(): Model {
     demoConfig: parse(readFileSync(join(INFRA_DIR, 'demo/bosun.yaml'), 'utf8')),
     workspaces: (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { workspaces: string[] }).workspaces,
     codeEnv: scanCodeEnv(),
+    composeExample: composeExample(readFileSync(join(INFRA_DIR, 'compose.yaml'), 'utf8')),
   };
 }
 
@@ -170,29 +200,35 @@ function resolveEnv(m: Model, namespace: string, c: Obj): { env: Map<string, Env
   return { env, problems };
 }
 
-/** The text of the cluster config a Deployment's container reads at BOSUN_CONFIG. */
-function mountedConfig(m: Model, d: Obj, c: Obj, env: Map<string, EnvValue>): { text?: string; problem?: string } {
-  const path = env.get('BOSUN_CONFIG')?.value;
-  if (!path) return { problem: 'BOSUN_CONFIG is not set' };
-  if (!path.startsWith('/')) return { problem: `BOSUN_CONFIG ${path} is not an absolute path` };
+/** The volume a container sees at the absolute `path`, and the file's name in it (mount or subPath). */
+function volumeAt(d: Obj, c: Obj, path: string): { name: string; volume: Obj | undefined; key: string } | undefined {
   for (const vm of (c.volumeMounts ?? []) as Obj[]) {
     const mountPath = String(vm.mountPath).replace(/\/+$/, '');
     let key: string | undefined;
     if (vm.subPath !== undefined && mountPath === path) key = vm.subPath;
     else if (vm.subPath === undefined && posix.dirname(path) === mountPath) key = posix.basename(path);
-    if (key === undefined) continue;
-    const vol = ((podSpec(d).volumes ?? []) as Obj[]).find((v) => v.name === vm.name);
-    if (!vol?.configMap) return { problem: `volume ${vm.name} mounted for BOSUN_CONFIG is not a ConfigMap volume` };
-    const item = ((vol.configMap.items ?? []) as Obj[]).find((i) => i.path === key);
-    if (vol.configMap.items && !item) return { problem: `ConfigMap volume ${vm.name} has no item at ${key}` };
-    const cmKey = item?.key ?? key;
-    const cm = findObj(m, 'ConfigMap', ns(d), vol.configMap.name);
-    if (!cm) return { problem: `ConfigMap ${vol.configMap.name} (volume ${vm.name}) does not exist` };
-    const text = cm.data?.[cmKey];
-    if (typeof text !== 'string') return { problem: `ConfigMap ${vol.configMap.name} has no key ${cmKey} for BOSUN_CONFIG ${path}` };
-    return { text };
+    if (key !== undefined) return { name: vm.name, volume: ((podSpec(d).volumes ?? []) as Obj[]).find((v) => v.name === vm.name), key };
   }
-  return { problem: `no volume is mounted at BOSUN_CONFIG ${path}` };
+  return undefined;
+}
+
+/** The text of the cluster config a Deployment's container reads at BOSUN_CONFIG. */
+function mountedConfig(m: Model, d: Obj, c: Obj, env: Map<string, EnvValue>): { text?: string; problem?: string } {
+  const path = env.get('BOSUN_CONFIG')?.value;
+  if (!path) return { problem: 'BOSUN_CONFIG is not set' };
+  if (!path.startsWith('/')) return { problem: `BOSUN_CONFIG ${path} is not an absolute path` };
+  const at = volumeAt(d, c, path);
+  if (!at) return { problem: `no volume is mounted at BOSUN_CONFIG ${path}` };
+  const { name, volume: vol, key } = at;
+  if (!vol?.configMap) return { problem: `volume ${name} mounted for BOSUN_CONFIG is not a ConfigMap volume` };
+  const item = ((vol.configMap.items ?? []) as Obj[]).find((i) => i.path === key);
+  if (vol.configMap.items && !item) return { problem: `ConfigMap volume ${name} has no item at ${key}` };
+  const cmKey = item?.key ?? key;
+  const cm = findObj(m, 'ConfigMap', ns(d), vol.configMap.name);
+  if (!cm) return { problem: `ConfigMap ${vol.configMap.name} (volume ${name}) does not exist` };
+  const text = cm.data?.[cmKey];
+  if (typeof text !== 'string') return { problem: `ConfigMap ${vol.configMap.name} has no key ${cmKey} for BOSUN_CONFIG ${path}` };
+  return { text };
 }
 
 /** The command line of a container (command + args) and of a compose service (entrypoint + command). */
@@ -568,6 +604,67 @@ function checkSecret(m: Model): string[] {
   return problems;
 }
 
+/** The Secret volume and key a `*_FILE` path of a container resolves to, or a problem. */
+function mountedSecretFile(m: Model, d: Obj, c: Obj, path: string): { volume?: Obj; problem?: string } {
+  if (!path.startsWith('/')) return { problem: `${path} is not an absolute path` };
+  const at = volumeAt(d, c, path);
+  if (!at) return { problem: `no volume is mounted at ${posix.dirname(path)} for ${path}` };
+  const { name, volume, key } = at;
+  if (!volume?.secret) return { problem: `${path} is on volume ${name}, which is not a Secret volume (secrets belong in Secrets)` };
+  const item = ((volume.secret.items ?? []) as Obj[]).find((i) => i.path === key);
+  if (volume.secret.items && !item) return { problem: `Secret volume ${name} has no item at ${key}` };
+  const secret = findObj(m, 'Secret', ns(d), volume.secret.secretName);
+  if (!secret) return { problem: `${path}: Secret ${volume.secret.secretName} (volume ${name}) does not exist` };
+  const secretKey = item?.key ?? key;
+  if (!Object.hasOwn({ ...(secret.data ?? {}), ...(secret.stringData ?? {}) }, secretKey)) return { problem: `${path}: Secret ${volume.secret.secretName} has no key ${secretKey}` };
+  return { volume };
+}
+
+/**
+ * TLS and credentials: every Deployment gets the connection variables; each `*_FILE` names a
+ * key of a mounted Secret that the process can read and others cannot; inline secrets come
+ * from a Secret.
+ */
+function checkConnectionFiles(m: Model): string[] {
+  const problems: string[] = [];
+  for (const d of deployments(m)) {
+    for (const c of containers(d)) {
+      const { env } = resolveEnv(m, ns(d), c);
+      for (const name of K8S_CONNECTION_ENV) if (!env.has(name)) problems.push(`${id(d)}: ${name} is not set`);
+      for (const [name, v] of env) {
+        if (INLINE_SECRET_ENV.includes(name) && v.from !== 'secret') problems.push(`${id(d)}: ${name} is a secret and must come from a Secret (better: ${name}_FILE)`);
+        if (!name.endsWith('_FILE') || !m.codeEnv.includes(name) || !v.value) continue;
+        const found = mountedSecretFile(m, d, c, v.value);
+        if (found.problem) {
+          problems.push(`${id(d)}: ${name}: ${found.problem}`);
+          continue;
+        }
+        const mode = Number(found.volume!.secret.defaultMode ?? 0o644);
+        if (mode & 0o004) problems.push(`${id(d)}: ${name}: volume ${found.volume!.name} makes the files world-readable (defaultMode ${mode.toString(8)})`);
+        const fsGroup = podSpec(d).securityContext?.fsGroup;
+        if (fsGroup === undefined || !(mode & 0o040)) problems.push(`${id(d)}: ${name}: the process (uid ${podSpec(d).securityContext?.runAsUser}) cannot read volume ${found.volume!.name}: set fsGroup and a group-readable defaultMode`);
+      }
+    }
+  }
+  return problems;
+}
+
+/** The Secrets mounted for connections ship with every key empty: no key or password is committed. */
+function checkConnectionSecret(m: Model): string[] {
+  const problems: string[] = [];
+  const names = new Set<string>();
+  for (const d of deployments(m)) for (const v of (podSpec(d).volumes ?? []) as Obj[]) if (v.secret) names.add(`${ns(d)}/${v.secret.secretName}`);
+  if (names.size === 0) problems.push('no Deployment mounts a Secret for the connection files');
+  for (const key of names) {
+    const [namespace, name] = key.split('/') as [string, string];
+    const s = findObj(m, 'Secret', namespace, name);
+    if (!s) continue;
+    const data = { ...Object.fromEntries(Object.entries((s.data ?? {}) as Obj).map(([k, v]) => [k, Buffer.from(String(v), 'base64').toString()])), ...((s.stringData ?? {}) as Obj) };
+    for (const [k, v] of Object.entries(data)) if (v !== '') problems.push(`Secret ${key} ships with a non-empty ${k}; the committed placeholder must stay empty`);
+  }
+  return problems;
+}
+
 function checkK8sMcpPaths(m: Model): string[] {
   const problems: string[] = [];
   for (const d of deployments(m)) {
@@ -753,6 +850,36 @@ function checkComposeDependsOn(m: Model): string[] {
   return problems;
 }
 
+/**
+ * TLS and credentials in compose: the commented example parses, names every connection variable,
+ * and each `*_FILE` is a `/run/secrets/<name>` of a secret the services get and the file
+ * defines; inline secrets are only ever passed through from the shell.
+ */
+function checkComposeConnections(m: Model): string[] {
+  const problems: string[] = [];
+  const { text, parsed } = m.composeExample;
+  if (!parsed) return ['compose.yaml: the example "tls-and-credentials" is missing or does not parse'];
+  for (const v of CONNECTION_ENV) if (!new RegExp(`\\b${v}\\b`).test(text)) problems.push(`compose.yaml: the example does not mention ${v}`);
+  const svc = (parsed['x-bosun'] ?? {}) as Obj;
+  const env = composeEnv(svc);
+  const given = new Set(((svc.secrets ?? []) as unknown[]).map((x) => (typeof x === 'string' ? x : String((x as Obj).source))));
+  const defined = (parsed.secrets ?? {}) as Obj;
+  for (const [name, value] of env) {
+    if (!name.endsWith('_FILE')) continue;
+    const match = /^\/run\/secrets\/([^/]+)$/.exec(value ?? '');
+    if (!match) problems.push(`compose.yaml example: ${name} ${value} is not /run/secrets/<name>`);
+    else if (!given.has(match[1]!)) problems.push(`compose.yaml example: ${name} names secret ${match[1]}, which the services do not get`);
+    else if (!defined[match[1]!]?.file) problems.push(`compose.yaml example: secret ${match[1]} is not defined with a file`);
+  }
+  if (!/^rediss:\/\//.test(env.get('REDIS_URL') ?? '')) problems.push('compose.yaml example: REDIS_URL is not rediss://');
+  if (!/^tls:\/\//.test(env.get('NATS_URL') ?? '')) problems.push('compose.yaml example: NATS_URL is not tls://');
+  for (const [name, s] of bosunServices(m)) {
+    const e = composeEnv(s);
+    for (const v of INLINE_SECRET_ENV) if (e.has(v) && !new RegExp(`^\\$\\{${v}(:?-)?\\}$`).test(e.get(v) ?? '')) problems.push(`${name}: ${v} must be passed through as \${${v}:-}, never written here`);
+  }
+  return problems;
+}
+
 // ------------------------------------------------------------------------------------ Dockerfile checks
 
 interface Instruction {
@@ -832,6 +959,8 @@ describe('infra/k8s', () => {
   it('one Deployment per specialist of the config, each with --only <name>', () => expect(checkSpecialistDeployments(model)).toEqual([]));
   it("one ScaledObject per specialist, on its Deployment and its BullMQ wait list", () => expect(checkScaledObjects(model)).toEqual([]));
   it('the Secret ships with an empty GEMINI_API_KEY', () => expect(checkSecret(model)).toEqual([]));
+  it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () => expect(checkConnectionFiles(model)).toEqual([]));
+  it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));
   it("the config's relative MCP server paths resolve inside the image", () => expect(checkK8sMcpPaths(model)).toEqual([]));
 });
 
@@ -845,6 +974,7 @@ describe('infra/compose.yaml', () => {
   it('stop_grace_period exceeds BOSUN_GRACE_MS', () => expect(checkComposeStopGrace(model)).toEqual([]));
   it('at least two specialist processes', () => expect(checkComposeReplicas(model)).toEqual([]));
   it('depends_on names existing services, with healthchecks where it waits for health', () => expect(checkComposeDependsOn(model)).toEqual([]));
+  it('shows how to pass TLS and credentials: the example names every variable, its paths its secrets', () => expect(checkComposeConnections(model)).toEqual([]));
 });
 
 describe('infra/Dockerfile', () => {
@@ -942,6 +1072,18 @@ const mutations: Mutation[] = [
   ['compose: one specialist', (m) => void (svc(m, 'specialist').deploy = { replicas: 1 }), checkComposeReplicas],
   ['compose: depends_on a service that does not exist', (m) => void (svc(m, 'coordinator').depends_on = { ...svc(m, 'coordinator').depends_on, postgres: { condition: 'service_started' } }), checkComposeDependsOn],
   ['compose: waiting for health of a service without a healthcheck', (m) => void delete svc(m, 'redis').healthcheck, checkComposeDependsOn],
+  ['a connection *_FILE where no Secret is mounted', (m) => void (cm(m, 'bosun-connections').data.REDIS_TLS_CA_FILE = '/etc/other/ca.crt'), checkConnectionFiles],
+  ['a connection *_FILE naming a key the Secret lacks', (m) => void delete kinds(m, 'Secret').find((x) => x.metadata.name === 'bosun-connections')!.stringData['nats.creds'], checkConnectionFiles],
+  ['the connection files mounted from a ConfigMap', (m) => Object.assign(podSpec(dep(m, 'gateway')).volumes.find((v: Obj) => v.name === 'connections'), { secret: undefined, configMap: { name: 'bosun-connections' } }), checkConnectionFiles],
+  ['world-readable connection files', (m) => void (podSpec(dep(m, 'coordinator')).volumes.find((v: Obj) => v.name === 'connections').secret.defaultMode = 0o644), checkConnectionFiles],
+  ['connection files the process cannot read (no fsGroup)', (m) => void delete podSpec(dep(m, 'coordinator')).securityContext.fsGroup, checkConnectionFiles],
+  ['a Deployment without the connection variables', (m) => void delete container(m, 'gateway').envFrom, checkConnectionFiles],
+  ['a NATS password as a plain value', (m) => void (container(m, 'coordinator').env as Obj[]).push({ name: 'NATS_PASSWORD', value: 'not-a-secret-place' }), checkConnectionFiles],
+  ['a password committed in the connections Secret', (m) => void (kinds(m, 'Secret').find((x) => x.metadata.name === 'bosun-connections')!.stringData['redis-password'] = 'hunter2'), checkConnectionSecret],
+  ['compose: the example without a connection variable', (m) => void (m.composeExample.text = m.composeExample.text.replace(/NATS_NKEY_SEED_FILE/g, '')), checkComposeConnections],
+  ['compose: the example points a *_FILE at a secret the services do not get', (m) => void (m.composeExample.parsed!['x-bosun'].secrets = m.composeExample.parsed!['x-bosun'].secrets.filter((x: string) => x !== 'nats-password')), checkComposeConnections],
+  ['compose: the example uses a path outside /run/secrets', (m) => void (m.composeExample.parsed!['x-bosun'].environment.REDIS_TLS_CA_FILE = '/etc/ssl/ca.crt'), checkComposeConnections],
+  ['compose: a NATS token written in the file', (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, NATS_TOKEN: 'tok-literal' }), checkComposeConnections],
   ['Dockerfile: no npm ci', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm ci\b/, 'RUN npm install')), checkDockerfile],
   ['Dockerfile: no tsc -b', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npx tsc -b\b/, 'RUN npx tsc -p .')), checkDockerfile],
   ['Dockerfile: no prune', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm prune --omit=dev/, 'RUN true')), checkDockerfile],
@@ -953,7 +1095,7 @@ const mutations: Mutation[] = [
 describe('every check can fail', () => {
   it('covers every check', () => {
     const checks = new Set(mutations.map(([, , c]) => c));
-    for (const c of [checkK8sObjects, checkKustomization, checkConfigMapConfig, checkConfigHash, checkK8sEnv, checkProbes, checkTerminationGrace, checkSelectors, checkResources, checkK8sCommands, checkSpecialistDeployments, checkScaledObjects, checkSecret, checkK8sMcpPaths, checkComposeInfra, checkComposeBuild, checkComposeEnv, checkComposeConfig, checkComposeHealth, checkComposeStopGrace, checkComposeReplicas, checkComposeDependsOn, checkDockerfile]) {
+    for (const c of [checkK8sObjects, checkKustomization, checkConfigMapConfig, checkConfigHash, checkK8sEnv, checkProbes, checkTerminationGrace, checkSelectors, checkResources, checkK8sCommands, checkSpecialistDeployments, checkScaledObjects, checkSecret, checkConnectionFiles, checkConnectionSecret, checkK8sMcpPaths, checkComposeInfra, checkComposeBuild, checkComposeEnv, checkComposeConfig, checkComposeHealth, checkComposeStopGrace, checkComposeReplicas, checkComposeDependsOn, checkComposeConnections, checkDockerfile]) {
       expect(checks.has(c), c.name).toBe(true);
     }
   });

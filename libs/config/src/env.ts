@@ -3,6 +3,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PREFIX_PATTERN } from '@bosun/contract';
 import { ConfigError } from './cluster.js';
+import { readNatsSettings, readRedisSettings, type NatsSettings, type RedisSettings } from './connections.js';
 
 /** What every Bosun process reads from its environment. */
 export interface BosunEnv {
@@ -12,6 +13,10 @@ export interface BosunEnv {
   readonly redisCluster: boolean;
   /** `NATS_URL`, default `nats://127.0.0.1:4222`. */
   readonly natsUrl: string;
+  /** Redis: URLs, TLS and credentials, files read; what every Redis client is built from. */
+  readonly redis: RedisSettings;
+  /** NATS: servers, TLS and credentials, files read; what every NATS connection is built from. */
+  readonly nats: NatsSettings;
   /** `BOSUN_PREFIX`, default `bosun`: root of every Redis key and NATS subject. */
   readonly prefix: string;
   /** `BOSUN_CONFIG`, default the bundled demo config. */
@@ -38,10 +43,11 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
     throw new ConfigError(`BOSUN_PREFIX: "${prefix}" must be 1 to 64 characters of A-Z, a-z, 0-9, "_" or "-", or such a name in braces ({bosun}) for Redis Cluster`);
   }
   const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const redisUrls = redisUrl.split(',').map((u) => u.trim());
-  if (!redisUrls.every((u) => /^rediss?:\/\//.test(u))) throw new ConfigError(`REDIS_URL: every URL must start with redis:// or rediss://`);
-  const redisCluster = redisUrls.length > 1 || /^(1|true|yes)$/i.test(env.REDIS_CLUSTER ?? '');
+  // TLS files and secrets are read here, once, at start-up: a missing one names its variable.
+  const redis = readRedisSettings(env);
+  const redisCluster = redis.cluster;
   const natsUrl = env.NATS_URL ?? 'nats://127.0.0.1:4222';
+  const nats = readNatsSettings(env);
   const configFile = resolve(env.BOSUN_CONFIG ?? defaultConfigFile());
   if (!existsSync(configFile)) throw new ConfigError(`BOSUN_CONFIG: file ${configFile} does not exist`);
   const geminiApiKey = env.GEMINI_API_KEY && env.GEMINI_API_KEY.trim() !== '' ? env.GEMINI_API_KEY : undefined;
@@ -49,7 +55,7 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   if (!Number.isInteger(streamReplicas) || streamReplicas < 1 || streamReplicas > 5) {
     throw new ConfigError(`BOSUN_STREAM_REPLICAS: "${env.BOSUN_STREAM_REPLICAS ?? ''}" must be 1 to 5`);
   }
-  return Object.freeze({ redisUrl, redisCluster, natsUrl, prefix, configFile, geminiApiKey, logLevel: env.LOG_LEVEL ?? 'info', streamReplicas });
+  return Object.freeze({ redisUrl, redisCluster, natsUrl, redis, nats, prefix, configFile, geminiApiKey, logLevel: env.LOG_LEVEL ?? 'info', streamReplicas });
 }
 
 /** A URL with its password (and user) replaced, safe to print. */

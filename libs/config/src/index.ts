@@ -7,6 +7,8 @@ export {
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl } from './env.js';
 export type { BosunEnv } from './env.js';
+export { SecretValue, readRedisSettings, readNatsSettings } from './connections.js';
+export type { RedisSettings, NatsSettings, NatsAuth, TlsMaterial } from './connections.js';
 export { createLogger, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
 export type { Logger, LoggerOptions } from './logger.js';
 export {

@@ -18,6 +18,8 @@ export const REDACT_PATHS = [
   '*.env',
   'geminiApiKey',
   '*.geminiApiKey',
+  // ioredis puts the failed command's arguments on its errors; AUTH's are the user and password.
+  'err.command.args',
 ];
 
 /** Options of {@link createLogger}. */

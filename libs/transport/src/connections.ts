@@ -1,6 +1,16 @@
-import { Cluster, Redis } from 'ioredis';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { redactUrl } from '@bosun/config';
+import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
+import {
+  AuthorizationError,
+  UserAuthenticationExpiredError,
+  connect,
+  credsAuthenticator,
+  nkeyAuthenticator,
+  tokenAuthenticator,
+  usernamePasswordAuthenticator,
+  type NatsConnection,
+  type NodeConnectionOptions,
+} from '@nats-io/transport-node';
+import type { NatsSettings, RedisSettings, TlsMaterial } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
 
 /** A Redis connection: one server, or a Redis Cluster. */
@@ -8,46 +18,59 @@ export type RedisClient = Redis | Cluster;
 
 /** Options of {@link createRedis}. */
 export interface CreateRedisOptions {
+  /** The client name Redis shows in `CLIENT LIST`. */
   name?: string;
-  /** Connect as a Redis Cluster client (also implied by several comma-separated URLs). */
-  cluster?: boolean;
+}
+
+/** What {@link createRedis} hands to ioredis: the nodes of a Cluster, or one URL, and the options. */
+export type RedisClientOptions =
+  | { cluster: false; url: string; options: RedisOptions }
+  | { cluster: true; nodes: { host: string; port: number }[]; options: ClusterOptions };
+
+/** Node's TLS options for a client: CAs, client certificate and key (files read at start-up). */
+function tlsOptions(tls: TlsMaterial): { ca?: string; cert?: string; key?: string } {
+  return { ...(tls.ca ? { ca: tls.ca } : {}), ...(tls.cert && tls.key ? { cert: tls.cert, key: tls.key.reveal() } : {}) };
 }
 
 /**
- * Opens a Redis connection for BullMQ and Bosun's own keys. `maxRetriesPerRequest: null`
- * is what BullMQ workers require; commands wait across a Redis restart instead of failing.
- * `url` may list several nodes, comma-separated, for a Redis Cluster.
+ * The ioredis options for `settings`: the one place that turns the environment's URLs, TLS files
+ * and credentials into a Redis client's options, for every client Bosun opens (services, CLI,
+ * BullMQ's duplicates of them, Cluster node connections).
  */
-export function createRedis(url: string, options: CreateRedisOptions = {}): RedisClient {
-  const urls = url.split(',').map((u) => u.trim()).filter(Boolean);
+export function redisClientOptions(settings: RedisSettings, options: CreateRedisOptions = {}): RedisClientOptions {
   // Back off up to 2 s between reconnect attempts, forever: a service outlives a Redis restart.
   const retryStrategy = (times: number) => Math.min(50 * times, 2_000);
-  if (urls.length > 1 || options.cluster) {
-    const first = new URL(urls[0] ?? url);
-    return new Cluster(
-      urls.map((u) => {
-        const parsed = new URL(u);
-        return { host: parsed.hostname, port: Number(parsed.port || 6379) };
-      }),
-      {
-        clusterRetryStrategy: retryStrategy,
-        enableReadyCheck: true,
-        redisOptions: {
-          maxRetriesPerRequest: null,
-          connectionName: options.name,
-          ...(first.password ? { password: decodeURIComponent(first.password) } : {}),
-          ...(first.username ? { username: decodeURIComponent(first.username) } : {}),
-          ...(first.protocol === 'rediss:' ? { tls: {} } : {}),
-        },
-      },
-    );
-  }
-  return new Redis(url, {
+  const common: RedisOptions = {
+    // What BullMQ workers require: commands wait across a Redis restart instead of failing.
     maxRetriesPerRequest: null,
     enableReadyCheck: true,
     connectionName: options.name,
-    retryStrategy,
-  });
+    ...(settings.username !== undefined ? { username: settings.username } : {}),
+    ...(settings.password !== undefined ? { password: settings.password.reveal() } : {}),
+    ...(settings.tls ? { tls: tlsOptions(settings.tls) } : {}),
+  };
+  if (settings.cluster) {
+    return {
+      cluster: true,
+      nodes: settings.urls.map((u) => {
+        const parsed = new URL(u);
+        return { host: parsed.hostname, port: Number(parsed.port || 6379) };
+      }),
+      options: { clusterRetryStrategy: retryStrategy, enableReadyCheck: true, redisOptions: common },
+    };
+  }
+  // The URL carries no credentials (readEnv took them out), so these options are the only ones.
+  return { cluster: false, url: settings.urls[0]!, options: { ...common, retryStrategy } };
+}
+
+/**
+ * Opens a Redis connection for BullMQ and Bosun's own keys, from the environment's settings
+ * (`readEnv().redis`): one server, or a Redis Cluster; TLS and credentials as configured.
+ * BullMQ's `duplicate()`s of it inherit all of it.
+ */
+export function createRedis(settings: RedisSettings, options: CreateRedisOptions = {}): RedisClient {
+  const o = redisClientOptions(settings, options);
+  return o.cluster ? new Cluster(o.nodes, o.options) : new Redis(o.url, o.options);
 }
 
 /** Whether a prefix is a Redis Cluster hash tag, `{name}`: every key under it hashes to one slot. */
@@ -79,63 +102,198 @@ export async function checkRedisTopology(redis: RedisClient, prefix: string): Pr
   }
 }
 
-/** Resolves when `redis` is ready, or rejects with a message naming the URL after `timeoutMs`. */
-export async function waitForRedis(redis: RedisClient, url: string, timeoutMs = 10_000): Promise<void> {
-  const started = Date.now();
-  for (;;) {
-    try {
-      await withTimeout(redis.ping(), 2_000);
-      return;
-    } catch (err) {
-      if (Date.now() - started > timeoutMs) {
-        throw new BosunError(
-          'redis_unreachable',
-          `Redis at ${redactUrl(url)} did not answer within ${timeoutMs} ms (${(err as Error).message}). Start it or set REDIS_URL.`,
-          { cause: err },
-        );
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
+/**
+ * The server refused Bosun's connection settings (credentials, certificates): trying again will
+ * not help. The message names the variables to check and never holds a secret.
+ */
+export class ConnectionSettingsError extends BosunError {
+  constructor(code: 'redis_auth_failed' | 'redis_tls_failed' | 'nats_auth_failed' | 'nats_tls_failed', message: string, cause: Error, settings: string[]) {
+    super(code, message, { cause: plainError(cause), data: { settings } });
+    this.name = 'ConnectionSettingsError';
   }
 }
 
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(t);
-        reject(e instanceof Error ? e : new Error(String(e)));
-      },
-    );
-  });
+/**
+ * A copy of a client library's error with its message and code only: ioredis puts the arguments
+ * of the failed command on its errors, and those of AUTH are the user and password.
+ */
+function plainError(err: Error): Error {
+  const copy = new Error(err.message);
+  copy.name = err.name;
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code === 'string') Object.assign(copy, { code });
+  return copy;
+}
+
+/** Node's codes for a server certificate that no trusted CA signed. */
+const UNKNOWN_CA = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_SIGNATURE_FAILURE']);
+/** TLS alerts a server sends when it does not accept the client's certificate. */
+const CLIENT_CERT_REFUSED = new Set(['ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE', 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', 'ERR_SSL_SSLV3_ALERT_CERTIFICATE_UNKNOWN', 'ERR_SSL_SSLV3_ALERT_CERTIFICATE_EXPIRED', 'ERR_SSL_TLSV1_ALERT_DECRYPT_ERROR', 'ERR_SSL_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE']);
+const CLIENT_CERT_REQUIRED = new Set(['ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED']);
+const NOT_TLS = new Set(['ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG', 'ERR_SSL_HTTP_REQUEST']);
+
+/**
+ * What a TLS failure means and which variables to check, from Node's error code; undefined for
+ * errors that are not about TLS settings.
+ */
+function tlsFailure(err: Error, tls: TlsMaterial | undefined, url: string): { what: string; settings: string[] } | undefined {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (typeof code !== 'string') return undefined;
+  const v = tls?.vars;
+  const prefix = url === 'REDIS_URL' ? 'REDIS' : 'NATS';
+  const ca = v?.ca ?? `${prefix}_TLS_CA_FILE`;
+  const cert = v?.cert ?? `${prefix}_TLS_CERT_FILE`;
+  const key = v?.key ?? `${prefix}_TLS_KEY_FILE`;
+  if (UNKNOWN_CA.has(code)) {
+    return { what: `certificate signed by an unknown CA (${code}) — ${tls?.ca ? `check ${ca}` : `set ${ca} to the CA that signed the server's certificate`}`, settings: [ca] };
+  }
+  if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID') return { what: `the server's certificate ${code === 'CERT_HAS_EXPIRED' ? 'has expired' : 'is not valid yet'} (${code})`, settings: [] };
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return { what: `the server's certificate does not name the host in ${url} (${code}) — connect by a name it lists`, settings: [url] };
+  if (CLIENT_CERT_REQUIRED.has(code)) {
+    return { what: `the server requires a client certificate (${code}) — ${tls?.cert ? `check ${cert} and ${key}` : `set ${cert} and ${key}`}`, settings: [cert, key] };
+  }
+  if (CLIENT_CERT_REFUSED.has(code)) return { what: `the server refused the client certificate (${code}) — check ${cert} and ${key}: a CA the server trusts must sign it`, settings: [cert, key] };
+  if (NOT_TLS.has(code)) return { what: `the server does not speak TLS on this port (${code}) — check ${url}`, settings: [url] };
+  return undefined;
+}
+
+/** The first word of a Redis error reply is its code (`WRONGPASS`, `NOAUTH`, `ERR`). */
+function redisReplyCode(err: Error): string | undefined {
+  return err.name === 'ReplyError' ? /^[A-Z]+/.exec(err.message)?.[0] : undefined;
+}
+
+/** A {@link ConnectionSettingsError} when `err` means Redis refused the settings, else undefined. */
+export function redisSettingsFailure(err: Error, settings: RedisSettings): ConnectionSettingsError | undefined {
+  const reply = redisReplyCode(err);
+  const authError = reply === 'WRONGPASS' || reply === 'NOAUTH' || (reply === 'ERR' && /\bAUTH\b/.test(err.message));
+  if (authError) {
+    const what = reply === 'NOAUTH' && settings.password === undefined ? 'the server requires a password: set REDIS_PASSWORD_FILE (and REDIS_USERNAME for an ACL user)' : `check ${settings.authFrom ?? 'REDIS_PASSWORD_FILE'}`;
+    return new ConnectionSettingsError('redis_auth_failed', `Redis: authentication failed (${err.message.trim()}) — ${what}`, err, [settings.authFrom ?? 'REDIS_PASSWORD_FILE']);
+  }
+  const tls = settings.tls ? tlsFailure(err, settings.tls, 'REDIS_URL') : undefined;
+  if (tls) return new ConnectionSettingsError('redis_tls_failed', `Redis TLS: ${tls.what}`, err, tls.settings);
+  return undefined;
 }
 
 /**
- * Connects to NATS, reconnecting forever after a disconnect. Rejects with a message naming the
- * URL when the first connection fails.
+ * Resolves when `redis` answers. Rejects at once with a {@link ConnectionSettingsError} when the
+ * server refuses the credentials or the TLS settings, or after `timeoutMs` with a message naming
+ * the URL and the last error.
  */
-export async function connectNats(url: string, options: { name?: string } = {}): Promise<NatsConnection> {
+export async function waitForRedis(redis: RedisClient, settings: RedisSettings, timeoutMs = 10_000): Promise<void> {
+  let last: Error | undefined;
+  let refuse: (err: ConnectionSettingsError) => void = () => undefined;
+  const refused = new Promise<never>((_, reject) => (refuse = reject));
+  refused.catch(() => undefined);
+  const failureOf = (err: Error): ConnectionSettingsError | undefined => {
+    last = err;
+    // A Cluster client reports its nodes' failures on 'node error', and wraps the last one.
+    const nodeError = (err as Error & { lastNodeError?: Error }).lastNodeError;
+    return redisSettingsFailure(err, settings) ?? (nodeError ? redisSettingsFailure(nodeError, settings) : undefined);
+  };
+  const onError = (err: Error) => {
+    const failure = failureOf(err);
+    if (failure) refuse(failure);
+  };
+  redis.on('error', onError);
+  redis.on('node error', onError);
+  const started = Date.now();
+  const noAnswer = new Error('no answer in 2000 ms');
   try {
-    return await connect({
-      servers: url.split(',').map((s) => s.trim()),
-      name: options.name,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 500,
-      timeout: 5_000,
-      // Every JetStream publish is a request; async traces would build two Error objects
-      // (stack capture included) per event for context we never show.
-      noAsyncTraces: true,
-    });
+    for (;;) {
+      try {
+        await Promise.race([redis.ping(), refused, sleep(2_000).then(() => Promise.reject(noAnswer))]);
+        return;
+      } catch (err) {
+        if (err instanceof ConnectionSettingsError) throw err;
+        const failure = err === noAnswer ? undefined : failureOf(err as Error);
+        if (failure) throw failure;
+        if (Date.now() - started > timeoutMs) {
+          const reason = last ?? (err as Error);
+          // A server that closes the connection without a word: plain text sent to a TLS port, or
+          // a TLS server that wants a client certificate before its alert could be read.
+          const reset = (reason as NodeJS.ErrnoException).code === 'ECONNRESET';
+          const hint = !reset ? '' : !settings.tls ? ' If the server speaks TLS, use rediss://.' : !settings.tls.cert ? ` If the server requires client certificates, set ${settings.tls.vars.cert} and ${settings.tls.vars.key}.` : '';
+          throw new BosunError('redis_unreachable', `Redis at ${settings.display} did not answer within ${timeoutMs} ms (${reason.message}). Start it or set REDIS_URL.${hint}`, {
+            cause: plainError(reason),
+          });
+        }
+        await Promise.race([refused, sleep(200)]);
+      }
+    }
+  } finally {
+    redis.off('error', onError);
+    redis.off('node error', onError);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms).unref());
+}
+
+/**
+ * The NATS client options for `settings`: the one place that turns the environment's servers,
+ * TLS files and credentials into connection options, for every NATS connection Bosun opens.
+ * Secrets are handed over as functions, so the options object holds none.
+ */
+export function natsConnectOptions(settings: NatsSettings, options: { name?: string } = {}): NodeConnectionOptions {
+  const auth = settings.auth;
+  const bytes = (s: string) => new TextEncoder().encode(s);
+  const authenticator =
+    auth.kind === 'creds'
+      ? credsAuthenticator(() => bytes(auth.creds.reveal()))
+      : auth.kind === 'nkey'
+        ? nkeyAuthenticator(() => bytes(auth.seed.reveal()))
+        : auth.kind === 'token'
+          ? tokenAuthenticator(() => auth.token.reveal())
+          : auth.kind === 'user'
+            ? usernamePasswordAuthenticator(auth.user, () => auth.password.reveal())
+            : undefined;
+  return {
+    servers: [...settings.servers],
+    name: options.name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 500,
+    timeout: 5_000,
+    // Every JetStream publish is a request; async traces would build two Error objects
+    // (stack capture included) per event for context we never show.
+    noAsyncTraces: true,
+    // An object, even empty, makes TLS required (tls:// URLs, or TLS files set).
+    ...(settings.tls ? { tls: tlsOptions(settings.tls) } : {}),
+    ...(authenticator ? { authenticator } : {}),
+  };
+}
+
+/** A {@link ConnectionSettingsError} when `err` means NATS refused the settings, else undefined. */
+export function natsSettingsFailure(err: Error, settings: NatsSettings): ConnectionSettingsError | undefined {
+  const auth = settings.auth;
+  const from = auth.kind === 'none' ? undefined : auth.from;
+  if (err instanceof UserAuthenticationExpiredError) {
+    return new ConnectionSettingsError('nats_auth_failed', `NATS: the user's credentials have expired (${err.message}) — renew ${from ?? 'NATS_CREDS_FILE'}`, err, [from ?? 'NATS_CREDS_FILE']);
+  }
+  if (err instanceof AuthorizationError) {
+    const what = from ? `check ${from}` : 'the server requires credentials: set NATS_USER and NATS_PASSWORD_FILE, NATS_TOKEN_FILE, NATS_NKEY_SEED_FILE or NATS_CREDS_FILE';
+    return new ConnectionSettingsError('nats_auth_failed', `NATS: ${err.message.toLowerCase()} — ${what}`, err, from ? [from] : []);
+  }
+  const tls = tlsFailure(err, settings.tls, 'NATS_URL');
+  if (tls) return new ConnectionSettingsError('nats_tls_failed', `NATS TLS: ${tls.what}`, err, tls.settings);
+  return undefined;
+}
+
+/**
+ * Connects to NATS with the environment's settings (`readEnv().nats`), reconnecting forever
+ * after a disconnect. Rejects with a {@link ConnectionSettingsError} when the server refuses the
+ * credentials or the TLS settings, else with a message naming the URL when the first connection
+ * fails.
+ */
+export async function connectNats(settings: NatsSettings, options: { name?: string } = {}): Promise<NatsConnection> {
+  try {
+    return await connect(natsConnectOptions(settings, options));
   } catch (err) {
-    throw new BosunError(
-      'nats_unreachable',
-      `NATS at ${redactUrl(url)} is unreachable (${(err as Error).message}). Start it or set NATS_URL.`,
-      { cause: err },
-    );
+    const failure = natsSettingsFailure(err as Error, settings);
+    if (failure) throw failure;
+    // A server that verifies client certificates may close the connection without a word.
+    const hint = settings.tls && !settings.tls.cert ? ` If the server verifies client certificates, set ${settings.tls.vars.cert} and ${settings.tls.vars.key}.` : '';
+    throw new BosunError('nats_unreachable', `NATS at ${settings.display} is unreachable (${(err as Error).message}). Start it or set NATS_URL.${hint}`, { cause: plainError(err as Error) });
   }
 }

@@ -1,5 +1,16 @@
-export { createRedis, waitForRedis, connectNats, checkRedisTopology, isHashTagged } from './connections.js';
-export type { RedisClient, CreateRedisOptions } from './connections.js';
+export {
+  createRedis,
+  waitForRedis,
+  connectNats,
+  checkRedisTopology,
+  isHashTagged,
+  redisClientOptions,
+  natsConnectOptions,
+  redisSettingsFailure,
+  natsSettingsFailure,
+  ConnectionSettingsError,
+} from './connections.js';
+export type { RedisClient, CreateRedisOptions, RedisClientOptions } from './connections.js';
 export { ensureRunsStream, deleteRunsStream } from './stream.js';
 export type { RunsStreamLimits } from './stream.js';
 export { keys } from './keys.js';

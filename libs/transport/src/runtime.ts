@@ -1,7 +1,7 @@
 import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { BosunEnv, Logger } from '@bosun/config';
-import { checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
+import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
 import { EventPublisher } from './events.js';
 import { RedisCheckpointStore } from './checkpoints.js';
 import { DeadLetters } from './dead-letters.js';
@@ -22,13 +22,19 @@ export interface Runtime {
 /**
  * Opens the runtime of a service: RedisClient (required: start-up fails with a clear message when it
  * does not answer) and NATS (optional at start-up: the service runs and buffers events until
- * NATS answers, so observers never hold up a run).
+ * NATS answers, so observers never hold up a run). Either server refusing the credentials or the
+ * TLS settings at start-up fails it with a {@link ConnectionSettingsError} naming the variables.
  */
 export async function openRuntime(env: BosunEnv, options: { service: string; log: Logger }): Promise<Runtime> {
   const { service, log } = options;
-  const redis = createRedis(env.redisUrl, { name: `bosun-${service}`, cluster: env.redisCluster });
+  const redis = createRedis(env.redis, { name: `bosun-${service}` });
   redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis connection error'));
-  await waitForRedis(redis, env.redisUrl);
+  try {
+    await waitForRedis(redis, env.redis);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
   try {
     await checkRedisTopology(redis, env.prefix);
   } catch (err) {
@@ -38,11 +44,16 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
   const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log });
   let nc: NatsConnection | null = null;
   let closed = false;
+  // Credentials or certificates NATS refuses at start-up stop the service: they will not fix
+  // themselves. Later (NATS was away at start-up), the refusal is logged and retried.
+  let starting = true;
+  let refusedAtStart: ConnectionSettingsError | undefined;
+  let refusalLogged = false;
 
   const attach = async (): Promise<void> => {
     for (let attempt = 0; !closed; attempt++) {
       try {
-        const conn = await connectNats(env.natsUrl, { name: `bosun-${service}` });
+        const conn = await connectNats(env.nats, { name: `bosun-${service}` });
         if (closed) {
           await conn.close();
           return;
@@ -78,7 +89,14 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
         })().catch(() => undefined);
         return;
       } catch (err) {
-        if (attempt === 0) log.warn({ err: (err as Error).message }, 'NATS unreachable; events are buffered until it answers');
+        if (err instanceof ConnectionSettingsError) {
+          if (starting) {
+            refusedAtStart = err;
+            return;
+          }
+          if (!refusalLogged) log.error({ err: err.message }, 'NATS refused the connection settings; events are buffered until it accepts them');
+          refusalLogged = true;
+        } else if (attempt === 0) log.warn({ err: (err as Error).message }, 'NATS unreachable; events are buffered until it answers');
         await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5_000)));
       }
     }
@@ -86,6 +104,11 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
   const attaching = attach();
   // Give NATS a moment at start-up so the first events go straight out.
   await Promise.race([attaching, new Promise((r) => setTimeout(r, 3_000))]);
+  starting = false;
+  if (refusedAtStart) {
+    redis.disconnect();
+    throw refusedAtStart;
+  }
 
   const checkpoints = new RedisCheckpointStore({ redis, prefix: env.prefix });
   const deadLetters = new DeadLetters({ redis, prefix: env.prefix });
