@@ -1,15 +1,18 @@
 import { existsSync, readFileSync } from 'node:fs';
+import { request, type IncomingHttpHeaders } from 'node:http';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { StreamableHTTPClientTransport, type StreamableHTTPClientTransportOptions } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ApprovalStore, keys, type Approval } from '@bosun/transport';
-import { EventCollector, demoConfig, freePort, openContext, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import { EventCollector, demoConfig, freePort, openContext, startService, waitUntil, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
 
 // The gateway's own MCP face, served by a real gateway process and used with the MCP SDK's own
-// client: authentication, the policy-filtered tool list, calls, and the approval paths of `ask`
-// tools (not waiting, waiting then approved / denied / timed out, cancelled, coming back later).
+// client: HTTP checks (Host/Origin, paths, token, headers), the policy-filtered tool list, calls,
+// and the approval paths of `ask` tools (pending at once, waiting then approved / denied / timed
+// out, cancelled, coming back later, reconnecting after a broken stream).
 
 const TOKEN = 'face-token-xyz';
 const APPROVAL_TIMEOUT_MS = 5_000;
@@ -22,17 +25,84 @@ let store: ApprovalStore;
 let collector: EventCollector;
 let port: number;
 let readOnlyPort: number;
+let proxy: CutProxy;
+let proxyPort: number;
 let pod: string;
 const clients: Client[] = [];
 
-async function connect(p = port, token = TOKEN): Promise<Client> {
+async function connect(p = port, token = TOKEN, options: StreamableHTTPClientTransportOptions = {}): Promise<Client> {
   const client = new Client({ name: 'face-test', version: '1.0.0' });
   const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${p}/mcp`), {
+    ...options,
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
   });
   await client.connect(transport);
   clients.push(client);
   return client;
+}
+
+function sessionOf(client: Client): string {
+  return String((client.transport as StreamableHTTPClientTransport).sessionId);
+}
+
+/** One HTTP request with exactly these headers (fetch would not send a `Host` of our choosing). */
+function raw(
+  p: number,
+  init: { method?: string; path?: string; headers?: Record<string, string>; body?: string },
+): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: p, method: init.method ?? 'POST', path: init.path ?? '/mcp', headers: { host: `127.0.0.1:${p}`, ...init.headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(init.body);
+  });
+}
+
+const INITIALIZE = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}` };
+
+/** A TCP proxy to a port whose connections a test can cut, and that can refuse new ones for a while. */
+class CutProxy {
+  /** Everything clients sent through it, as text (request heads included). */
+  sent = '';
+  blocked = false;
+  private readonly sockets = new Set<Socket>();
+  private readonly server: Server;
+
+  constructor(private readonly target: () => number) {
+    this.server = createServer((client) => {
+      if (this.blocked) return void client.destroy();
+      const upstream = createConnection({ host: '127.0.0.1', port: this.target() });
+      for (const s of [client, upstream]) {
+        this.sockets.add(s);
+        s.on('close', () => this.sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.on('data', (chunk: Buffer) => (this.sent += chunk.toString('latin1')));
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+  }
+
+  listen(p: number): Promise<void> {
+    return new Promise((resolve) => this.server.listen(p, '127.0.0.1', resolve));
+  }
+
+  /** Breaks every open connection, as a network failure would. */
+  cut(): void {
+    for (const s of this.sockets) s.destroy();
+  }
+
+  close(): Promise<void> {
+    this.cut();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
 }
 
 /** Calls of a demo tool that reached the demo server, optionally only those with this `reason` argument. */
@@ -70,12 +140,24 @@ beforeAll(async () => {
   port = await freePort();
   do readOnlyPort = await freePort();
   while (readOnlyPort === port);
+  do proxyPort = await freePort();
+  while (proxyPort === port || proxyPort === readOnlyPort);
+  proxy = new CutProxy(() => port);
+  await proxy.listen(proxyPort);
 
   const cfg = demoConfig();
   cfg.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog };
   // restart_pod stays `ask` (demo config); rollback_deployment is switched off.
   cfg.mcpServers.demo.tools.rollback_deployment = 'off';
-  cfg.gateway.mcpServer = { port, token: '${BOSUN_FACE_TOKEN}', tools: ['demo__*'], mode: 'read-write', approvalTimeoutMs: APPROVAL_TIMEOUT_MS };
+  // Configured Host values (they replace the loopback defaults): the face's and the proxy's.
+  cfg.gateway.mcpServer = {
+    port,
+    token: '${BOSUN_FACE_TOKEN}',
+    tools: ['demo__*'],
+    mode: 'read-write',
+    approvalTimeoutMs: APPROVAL_TIMEOUT_MS,
+    allowedHosts: [`127.0.0.1:${port}`, `127.0.0.1:${proxyPort}`],
+  };
   const env = { ...ctx.env, BOSUN_FACE_TOKEN: TOKEN };
   gateway = startService('gateway', { ...env, BOSUN_CONFIG: writeConfig(ctx, cfg) });
 
@@ -96,6 +178,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.allSettled(clients.map((c) => c.close()));
   await Promise.allSettled([gateway?.stop(), readOnlyGateway?.stop()]);
+  await proxy?.close();
   collector?.close();
   await store?.close();
   await ctx?.close();
@@ -110,7 +193,58 @@ describe('the gateway as an MCP server', () => {
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
     });
     expect(bare.status).toBe(401);
-    expect(bare.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    // No token: a bare challenge (RFC 6750: no error code when no credentials were sent).
+    expect(bare.headers.get('www-authenticate')).toBe('Bearer realm="bosun-gateway"');
+    const wrong = await raw(port, { headers: { ...MCP_HEADERS, authorization: 'Bearer wrong-token' }, body: INITIALIZE });
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers['www-authenticate']).toMatch(/^Bearer realm="bosun-gateway", error="invalid_token"/);
+  });
+
+  it('answers other paths with a plain 404 before the token check (so no OAuth discovery); only an unknown session is -32001', async () => {
+    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource', '/.well-known/oauth-authorization-server']) {
+      const r = await raw(port, { method: 'GET', path });
+      expect(r.status, path).toBe(404);
+      expect(r.headers['www-authenticate']).toBeUndefined();
+      expect(JSON.parse(r.text)).toMatchObject({ error: 'not_found' });
+    }
+    const wrongPath = await raw(port, { path: '/other', headers: MCP_HEADERS, body: INITIALIZE });
+    expect(wrongPath.status).toBe(404);
+    expect(wrongPath.text).not.toContain('-32001');
+    const unknownSession = await raw(port, { headers: { ...MCP_HEADERS, 'mcp-session-id': 'no-such-session' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
+    expect(unknownSession.status).toBe(404);
+    expect(JSON.parse(unknownSession.text)).toMatchObject({ error: { code: -32001, message: 'Session not found' } });
+  });
+
+  it('refuses a Host or Origin that is not allowed with 403 (DNS rebinding), before the token check; loopback names pass by default', async () => {
+    // The read-only face keeps the defaults: localhost, 127.0.0.1, [::1] with its port.
+    const evil = await raw(readOnlyPort, { headers: { ...MCP_HEADERS, host: 'evil.example.com', origin: 'http://evil.example.com' }, body: INITIALIZE });
+    expect(evil.status).toBe(403);
+    expect(JSON.parse(evil.text)).toMatchObject({ error: { message: expect.stringMatching(/Host "evil.example.com" is not allowed/) } });
+    const noToken = await raw(readOnlyPort, { method: 'GET', path: '/.well-known/oauth-protected-resource', headers: { host: `evil.example.com:${readOnlyPort}` } });
+    expect(noToken.status).toBe(403);
+    const evilOrigin = await raw(readOnlyPort, { headers: { ...MCP_HEADERS, host: `localhost:${readOnlyPort}`, origin: 'http://evil.example.com' }, body: INITIALIZE });
+    expect(evilOrigin.status).toBe(403);
+    expect(JSON.parse(evilOrigin.text)).toMatchObject({ error: { message: expect.stringMatching(/Origin "http:\/\/evil.example.com" is not allowed/) } });
+    const local = await raw(readOnlyPort, { headers: { ...MCP_HEADERS, host: `localhost:${readOnlyPort}`, origin: `http://localhost:${readOnlyPort}` }, body: INITIALIZE });
+    expect(local.status).toBe(200);
+    expect(local.text).toContain('"serverInfo"');
+    // Configured values replace the defaults: the read-write face allows 127.0.0.1 (and the proxy) only.
+    const notListed = await raw(port, { headers: { ...MCP_HEADERS, host: `localhost:${port}` }, body: INITIALIZE });
+    expect(notListed.status).toBe(403);
+  });
+
+  it('checks Content-Type and Accept before reading the body (415, 406), with or without a session', async () => {
+    const client = await connect();
+    const session = { 'mcp-session-id': sessionOf(client), 'mcp-protocol-version': '2025-11-25' };
+    for (const headers of [{ ...MCP_HEADERS, ...session }, MCP_HEADERS]) {
+      const plain = await raw(port, { headers: { ...headers, 'content-type': 'text/plain' }, body: 'this is not JSON' });
+      expect(plain.status).toBe(415);
+      expect(JSON.parse(plain.text)).toMatchObject({ error: { message: expect.stringMatching(/Unsupported Media Type/) } });
+      const accept = await raw(port, { headers: { ...headers, accept: 'application/json' }, body: 'this is not JSON' });
+      expect(accept.status).toBe(406);
+    }
+    // The session is unharmed.
+    expect((await client.listTools()).tools.length).toBeGreaterThan(0);
   });
 
   it('logs its port and never its token', async () => {
@@ -121,7 +255,9 @@ describe('the gateway as an MCP server', () => {
 
   it('lists the tools its policy offers, namespaced, with descriptions, schemas and annotations unchanged', async () => {
     const client = await connect();
-    const { tools } = await client.listTools();
+    const { tools, nextCursor } = await client.listTools();
+    // One page: fewer tools than a page holds.
+    expect(nextCursor).toBeUndefined();
     const byName = new Map(tools.map((t) => [t.name, t]));
     expect([...byName.keys()].sort()).toEqual(['demo__get_deployments', 'demo__get_logs', 'demo__get_metrics', 'demo__get_pods', 'demo__list_services', 'demo__restart_pod']);
     expect(byName.get('demo__get_pods')?.annotations?.readOnlyHint).toBe(true);
@@ -130,6 +266,13 @@ describe('the gateway as an MCP server', () => {
     expect(byName.get('demo__restart_pod')?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     // `off` tools are not offered.
     expect(byName.has('demo__rollback_deployment')).toBe(false);
+  });
+
+  it('answers a tools/list cursor it did not issue with the JSON-RPC error -32602', async () => {
+    const client = await connect();
+    const err = await client.listTools({ cursor: 'not-a-cursor' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(McpError);
+    expect((err as McpError).code).toBe(ErrorCode.InvalidParams);
   });
 
   it('runs a read-only call through the gateway', async () => {
@@ -141,15 +284,16 @@ describe('the gateway as an MCP server', () => {
     expect(String(r._meta?.['bosun/key'])).toMatch(/^mcp-/);
   });
 
-  it('refuses an off tool and an unknown tool', async () => {
+  it('refuses an off tool (a tool result, audited by the gateway) and answers an unknown tool with the JSON-RPC error -32602', async () => {
     const client = await connect();
     const off = (await client.callTool({ name: 'demo__rollback_deployment', arguments: { service: 'checkout', toVersion: 'v41' } })) as CallToolResult;
     expect(off.isError).toBe(true);
     expect(text(off)).toMatch(/off by policy/);
     expect(logged('rollback_deployment')).toBe(0);
-    const unknown = (await client.callTool({ name: 'demo__nope', arguments: {} })) as CallToolResult;
-    expect(unknown.isError).toBe(true);
-    expect(text(unknown)).toMatch(/unknown tool/);
+    const unknown = await client.callTool({ name: 'demo__nope', arguments: {} }).catch((e: unknown) => e);
+    expect(unknown).toBeInstanceOf(McpError);
+    expect((unknown as McpError).code).toBe(ErrorCode.InvalidParams);
+    expect((unknown as McpError).message).toMatch(/Unknown tool: "demo__nope"/);
   });
 
   it('an ask tool called without waiting returns "approval pending" at once; once approved, the client comes back and it runs exactly once', async () => {
@@ -188,20 +332,35 @@ describe('the gateway as an MCP server', () => {
     expect(logged('restart_pod', 'other')).toBe(0);
   });
 
-  it('an ask tool called with waiting blocks until an operator approves, then runs once (audited with the approver)', async () => {
+  it('an ask tool called without a progress token answers "approval pending" with the id at once (a client timeout would come first)', async () => {
     const client = await connect();
-    const progress: string[] = [];
+    const started = Date.now();
+    const r = (await client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('no-token') })) as CallToolResult;
+    expect(Date.now() - started).toBeLessThan(APPROVAL_TIMEOUT_MS);
+    expect(r.isError).toBe(true);
+    const id = String(r._meta?.['bosun/approvalId']);
+    expect(id).toMatch(/^ap-mcp-/);
+    expect(r._meta?.['bosun/approvalStatus']).toBe('pending');
+    expect(text(r)).toContain(`approval pending: ${id}`);
+    expect((await store.get(id))?.status).toBe('pending');
+    expect(logged('restart_pod', 'no-token')).toBe(0);
+  });
+
+  it('an ask tool called with a progress token waits, names the approval in its first progress notification, and runs once when approved (audited with the approver)', async () => {
+    const client = await connect();
+    const progress: { message?: string; approvalId?: unknown }[] = [];
     const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-approve') }, undefined, {
-      onprogress: (p) => progress.push(p.message ?? ''),
+      onprogress: (p) => progress.push({ message: p.message, approvalId: (p._meta as Record<string, unknown> | undefined)?.['bosun/approvalId'] }),
     }) as Promise<CallToolResult>;
     const a = await pendingFor('demo__restart_pod', 'wait-approve');
+    await waitUntil(() => progress.length > 0, 5_000, 'the first progress notification');
+    expect(progress[0]).toEqual({ message: expect.stringContaining(a.id), approvalId: a.id });
     expect(logged('restart_pod', 'wait-approve')).toBe(0);
     await store.decide(a.id, { approve: true, by: 'tester' });
     const r = await call;
     expect(r.isError).toBe(false);
     expect(r._meta?.['bosun/approvalId']).toBe(a.id);
     expect(logged('restart_pod', 'wait-approve')).toBe(1);
-    expect(progress.some((m) => m.includes(a.id))).toBe(true);
     const audit = await ctx.redis.xrange(keys.audit(ctx.prefix), '-', '+');
     const entries = audit.map(([, f]) => Object.fromEntries(Array.from({ length: f.length / 2 }, (_, i) => [f[2 * i], f[2 * i + 1]])) as Record<string, string>);
     expect(entries.find((e) => e.approvalId === a.id)).toMatchObject({ agent: 'mcp-client', tool: 'demo__restart_pod', approver: 'tester', status: 'ok' });
@@ -209,7 +368,7 @@ describe('the gateway as an MCP server', () => {
 
   it('an ask tool denied while the client waits returns an error with the reason and never runs', async () => {
     const client = await connect();
-    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-deny') }) as Promise<CallToolResult>;
+    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-deny') }, undefined, { onprogress: () => undefined }) as Promise<CallToolResult>;
     const a = await pendingFor('demo__restart_pod', 'wait-deny');
     await store.decide(a.id, { approve: false, reason: 'not during peak hours', by: 'tester' });
     const r = await call;
@@ -218,10 +377,10 @@ describe('the gateway as an MCP server', () => {
     expect(logged('restart_pod', 'wait-deny')).toBe(0);
   });
 
-  it('an approval nobody decides in time is denied with reason timeout', async () => {
+  it('an approval nobody decides in time is denied with reason timeout (waiting on request, without a progress token)', async () => {
     const client = await connect();
     const started = Date.now();
-    const r = (await client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-timeout') })) as CallToolResult;
+    const r = (await client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-timeout'), _meta: { 'bosun/wait': true } })) as CallToolResult;
     expect(Date.now() - started).toBeGreaterThanOrEqual(APPROVAL_TIMEOUT_MS - 500);
     expect(r.isError).toBe(true);
     expect(text(r)).toMatch(/timeout/);
@@ -231,26 +390,27 @@ describe('the gateway as an MCP server', () => {
     expect(logged('restart_pod', 'wait-timeout')).toBe(0);
   });
 
-  it('stops waiting when the MCP request is cancelled or the HTTP request closes; the approval stays pending', async () => {
+  it('stops waiting when the MCP request is cancelled or the session ends; the approval stays pending', async () => {
     // MCP cancellation (notifications/cancelled).
     const client = await connect();
     const abort = new AbortController();
-    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-mcp') }, undefined, { signal: abort.signal });
+    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-mcp') }, undefined, { signal: abort.signal, onprogress: () => undefined });
     const a = await pendingFor('demo__restart_pod', 'cancel-mcp');
     abort.abort();
     await expect(call).rejects.toThrow();
     await gateway.waitForLine(new RegExp(`"approvalId":"${a.id}".*approval wait cancelled`), 3_000);
     expect((await store.get(a.id))?.status).toBe('pending');
 
-    // The HTTP request closes (the client goes away).
+    // The client ends its session (DELETE) while the call waits.
     const leaving = await connect();
-    const call2 = leaving.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-http') });
-    const b = await pendingFor('demo__restart_pod', 'cancel-http');
+    const call2 = leaving.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-session') }, undefined, { onprogress: () => undefined });
+    const b = await pendingFor('demo__restart_pod', 'cancel-session');
+    await (leaving.transport as StreamableHTTPClientTransport).terminateSession();
+    await gateway.waitForLine(new RegExp(`"approvalId":"${b.id}".*approval wait cancelled`), 3_000);
     await leaving.close();
     await expect(call2).rejects.toThrow();
-    await gateway.waitForLine(new RegExp(`"approvalId":"${b.id}".*approval wait cancelled`), 3_000);
     expect((await store.get(b.id))?.status).toBe('pending');
-    expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-http')).toBe(0);
+    expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-session')).toBe(0);
 
     // Nobody waits for them any more: once their time is up, the face's sweep denies them.
     const end = Date.parse(b.timeoutAt) + 10_000;
@@ -258,7 +418,36 @@ describe('the gateway as an MCP server', () => {
       await new Promise((r) => setTimeout(r, 200));
     }
     for (const id of [a.id, b.id]) expect(await store.get(id)).toMatchObject({ status: 'denied', denyReason: 'timeout', decidedBy: 'bosun (approval timeout)' });
-    expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-http')).toBe(0);
+    expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-session')).toBe(0);
+  });
+
+  it('a client whose stream breaks while it waits reconnects with Last-Event-ID and gets the outcome, which took effect once', async () => {
+    // Through the proxy, so that the test can break the connection as a network would.
+    const client = await connect(proxyPort, TOKEN, {
+      reconnectionOptions: { maxRetries: 30, initialReconnectionDelay: 200, maxReconnectionDelay: 1_000, reconnectionDelayGrowFactor: 1.5 },
+    });
+    const progress: unknown[] = [];
+    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('resume') }, undefined, {
+      onprogress: (p) => progress.push((p._meta as Record<string, unknown> | undefined)?.['bosun/approvalId']),
+    }) as Promise<CallToolResult>;
+    const a = await pendingFor('demo__restart_pod', 'resume');
+    await waitUntil(() => progress.length > 0, 5_000, 'the first progress notification');
+    expect(progress[0]).toBe(a.id);
+
+    // The network fails, and stays down while the operator approves and the call runs.
+    proxy.blocked = true;
+    proxy.cut();
+    await store.decide(a.id, { approve: true, by: 'tester' });
+    await waitUntil(() => logged('restart_pod', 'resume') === 1, 10_000, 'the approved restart ran while the client was away');
+    proxy.blocked = false;
+
+    const r = await call;
+    expect(r.isError).toBe(false);
+    expect(r._meta).toMatchObject({ 'bosun/approvalId': a.id, 'bosun/approvalStatus': 'approved' });
+    expect(text(r)).toContain(pod);
+    // It came back on a GET carrying the last event id it had seen.
+    expect(proxy.sent).toMatch(/GET \/mcp HTTP\/1\.1\r\n(?:[^\r\n]+\r\n)*last-event-id: \S+/i);
+    expect(logged('restart_pod', 'resume')).toBe(1);
   });
 
   it('under a read-only policy offers only read-only tools and refuses mutating calls', async () => {

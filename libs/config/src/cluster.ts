@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parse as parseYaml } from 'yaml';
 import { AGENT_NAME_PATTERN, BosunError, describeIssues } from '@bosun/contract';
 import { checkOutputSchema } from './output-schema.js';
+import { normalizeHost, normalizeOrigin } from './http-origin.js';
 
 /** A planned tool call of the offline fake model. */
 const FakeCall = z.object({
@@ -164,6 +165,13 @@ const Gateway = z
         token: z.string().min(1),
         /** Tools offered: patterns as for specialists. */
         tools: z.array(z.string().min(1)).default([]),
+        /**
+         * `Host` values accepted (DNS-rebinding protection), as `name[:port]`. Default: localhost,
+         * 127.0.0.1, [::1] and a non-wildcard `host`, each with the face's port.
+         */
+        allowedHosts: z.array(z.string().refine((v) => normalizeHost(v) !== undefined, 'must be a Host value: name[:port] or [v6][:port]')).optional(),
+        /** `Origin` values accepted, as `http(s)://host[:port]`. Default: `http://` and each default host. A request without `Origin` passes. */
+        allowedOrigins: z.array(z.string().refine((v) => normalizeOrigin(v) !== undefined, 'must be an origin: http(s)://host[:port]')).optional(),
         mode: z.enum(['read-only', 'read-write']).default('read-write'),
         approvalTimeoutMs: z.number().int().positive().default(300_000),
       })

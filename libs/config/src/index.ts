@@ -6,6 +6,7 @@ export {
 } from './cluster.js';
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl } from './env.js';
+export { normalizeHost, normalizeOrigin } from './http-origin.js';
 export type { BosunEnv } from './env.js';
 export { SecretValue, readRedisSettings, readNatsSettings } from './connections.js';
 export type { RedisSettings, NatsSettings, NatsAuth, TlsMaterial } from './connections.js';

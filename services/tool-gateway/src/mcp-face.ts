@@ -1,20 +1,15 @@
-import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import {
-  CallToolRequestSchema,
-  ListToolsRequestSchema,
-  isInitializeRequest,
-  isJSONRPCRequest,
-  type CallToolResult,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
 import { approvalTimeoutFor, decideCall, offeredTools, type Caller, type ClusterConfig, type Logger } from '@bosun/config';
 import { ApprovalError, approvalResolvedEvent, callFingerprint, type Approval, type ApprovalStore, type EventSink } from '@bosun/transport';
+import { SessionEventStore } from './face-event-store.js';
+import { allowedOrigins, bearerChallenge, bearerChecker, rebindingRefusal } from './face-http.js';
 import { MCP_CLIENT, type ToolGateway } from './gateway.js';
 
 /**
@@ -23,9 +18,14 @@ import { MCP_CLIENT, type ToolGateway } from './gateway.js';
  * tools under the same policy, approvals, idempotency records and audit as the specialists.
  *
  * Design:
- * - One `node:http` server; MCP lives at `/mcp`. Every request must carry
+ * - One `node:http` server; MCP lives at `/mcp`. First, a request whose `Host` (or `Origin`, when
+ *   present) is not allowed gets 403 (DNS-rebinding protection; loopback names by default).
+ *   Other paths get a plain 404, before the token check, so that a client probing for OAuth
+ *   metadata (`/.well-known/…`) learns there is none. On `/mcp`, every request must carry
  *   `Authorization: Bearer <token>` (compared in constant time); anything else is answered 401
- *   before any MCP handling. The token is never logged.
+ *   (`error="invalid_token"` for a wrong token) before any MCP handling. The token is never logged.
+ * - The SDK's transport checks the rest of the HTTP request (methods, `Accept`, `Content-Type`
+ *   before the body, body size, JSON) and answers as the Streamable HTTP transport specifies.
  * - Stateful sessions: an `initialize` request opens a session (its own low-level `Server` and
  *   `StreamableHTTPServerTransport`, id in `Mcp-Session-Id`); later requests are routed by that
  *   header, DELETE ends one, and sessions idle for `idleSessionMs` are closed. Sessions (rather
@@ -36,12 +36,17 @@ import { MCP_CLIENT, type ToolGateway } from './gateway.js';
  *   applies the `gateway.mcpServer` policy, checks approvals, records the result under the
  *   call's idempotency key and writes the audit entry.
  * - An `ask` tool first gets an approval (`ap-mcp-<uuid>`, run `mcp`) and an
- *   `approval.requested` event. With `_meta: {"bosun/wait": false}` the call returns at once with
- *   an "approval pending" error naming the id; otherwise it blocks until the approval is decided
- *   (polling Redis), is cancelled (MCP cancellation or the HTTP request closed), or times out
- *   (then the face records the denial, reason `timeout`). While it waits it sends MCP progress
- *   notifications when the client gave a progress token, so a client using
- *   `resetTimeoutOnProgress` does not time out first.
+ *   `approval.requested` event. A call without a progress token (or with
+ *   `_meta: {"bosun/wait": false}`) returns at once with an "approval pending" error naming the
+ *   id: a client's request timeout (60 s in the SDK) is shorter than an approval's. A call with a
+ *   progress token (or `_meta: {"bosun/wait": true}`) waits until the approval is decided (polling
+ *   Redis), the call is cancelled (MCP cancellation, or its session ends), or it times out (then
+ *   the face records the denial, reason `timeout`). While it waits it sends progress
+ *   notifications naming the approval (the first at once), so a client using
+ *   `resetTimeoutOnProgress` does not time out first and learns the id in any case.
+ * - Resumable streams: each session has an event store ({@link SessionEventStore}). A wait does
+ *   not end when its HTTP request closes: a client whose stream broke reconnects with
+ *   `Last-Event-ID` and gets the outcome.
  * - A call with `_meta: {"bosun/approvalId": "<id>"}` for the same tool and arguments runs the
  *   approved call (or waits for / reports the approval). An approved call always runs under the
  *   idempotency key it was proposed with (the approval's `taskId`), so it takes effect at most
@@ -68,6 +73,26 @@ export const FACE_META = {
 const FACE_RUN = 'mcp';
 const DEFAULT_REASON = 'requested through the gateway MCP face';
 
+/** Sends a progress notification about the approval a call waits for. */
+type ProgressSender = (message: string, approvalId: string) => void;
+
+/** A `tools/list` cursor: the last name of the page before, opaque to clients. */
+function makeCursor(after: string): string {
+  return Buffer.from(JSON.stringify({ after }), 'utf8').toString('base64url');
+}
+
+/** The name a cursor made by {@link makeCursor} continues after; undefined for anything else. */
+function readCursor(cursor: string): string | undefined {
+  try {
+    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
+    const { after, ...rest } = parsed as Record<string, unknown>;
+    return typeof after === 'string' && Object.keys(rest).length === 0 && makeCursor(after) === cursor ? after : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Options of {@link startMcpFace}. */
 export interface McpFaceOptions {
   gateway: Pick<ToolGateway, 'catalog' | 'process' | 'servers'>;
@@ -92,6 +117,14 @@ export interface McpFaceOptions {
   maxSessions?: number;
   /** The largest request body accepted. Default 4 MiB. */
   maxBodyBytes?: number;
+  /** The most tools per `tools/list` page. Default 100. */
+  pageSize?: number;
+  /** The reconnection delay suggested to clients on SSE streams (`retry:`). Default 1 s. */
+  retryMs?: number;
+  /** How long a session keeps an answered request's events for a reconnecting client. Default 5 min. */
+  resumeRetainMs?: number;
+  /** The most bytes of events a session keeps for reconnecting clients. Default 1 MiB. */
+  resumeMaxBytes?: number;
 }
 
 /** A started face. */
@@ -109,17 +142,6 @@ interface Session {
   /** Open HTTP requests of this session. */
   open: number;
   lastSeen: number;
-  /** Per JSON-RPC request id: aborted when its HTTP request closes before the answer was written. */
-  http: Map<string | number, AbortController>;
-}
-
-class FaceError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 /** Starts the gateway's MCP face. */
@@ -136,22 +158,16 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
   const idleSessionMs = options.idleSessionMs ?? 30 * 60_000;
   const maxSessions = options.maxSessions ?? 1_000;
   const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
+  const pageSize = options.pageSize ?? 100;
   const host = options.host ?? face.host ?? '127.0.0.1';
 
-  const expected = createHash('sha256').update(token).digest();
+  const checkBearer = bearerChecker(token);
+  // Known once listening (a configured port 0 picks one).
+  let allowed: ReturnType<typeof allowedOrigins> | undefined;
   const sessions = new Map<string, Session>();
   const inflight = new Set<Promise<unknown>>();
   const stopping = new AbortController();
   let closing = false;
-
-  // ---- authentication --------------------------------------------------------------------
-
-  const authorized = (header: string | undefined): boolean => {
-    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
-    // Hash both sides so the comparison takes the same time whatever the presented length.
-    const presented = createHash('sha256').update(m?.[1] ?? '').digest();
-    return timingSafeEqual(presented, expected) && m !== null;
-  };
 
   // ---- tools -----------------------------------------------------------------------------
 
@@ -164,6 +180,22 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       inputSchema: t.inputSchema,
       annotations: t.annotations,
     }) as Tool;
+
+  /** One page of the offered tools, by name; `cursor` is a `nextCursor` this face issued. */
+  const listTools = (cursor: string | undefined): { tools: Tool[]; nextCursor?: string } => {
+    const all = offered().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    let start = 0;
+    if (cursor !== undefined) {
+      const after = readCursor(cursor);
+      if (after === undefined) throw new McpError(ErrorCode.InvalidParams, `Invalid cursor: ${JSON.stringify(cursor.slice(0, 100))} is not a cursor this server issued`);
+      // After the last tool of the previous page, even if that tool is gone since.
+      start = all.findIndex((t) => t.name > after);
+      if (start < 0) start = all.length;
+    }
+    const page = all.slice(start, start + pageSize);
+    const last = page.at(-1);
+    return { tools: page.map(toMcpTool), ...(start + pageSize < all.length && last ? { nextCursor: makeCursor(last.name) } : {}) };
+  };
 
   const textResult = (text: string, meta: Record<string, unknown>, isError = true): CallToolResult => ({
     content: [{ type: 'text', text }],
@@ -222,11 +254,11 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
    * Waits until the approval is decided or its time is up (then denies it). Returns undefined
    * when the wait was cancelled: the approval stays pending.
    */
-  const waitForDecision = async (first: Approval, signal: AbortSignal, progress?: (message: string) => void): Promise<Approval | undefined> => {
+  const waitForDecision = async (first: Approval, signal: AbortSignal, progress?: ProgressSender): Promise<Approval | undefined> => {
     const deadline = Date.parse(first.timeoutAt);
     const message = `waiting for approval ${first.id} (bosun approve ${first.id} / bosun deny ${first.id} --reason "…")`;
     let lastProgress = Date.now();
-    progress?.(message);
+    progress?.(message, first.id);
     for (;;) {
       if (signal.aborted) return undefined;
       const left = deadline - Date.now();
@@ -241,7 +273,7 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       if (current.status !== 'pending') return current;
       if (progress && Date.now() - lastProgress >= progressMs) {
         lastProgress = Date.now();
-        progress(message);
+        progress(message, first.id);
       }
     }
   };
@@ -266,9 +298,11 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
     args: Record<string, unknown>,
     meta: Record<string, unknown>,
     signal: AbortSignal,
-    progress?: (message: string) => void,
+    progress?: ProgressSender,
   ): Promise<CallToolResult> => {
-    const wait = meta[FACE_META.wait] !== false;
+    // Without a progress token, a client's request timeout would likely end the wait before the
+    // operator does: answer "pending" with the id at once, unless the client asks to wait.
+    const wait = meta[FACE_META.wait] === true || (meta[FACE_META.wait] !== false && progress !== undefined);
     const given = meta[FACE_META.approvalId];
     let approval: Approval;
     if (typeof given === 'string' && given !== '') {
@@ -323,17 +357,15 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
   };
 
   const callTool = async (
-    name: string,
+    tool: CatalogTool,
     args: Record<string, unknown>,
     meta: Record<string, unknown>,
     signal: AbortSignal,
-    progress?: (message: string) => void,
+    progress?: ProgressSender,
   ): Promise<CallToolResult> => {
-    const tool = gateway.catalog().tools.find((t) => t.name === name);
-    if (!tool) return textResult(`unknown tool "${name}"`, {});
     const decision = decideCall(config, caller, MCP_CLIENT, tool);
     // Refused or allowed: the gateway decides again, records and audits.
-    if (decision.decision !== 'ask') return toMcpResult(await run(`mcp-${randomUUID()}`, name, args), {});
+    if (decision.decision !== 'ask') return toMcpResult(await run(`mcp-${randomUUID()}`, tool.name, args), {});
     return callAsk(tool, args, meta, signal, progress);
   };
 
@@ -346,8 +378,9 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
         capabilities: { tools: { listChanged: true } },
         instructions:
           'Bosun tool gateway: the tools of the configured MCP servers, under the cluster policy. ' +
-          'Tools that need an operator\'s approval block until it is decided; send _meta {"bosun/wait": false} to get an ' +
-          '"approval pending" error with the approval id instead, and call again with _meta {"bosun/approvalId": "<id>"} once approved. ' +
+          'A tool that needs an operator\'s approval answers at once with an "approval pending" error naming the approval id; ' +
+          'call it again with the same arguments and _meta {"bosun/approvalId": "<id>"} once approved. ' +
+          'A call with a progress token (or _meta {"bosun/wait": true}) waits for the decision instead, with progress notifications naming the approval. ' +
           '_meta {"bosun/reason": "…"} is shown to the operator.',
       },
     );
@@ -360,10 +393,12 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
           sessions.set(id, session);
           log.debug({ session: id }, 'MCP face session opened');
         },
+        eventStore: new SessionEventStore({ retainMs: options.resumeRetainMs, maxBytes: options.resumeMaxBytes }),
+        retryInterval: options.retryMs ?? 1_000,
+        maxRequestBodySize: maxBodyBytes,
       }),
       open: 0,
       lastSeen: Date.now(),
-      http: new Map(),
     };
     session.transport.onclose = () => {
       if (session.id && sessions.get(session.id) === session) {
@@ -373,27 +408,31 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
     };
     server.onerror = (err) => log.debug({ err: err.message }, 'MCP face protocol error');
 
-    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: offered().map(toMcpTool) }));
+    server.setRequestHandler(ListToolsRequestSchema, (request) => listTools(request.params?.cursor));
 
     server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
-      const http = session.http.get(extra.requestId);
-      // No entry: its HTTP request closed before the handler started.
-      const httpSignal = http?.signal ?? AbortSignal.abort(new Error('the HTTP request was closed'));
-      const signal = AbortSignal.any([extra.signal, httpSignal, stopping.signal]);
+      const name = request.params.name;
+      const tool = gateway.catalog().tools.find((t) => t.name === name);
+      if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${JSON.stringify(name)}`);
+      // Not the HTTP request: a client whose stream broke comes back for the outcome (event store).
+      const signal = AbortSignal.any([extra.signal, stopping.signal]);
       const meta = (request.params._meta ?? {}) as Record<string, unknown>;
       const progressToken = request.params._meta?.progressToken;
       let tick = 0;
-      const progress =
+      const progress: ProgressSender | undefined =
         progressToken === undefined
           ? undefined
-          : (message: string) =>
+          : (message, approvalId) =>
               void extra
-                .sendNotification({ method: 'notifications/progress', params: { progressToken, progress: ++tick, message } })
-                .catch(() => undefined);
-      const work = callTool(request.params.name, request.params.arguments ?? {}, meta, signal, progress).catch((err: unknown) => {
+                .sendNotification({
+                  method: 'notifications/progress',
+                  params: { progressToken, progress: ++tick, message, _meta: { [FACE_META.approvalId]: approvalId } },
+                })
+                .catch((err: unknown) => log.debug({ err: err instanceof Error ? err.message : String(err) }, 'MCP face progress notification not sent'));
+      const work = callTool(tool, request.params.arguments ?? {}, meta, signal, progress).catch((err: unknown) => {
         const message = err instanceof Error ? err.message : String(err);
-        log.warn({ tool: request.params.name, err: message }, 'MCP face call failed');
-        return textResult(`the gateway could not run ${request.params.name}: ${message}`, {});
+        log.warn({ tool: name, err: message }, 'MCP face call failed');
+        return textResult(`the gateway could not run ${name}: ${message}`, {});
       });
       inflight.add(work);
       void work.finally(() => inflight.delete(work));
@@ -404,84 +443,77 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
 
   // ---- HTTP ------------------------------------------------------------------------------
 
-  const readJson = async (req: IncomingMessage): Promise<unknown> => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > maxBodyBytes) throw new FaceError(413, `request body larger than ${maxBodyBytes} bytes`);
-      chunks.push(chunk as Buffer);
-    }
-    try {
-      return JSON.parse(Buffer.concat(chunks).toString('utf8')) as unknown;
-    } catch {
-      throw new FaceError(400, 'Parse error: Invalid JSON');
-    }
-  };
-
-  const jsonError = (res: ServerResponse, status: number, message: string, headers: Record<string, string> = {}): void => {
+  /** A JSON-RPC error envelope, as the SDK's transport answers its own HTTP errors. */
+  const jsonError = (res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void => {
     if (res.headersSent) return void res.end();
-    const code = status === 400 && message.startsWith('Parse error') ? -32700 : status === 404 ? -32001 : -32000;
     res.writeHead(status, { 'content-type': 'application/json', ...headers });
     res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
   };
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (!authorized(req.headers.authorization)) {
+    const refused = allowed && rebindingRefusal(allowed, req.headers.host, req.headers.origin);
+    if (refused || !allowed) {
       req.resume();
-      return jsonError(res, 401, 'Unauthorized: a valid bearer token is required', { 'www-authenticate': 'Bearer realm="bosun-gateway"', connection: 'close' });
+      log.debug({ host: req.headers.host, origin: req.headers.origin }, 'MCP face request refused: Host or Origin not allowed');
+      return jsonError(res, 403, -32000, refused || 'Forbidden');
     }
     const path = new URL(req.url ?? '/', 'http://face').pathname;
     if (path !== '/mcp') {
       req.resume();
-      return jsonError(res, 404, `Not found: MCP is served at /mcp`);
+      // Not an MCP endpoint, so no JSON-RPC envelope (and no "session not found" code).
+      res.writeHead(404, { 'content-type': 'application/json' });
+      return void res.end(JSON.stringify({ error: 'not_found', message: `Not found: ${path} (MCP is served at /mcp)` }));
+    }
+    const bearer = checkBearer(req.headers.authorization);
+    if (bearer !== 'ok') {
+      req.resume();
+      return jsonError(res, 401, -32000, 'Unauthorized: a valid bearer token is required', { 'www-authenticate': bearerChallenge(bearer), connection: 'close' });
     }
     if (closing) {
       req.resume();
-      return jsonError(res, 503, 'The gateway is stopping');
+      return jsonError(res, 503, -32000, 'The gateway is stopping');
     }
-    const body = req.method === 'POST' ? await readJson(req) : undefined;
     const header = req.headers['mcp-session-id'];
     const sessionId = Array.isArray(header) ? header[0] : header;
     let session: Session | undefined;
     let fresh = false;
     if (sessionId) {
       session = sessions.get(sessionId);
-      if (!session) return jsonError(res, 404, 'Session not found');
-    } else if (req.method === 'POST' && isInitializeRequest(body)) {
-      if (sessions.size >= maxSessions) return jsonError(res, 503, `Too many sessions (at most ${maxSessions})`);
+      if (!session) {
+        req.resume();
+        return jsonError(res, 404, -32001, 'Session not found');
+      }
+    } else if (req.method === 'POST') {
+      // Presumably an initialize request: the transport reads and checks it (and answers
+      // anything else 400); a session that did not initialize is closed below.
+      if (sessions.size >= maxSessions) {
+        req.resume();
+        return jsonError(res, 503, -32000, `Too many sessions (at most ${maxSessions})`);
+      }
       session = newSession();
       fresh = true;
       await session.server.connect(session.transport);
     } else {
-      return jsonError(res, 400, 'Bad Request: no valid session id (start with an initialize request)');
+      req.resume();
+      return jsonError(res, 400, -32000, 'Bad Request: no valid session id (start with an initialize request)');
     }
 
     const s = session;
-    const ids = (Array.isArray(body) ? body : [body]).filter((m) => isJSONRPCRequest(m)).map((m) => m.id);
-    for (const id of ids) s.http.set(id, new AbortController());
     s.open++;
     s.lastSeen = Date.now();
     res.once('close', () => {
-      for (const id of ids) {
-        const ac = s.http.get(id);
-        if (!ac) continue;
-        if (!res.writableFinished) ac.abort(new Error('the HTTP request was closed'));
-        s.http.delete(id);
-      }
       s.open--;
       s.lastSeen = Date.now();
     });
-    await s.transport.handleRequest(req, res, body);
+    await s.transport.handleRequest(req, res);
     // An initialize request that did not initialize leaves a transport nobody can reach.
     if (fresh && !s.id) await s.transport.close();
   };
 
   const httpServer = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (err instanceof FaceError) return jsonError(res, err.status, err.message);
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'MCP face request failed');
-      jsonError(res, 500, 'Internal error');
+      jsonError(res, 500, -32603, 'Internal error');
     });
   });
 
@@ -494,6 +526,12 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
   });
   httpServer.on('error', (err) => log.error({ err: err.message }, 'MCP face server error'));
   const port = (httpServer.address() as AddressInfo).port;
+  try {
+    allowed = allowedOrigins({ host, port, allowedHosts: face.allowedHosts, allowedOrigins: face.allowedOrigins });
+  } catch (err) {
+    httpServer.close();
+    throw err;
+  }
 
   // ---- background: idle sessions, expired approvals, tool list changes --------------------
 
