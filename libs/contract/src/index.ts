@@ -41,5 +41,7 @@ export {
 } from './schemas.js';
 export type { IncidentInput, TaskJobInput } from './schemas.js';
 export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
-export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, canonicalJson } from './ids.js';
+export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
+export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';
+export type { RedactOptions } from './redact.js';
 export { stallText, isStalled } from './stall.js';
