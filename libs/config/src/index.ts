@@ -2,12 +2,15 @@ export {
   parseClusterConfig,
   loadClusterConfig,
   toolAllowed,
+  specialistConfig,
+  mcpServerConfig,
+  configSecrets,
   ConfigError,
 } from './cluster.js';
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl } from './env.js';
 export type { BosunEnv } from './env.js';
-export { createLogger, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
+export { createLogger, addLogSecrets, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
 export type { Logger, LoggerOptions } from './logger.js';
 export {
   validateAgainstSchema,
