@@ -252,11 +252,14 @@ describe('runTask', () => {
       { tool: 'demo__get_logs', args: { service: 'checkout' } },
       { tool: 'demo__get_pods', args: { service: 'checkout' } },
       { tool: 'nosuch__tool', args: {} },
+      // A name every JavaScript object has is just an unknown tool.
+      { tool: 'constructor', args: {} },
     ];
     const model = new Recording(new FakeModel());
-    // A gateway deciding as the real one does: the agent's patterns, and unknown tools.
+    const known = ['demo__get_pods', 'demo__get_logs', 'demo__get_deployments', 'admin__delete_pod'];
+    // A gateway deciding as the real one does: unknown tools, and the agent's patterns.
     const tools = new FakeTools({}, (call) =>
-      call.tool === 'nosuch__tool' ? `unknown tool "${call.tool}"` : call.tool === 'demo__get_pods' ? undefined : `tool "${call.tool}" is not allowed for agent "kubernetes"`,
+      !known.includes(call.tool) ? `unknown tool "${call.tool}"` : call.tool === 'demo__get_pods' ? undefined : `tool "${call.tool}" is not allowed for agent "kubernetes"`,
     );
     const h = harness(model, { tools });
     const result = await runTask(job({ fake: { calls: { kubernetes: calls } } }), spec({ tools: ['demo__get_pods'] }), h.deps, 1);
@@ -269,19 +272,21 @@ describe('runTask', () => {
       [`${TASK_ID}-s2-c0`, 'demo__get_logs'],
       [`${TASK_ID}-s3-c0`, 'demo__get_pods'],
       [`${TASK_ID}-s4-c0`, 'nosuch__tool'],
+      [`${TASK_ID}-s5-c0`, 'constructor'],
     ]);
     const responses = model.requests
       .flatMap((r) => r.messages)
       .filter((m): m is Extract<Message, { role: 'tool' }> => m.role === 'tool')
       .flatMap((m) => m.responses);
     const denied = [...new Map(responses.filter((r) => r.name !== 'demo__get_pods').map((r) => [r.id, r])).values()];
-    expect(denied.map((r) => r.name)).toEqual(['admin__delete_pod', 'demo__get_logs', 'nosuch__tool']);
+    expect(denied.map((r) => r.name)).toEqual(['admin__delete_pod', 'demo__get_logs', 'nosuch__tool', 'constructor']);
     for (const r of denied) {
       expect(r.isError).toBe(true);
       expect(String(r.output)).toMatch(new RegExp(`^Tool "${r.name}" is not available to this agent: .*${r.name}.*\\. Use only the tools you were given\\.$`));
     }
     expect(String(denied[0]!.output)).toContain('is not allowed for agent "kubernetes"');
     expect(String(denied[2]!.output)).toContain('unknown tool "nosuch__tool"');
+    expect(String(denied[3]!.output)).toContain('unknown tool "constructor"');
   });
 
   it('feeds tool failures back as error results', async () => {

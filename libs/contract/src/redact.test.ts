@@ -27,6 +27,11 @@ describe('redactSecrets', () => {
     expect(Object.keys(r)).toEqual(['__proto__', 'a']);
     expect(JSON.stringify(r)).toBe('{"__proto__":{"password":"[redacted]"},"a":1}');
   });
+
+  it('shows values as JSON would: a Date as its string', () => {
+    const at = new Date('2026-01-02T03:04:05.000Z');
+    expect(redactSecrets({ at, token: at })).toEqual({ at: '2026-01-02T03:04:05.000Z', token: '[redacted]' });
+  });
 });
 
 describe('callDigest', () => {

@@ -25,8 +25,9 @@ export interface RedactOptions {
 /**
  * A copy of `value` with the value of every secret-looking key ({@link isSecretKey}) replaced by
  * `[redacted]`, at any depth, and with each of `options.values` cut out of every string. The one
- * redaction Bosun applies to tool arguments it shows or stores, and to logged objects. Arrays
- * and plain objects are copied; cycles become `[circular]`; other values are kept as they are.
+ * redaction Bosun applies to tool arguments it shows or stores, and to logged objects. Objects
+ * are copied as JSON would show them (own enumerable properties, after `toJSON`); cycles become
+ * `[circular]`.
  * A value is never changed in place, so the caller can still use the real one (the tool call
  * itself needs it).
  */
@@ -34,7 +35,9 @@ export function redactSecrets(value: unknown, options: RedactOptions = {}): unkn
   const values = (options.values ?? []).filter((v) => v.length >= 6);
   const maxDepth = options.maxDepth ?? 32;
   const seen = new WeakSet<object>();
-  const walk = (v: unknown, depth: number): unknown => {
+  const walk = (value: unknown, depth: number): unknown => {
+    // As JSON will show it: a Date as its string, a Buffer as its bytes.
+    const v = value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function' ? (value as { toJSON(): unknown }).toJSON() : value;
     if (typeof v === 'string') return values.length > 0 ? scrubValues(v, values) : v;
     if (v === null || typeof v !== 'object') return v;
     if (seen.has(v)) return '[circular]';
