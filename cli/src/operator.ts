@@ -608,7 +608,7 @@ export async function ackToolCall(
   }
 
   // retry: everything the tool job needs must be in the record before the state changes.
-  const args = parseJson(record.args);
+  const args = record.argsRedacted === 'true' ? await realArgs(deps, key, record) : parseJson(record.args);
   const missing = (['tool', 'runId', 'incidentId', 'agent'] as const).filter((f) => !record[f]);
   if (missing.length > 0 || !isObject(args)) {
     throw new OperatorError(`tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(isObject(args) ? [] : ['args'])].join(', ')}`, 1);
@@ -653,6 +653,30 @@ export async function ackToolCall(
     eventsConnection.disconnect();
     await queue.close();
   }
+}
+
+/**
+ * The real arguments of a call whose record shows them with secrets redacted: from its task's
+ * checkpoint, where the model's turn is kept as proposed. A call with no task checkpoint (made
+ * through the gateway's MCP face) cannot be re-sent from here.
+ */
+async function realArgs(deps: OperatorDeps, key: string, record: Record<string, string>): Promise<Record<string, unknown>> {
+  const { TaskCheckpoint, toolCallAtKey } = await import('@bosun/agent');
+  const { canonicalJson, redactSecrets } = await import('@bosun/contract');
+  const taskId = /^(.+)-s\d+-c\d+$/.exec(key)?.[1];
+  const ckptId = `task:${taskId ?? ''}`;
+  const ckpt = taskId ? TaskCheckpoint.parse(await readCheckpoint(deps, ckptId), ckptId) : null;
+  const found = ckpt ? toolCallAtKey(ckpt, key) : undefined;
+  // The checkpoint's call must be the recorded one: same tool, same arguments once redacted.
+  if (!found || found.tool !== record.tool || canonicalJson(redactSecrets(found.args)) !== canonicalJson(parseJson(record.args))) {
+    throw new OperatorError(
+      `tool call ${key} cannot be re-sent: its arguments hold secrets, which Bosun shows and stores redacted, and ` +
+        `${ckpt ? `the task checkpoint ${ckptId} has no matching call` : 'no task checkpoint keeps them (a call through the gateway MCP face, or an expired run)'}. ` +
+        'Resolve it with --done or --skip, and make the call again yourself if it is still needed.',
+      1,
+    );
+  }
+  return found.args;
 }
 
 async function setIfInDoubt(deps: OperatorDeps, recordKey: string, key: string, fields: string[]): Promise<void> {

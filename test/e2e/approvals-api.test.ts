@@ -29,8 +29,8 @@ async function seed(id: string, runId: string): Promise<Approval> {
     agent: 'kubernetes',
     taskId: `${runId}-kubernetes-1`,
     calls: [
-      { index: 0, tool: 'demo__get_pods', args: { namespace: 'payments' }, needsApproval: false },
-      { index: 1, tool: 'demo__restart_pod', args: { name: 'payments-7f9c', namespace: 'payments' }, needsApproval: true },
+      { index: 0, tool: 'demo__get_pods', args: { namespace: 'payments' }, needsApproval: false, key: `${runId}-kubernetes-1-s1-c0` },
+      { index: 1, tool: 'demo__restart_pod', args: { name: 'payments-7f9c', namespace: 'payments' }, needsApproval: true, key: `${runId}-kubernetes-1-s1-c1` },
     ],
     reason: 'The pod is crash-looping on a stale config;\nrestarting it picks up the fixed one.',
     createdAt: new Date(now - 90_000).toISOString(),

@@ -82,7 +82,8 @@ describe('approvals', () => {
     const { job, runId } = await publish('ap-all', [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, restart('ap-all')]);
     const a = await requested(runId);
     expect(a.status).toBe('pending');
-    expect(a.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args: restart('ap-all').args, needsApproval: true }]);
+    // Each call with the key it will run under (the approval authorises that key, once).
+    expect(a.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args: restart('ap-all').args, needsApproval: true, key: `${a.taskId}-s2-c0`, digest: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
     await parked(a);
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-all')).toHaveLength(0);
     await approvals.decide(a.id, { approve: true, by: 'alice' });

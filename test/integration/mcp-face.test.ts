@@ -307,7 +307,8 @@ describe('the gateway as an MCP server', () => {
     const pending = await store.pending();
     const a = pending.find((x) => x.id === id);
     expect(a).toMatchObject({ status: 'pending', runId: 'mcp', agent: 'mcp-client', reason: 'checkout is crashlooping' });
-    expect(a?.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args, needsApproval: true }]);
+    // The call as proposed, and the key it runs under: the approval authorises that key only.
+    expect(a?.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args, needsApproval: true, key: a?.taskId, digest: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
     const requested = await collector.waitFor((e) => e.type === 'approval.requested' && e.data.approvalId === id, 5_000, 'approval.requested');
     expect(requested).toMatchObject({ runId: 'mcp', agent: 'mcp-client' });
     expect(logged('restart_pod', 'no-wait')).toBe(0);

@@ -59,6 +59,22 @@ const TaskCheckpointSchema = z.object({
 /** The state of one task-mode delegation between steps. */
 export type TaskCheckpointData = z.infer<typeof TaskCheckpointSchema>;
 
+/**
+ * The tool call a key names in a task's checkpoint, with its real arguments: the `i`-th call of
+ * the model turn of step `s` (`<taskId>-s<s>-c<i>`; the step counts the task's model turns from
+ * 1). Undefined when the key is not of this task or the checkpoint has no such call. The
+ * checkpoint is where real arguments live: events, approvals and call records show them with
+ * secrets redacted.
+ */
+export function toolCallAtKey(ckpt: TaskCheckpointData, key: string): { tool: string; args: Record<string, unknown> } | undefined {
+  const prefix = `${ckpt.taskId}-s`;
+  const m = key.startsWith(prefix) ? /^(\d+)-c(\d+)$/.exec(key.slice(prefix.length)) : null;
+  if (!m) return undefined;
+  const turn = ckpt.messages.filter((x) => x.role === 'model')[Number(m[1]) - 1];
+  const call = turn?.role === 'model' ? turn.calls?.[Number(m[2])] : undefined;
+  return call ? { tool: call.name, args: call.args } : undefined;
+}
+
 /** Parsing of task checkpoints. */
 export const TaskCheckpoint = {
   /** Null when there is none; throws {@link BadCheckpointError} when it is unusable. */

@@ -2,5 +2,5 @@ export { runTask, RetryableTaskError, YieldError, ParkError, DEFAULT_TASK_INSTRU
 export type { TaskAgentSpec, TaskAgentDeps, TaskPolicy, RunTaskOptions } from './task.js';
 export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';
-export { TaskCheckpoint, BadCheckpointError, MessageSchema } from './checkpoint.js';
+export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey } from './checkpoint.js';
 export type { TaskCheckpointData } from './checkpoint.js';

@@ -55,10 +55,13 @@ function catalogTool(name: string): CatalogTool {
   };
 }
 
-/** A ToolClient that records calls; `fail` maps a tool to how it fails. */
+/** A ToolClient that records calls; `fail` maps a tool to how it fails; `refuse` says why a gateway would refuse a call. */
 class FakeTools implements ToolClient {
   readonly calls: ToolCallJob[] = [];
-  constructor(private readonly fail: Record<string, 'throw' | 'error' | 'in-doubt'> = {}) {}
+  constructor(
+    private readonly fail: Record<string, 'throw' | 'error' | 'in-doubt'> = {},
+    private readonly refuse: (call: ToolCallJob) => string | undefined = () => undefined,
+  ) {}
 
   async catalog(): Promise<Catalog> {
     return {
@@ -71,6 +74,8 @@ class FakeTools implements ToolClient {
 
   async call(call: ToolCallJob): Promise<ToolCallResult> {
     this.calls.push(call);
+    const refused = this.refuse(call);
+    if (refused) return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error: refused, durationMs: 0 };
     const how = this.fail[call.tool];
     if (how === 'throw') throw new Error('gateway unreachable');
     if (how === 'error') return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: false, text: '', error: 'server crashed', durationMs: 1 };
@@ -242,28 +247,47 @@ describe('runTask', () => {
     expect(h.types().at(-1)).toBe('agent.failed');
   });
 
-  it('answers a tool outside the spec with an error and never calls it', async () => {
+  it('sends a call to a tool it was not offered (or that does not exist) to the gateway, which refuses it; the model hears why', async () => {
     const calls = [
       { tool: 'admin__delete_pod', args: { service: 'checkout' } },
       { tool: 'demo__get_logs', args: { service: 'checkout' } },
       { tool: 'demo__get_pods', args: { service: 'checkout' } },
+      { tool: 'nosuch__tool', args: {} },
+      // A name every JavaScript object has is just an unknown tool.
+      { tool: 'constructor', args: {} },
     ];
     const model = new Recording(new FakeModel());
-    const h = harness(model);
+    const known = ['demo__get_pods', 'demo__get_logs', 'demo__get_deployments', 'admin__delete_pod'];
+    // A gateway deciding as the real one does: unknown tools, and the agent's patterns.
+    const tools = new FakeTools({}, (call) =>
+      !known.includes(call.tool) ? `unknown tool "${call.tool}"` : call.tool === 'demo__get_pods' ? undefined : `tool "${call.tool}" is not allowed for agent "kubernetes"`,
+    );
+    const h = harness(model, { tools });
     const result = await runTask(job({ fake: { calls: { kubernetes: calls } } }), spec({ tools: ['demo__get_pods'] }), h.deps, 1);
     expect(result.status).toBe('completed');
-    expect(h.tools.calls.map((c) => c.tool)).toEqual(['demo__get_pods']);
     expect(model.requests[0]!.tools.map((t) => t.name)).toEqual(['demo__get_pods', FINISH_TASK_TOOL]);
+    // Every call reached the gateway under its key: the refusals are decided, audited and
+    // reported (tool.failed) there, not swallowed by the specialist.
+    expect(h.tools.calls.map((c) => [c.key, c.tool])).toEqual([
+      [`${TASK_ID}-s1-c0`, 'admin__delete_pod'],
+      [`${TASK_ID}-s2-c0`, 'demo__get_logs'],
+      [`${TASK_ID}-s3-c0`, 'demo__get_pods'],
+      [`${TASK_ID}-s4-c0`, 'nosuch__tool'],
+      [`${TASK_ID}-s5-c0`, 'constructor'],
+    ]);
     const responses = model.requests
       .flatMap((r) => r.messages)
       .filter((m): m is Extract<Message, { role: 'tool' }> => m.role === 'tool')
       .flatMap((m) => m.responses);
-    const denied = responses.filter((r) => r.name !== 'demo__get_pods');
-    expect(denied.map((r) => r.name)).toEqual(expect.arrayContaining(['admin__delete_pod', 'demo__get_logs']));
+    const denied = [...new Map(responses.filter((r) => r.name !== 'demo__get_pods').map((r) => [r.id, r])).values()];
+    expect(denied.map((r) => r.name)).toEqual(['admin__delete_pod', 'demo__get_logs', 'nosuch__tool', 'constructor']);
     for (const r of denied) {
       expect(r.isError).toBe(true);
-      expect(String(r.output)).toContain('is not available to this agent');
+      expect(String(r.output)).toMatch(new RegExp(`^Tool "${r.name}" is not available to this agent: .*${r.name}.*\\. Use only the tools you were given\\.$`));
     }
+    expect(String(denied[0]!.output)).toContain('is not allowed for agent "kubernetes"');
+    expect(String(denied[2]!.output)).toContain('unknown tool "nosuch__tool"');
+    expect(String(denied[3]!.output)).toContain('unknown tool "constructor"');
   });
 
   it('feeds tool failures back as error results', async () => {

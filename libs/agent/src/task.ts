@@ -10,7 +10,17 @@ import {
 } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST, buildStallPayload, isReadOnlyTool, toolAllowed, validateAgainstSchema, type Logger, type ToolState } from '@bosun/config';
 import { ModelError, renderIncident, type Message, type Model, type ToolCall, type ToolDeclaration, type ToolResponse } from '@bosun/models';
-import { ApprovalError, approvalResolvedEvent, type Approval, type ApprovalStore, type CheckpointStore, type DeadLetters, type EventSink, type ToolClient } from '@bosun/transport';
+import {
+  ApprovalError,
+  approvalRequestedEvent,
+  approvalResolvedEvent,
+  type Approval,
+  type ApprovalStore,
+  type CheckpointStore,
+  type DeadLetters,
+  type EventSink,
+  type ToolClient,
+} from '@bosun/transport';
 import { TaskCheckpoint, type TaskCheckpointData } from './checkpoint.js';
 import { LOAD_TOOLS, applyLoad, initialRouting, loadToolsDeclaration, routingGroups, type RoutingSpec } from './routing.js';
 
@@ -351,12 +361,12 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
           return { id: call.id, name: call.name, isError: outcome.unknown.length > 0 && outcome.loaded.length === 0, output: outcome };
         }
         const tool = byName.get(call.name);
-        if (!tool) {
-          return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not available to this agent. Use only the tools you were given.` };
-        }
-        if (groups && state.routing && !state.routing.loaded.includes(call.name)) {
+        if (tool && groups && state.routing && !state.routing.loaded.includes(call.name)) {
           return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not loaded. Load it with ${LOAD_TOOLS} first.` };
         }
+        // A tool this agent was not offered (or that does not exist) still goes to the gateway:
+        // policy is decided, audited and reported there (tool.failed), in one place.
+        const notOffered = !tool;
         const needsApproval = approval?.calls.some((c) => c.index === index && c.needsApproval) ?? false;
         if (needsApproval && !(approval?.status === 'approved' && (approval.approved ?? []).includes(index))) {
           const why = approval?.status === 'denied' ? `the operator denied it${approval.denyReason ? `: ${approval.denyReason}` : ''}` : 'the operator did not approve this call';
@@ -381,6 +391,10 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
           return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${(err as Error).message}` };
         }
         if (result.inDoubt) inDoubt[index] = { key: toolCallKey(job.taskId, step, index), tool: call.name };
+        if (notOffered && result.status === 'error') {
+          return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not available to this agent: ${result.error ?? 'refused'}. Use only the tools you were given.` };
+        }
+        if (notOffered) log.warn({ taskId: job.taskId, tool: call.name }, 'the gateway ran a tool this agent was not offered: the specialist and the gateway disagree on the policy (different config files?)');
         if (result.status === 'error') {
           return { id: call.id, name: call.name, isError: true, output: `The tool call failed: ${result.error ?? 'unknown error'}` };
         }
@@ -423,7 +437,6 @@ async function awaitApproval(
   if (!store) throw new BosunError('no_approvals', `agent ${spec.name} called a tool that needs approval, but no approval store is configured`);
   const id = `ap-${job.taskId}-s${state.step}`;
   let approval = await store.get(id);
-  const base = { runId: job.runId, incidentId: job.incidentId, agent: spec.name };
   if (!approval) {
     const timeoutMs = Math.max(...askingTools.map((t) => policy.approvalTimeoutMs(t)));
     const asking = new Set(askingTools.map((t) => t.name));
@@ -434,12 +447,12 @@ async function awaitApproval(
       incidentId: job.incidentId,
       agent: spec.name,
       taskId: job.taskId,
-      calls: calls.map((c, index) => ({ index, tool: c.name, args: c.args, needsApproval: asking.has(c.name) })),
+      calls: calls.map((c, index) => ({ index, tool: c.name, args: c.args, needsApproval: asking.has(c.name), key: toolCallKey(job.taskId, state.step, index) })),
       reason: last?.role === 'model' ? (last.text ?? '') : '',
       createdAt: new Date().toISOString(),
       timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
     });
-    deps.events.emit({ ...base, type: 'approval.requested', data: { approvalId: id, taskId: job.taskId, calls: approval.calls, reason: approval.reason, timeoutAt: approval.timeoutAt } });
+    deps.events.emit(approvalRequestedEvent(approval));
     deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
   }
   if (approval.status === 'pending') {

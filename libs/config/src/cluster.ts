@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { parse as parseYaml } from 'yaml';
-import { AGENT_NAME_PATTERN, BosunError, describeIssues } from '@bosun/contract';
+import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey } from '@bosun/contract';
 import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
 
@@ -271,6 +271,9 @@ export interface ParseOptions {
 export function parseClusterConfig(raw: unknown, options: ParseOptions): ClusterConfig {
   const { file } = options;
   const env = options.env ?? process.env;
+  // A `__proto__` key would be dropped silently while parsing (it names the prototype, not an entry).
+  const proto = protoKeyPath(raw);
+  if (proto !== undefined) throw new ConfigError(`${file}: ${proto}: "__proto__" cannot be used as a name`);
   const parsed = ClusterConfigSchema.safeParse(raw);
   if (!parsed.success) {
     const { issues } = describeIssues(parsed.error);
@@ -282,13 +285,13 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   if (names.includes('mcp-client')) throw new ConfigError(`${file}: specialists.mcp-client: the name is reserved for clients of the gateway's MCP face`);
   for (const [reason, targets] of Object.entries(config.coordinator.routes)) {
     for (const t of targets) {
-      if (!config.specialists[t]) {
+      if (!specialistConfig(config, t)) {
         throw new ConfigError(`${file}: coordinator.routes.${reason}: unknown specialist "${t}" (known: ${names.join(', ')})`);
       }
     }
   }
   for (const t of config.coordinator.defaultRoute) {
-    if (!config.specialists[t]) {
+    if (!specialistConfig(config, t)) {
       throw new ConfigError(`${file}: coordinator.defaultRoute: unknown specialist "${t}" (known: ${names.join(', ')})`);
     }
   }
@@ -361,12 +364,56 @@ export function loadClusterConfig(file: string, options: Omit<ParseOptions, 'fil
   return parseClusterConfig(raw, { file, ...options });
 }
 
+/** The path of the first own `__proto__` key in a parsed YAML/JSON value, or undefined. */
+function protoKeyPath(value: unknown, path = ''): string | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
+    const here = path ? `${path}.${k}` : k;
+    if (k === '__proto__') return here;
+    const found = protoKeyPath(v, here);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 function deepFreeze<T>(value: T): T {
   if (value && typeof value === 'object') {
     for (const v of Object.values(value as Record<string, unknown>)) deepFreeze(v);
     Object.freeze(value);
   }
   return value;
+}
+
+/**
+ * A configured specialist by name, or undefined. Names come from outside (routes, a model's
+ * reply, job data, command lines): only the config's own entries count, never a property every
+ * object has (`constructor`, `toString`, `__proto__`).
+ */
+export function specialistConfig(config: ClusterConfig, name: string): SpecialistConfig | undefined {
+  return Object.hasOwn(config.specialists, name) ? config.specialists[name] : undefined;
+}
+
+/** A configured MCP server by name, or undefined (own entries only, as {@link specialistConfig}). */
+export function mcpServerConfig(config: ClusterConfig, name: string): McpServerConfig | undefined {
+  return Object.hasOwn(config.mcpServers, name) ? config.mcpServers[name] : undefined;
+}
+
+/**
+ * The secret values a parsed config holds, for the logger ({@link addLogSecrets}): the MCP
+ * servers' `env` and `headers` values under secret-looking names (`API_KEY`, `Authorization`, …),
+ * `gateway.mcpServer.token` and `coordinator.http.operatorToken`, as far as this service
+ * resolved them.
+ */
+export function configSecrets(config: ClusterConfig): string[] {
+  const out: string[] = [];
+  for (const server of Object.values(config.mcpServers)) {
+    const named = server.transport === 'stdio' ? server.env : server.headers;
+    for (const [k, v] of Object.entries(named)) if (isSecretKey(k)) out.push(v);
+  }
+  if (config.gateway.mcpServer) out.push(config.gateway.mcpServer.token);
+  if (config.coordinator.http) out.push(config.coordinator.http.operatorToken);
+  // An unresolved `${VAR}` is a placeholder, not a secret.
+  return out.filter((v) => !/^\$\{[^}]+\}$/.test(v));
 }
 
 /** Whether a catalog tool name is allowed by a specialist's tool patterns. */

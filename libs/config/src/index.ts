@@ -2,6 +2,9 @@ export {
   parseClusterConfig,
   loadClusterConfig,
   toolAllowed,
+  specialistConfig,
+  mcpServerConfig,
+  configSecrets,
   ConfigError,
 } from './cluster.js';
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
@@ -10,7 +13,7 @@ export { normalizeHost, normalizeOrigin } from './http-origin.js';
 export type { BosunEnv } from './env.js';
 export { SecretValue, readRedisSettings, readNatsSettings } from './connections.js';
 export type { RedisSettings, NatsSettings, NatsAuth, TlsMaterial } from './connections.js';
-export { createLogger, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
+export { createLogger, addLogSecrets, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
 export type { Logger, LoggerOptions } from './logger.js';
 export {
   validateAgainstSchema,

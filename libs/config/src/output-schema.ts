@@ -30,6 +30,11 @@ export function validateAgainstSchema(schema: Schema, value: unknown): string | 
     .join('; ');
 }
 
+/** A property of a schema by a name the schema's author chose (`required` may name `constructor`). */
+function ownProp(props: Record<string, Schema>, name: string): Schema | undefined {
+  return Object.hasOwn(props, name) ? props[name] : undefined;
+}
+
 function types(schema: Schema): string[] {
   const t = schema.type;
   return Array.isArray(t) ? (t as string[]) : typeof t === 'string' ? [t] : [];
@@ -42,7 +47,7 @@ function proseField(schema: Schema): string | undefined {
     !!p && types(p).includes('string') && p.enum === undefined && p.pattern === undefined && p.format === undefined && p.const === undefined;
   if (isFreeString(props.summary)) return 'summary';
   const required = (schema.required ?? []) as string[];
-  return required.find((r) => isFreeString(props[r])) ?? Object.keys(props).find((k) => isFreeString(props[k]));
+  return required.find((r) => isFreeString(ownProp(props, r))) ?? Object.keys(props).find((k) => isFreeString(props[k]));
 }
 
 /**
@@ -62,7 +67,7 @@ export function deriveStallPayload(schema: Schema, text: string): Record<string,
   const out: Record<string, unknown> = { [field]: text };
   for (const name of (schema.required ?? []) as string[]) {
     if (name === field) continue;
-    const p = props[name] ?? {};
+    const p = ownProp(props, name) ?? {};
     const t = types(p);
     if (Array.isArray(p.enum)) {
       const honest = (p.enum as unknown[]).find((e) => typeof e === 'string' && HONEST_UNKNOWN.includes(e.toLowerCase()));

@@ -1,5 +1,5 @@
 import type { ClusterConfig } from './cluster.js';
-import { toolAllowed } from './cluster.js';
+import { mcpServerConfig, specialistConfig, toolAllowed } from './cluster.js';
 
 /** The most tools offered to a model in one request: providers reject more, and choice degrades long before. */
 export const MAX_TOOLS_PER_REQUEST = 128;
@@ -29,22 +29,28 @@ export function isReadOnlyTool(tool: PolicyTool): boolean {
 
 /** A tool's state from the config: its per-tool entry, else its server's `capability`. */
 export function toolState(config: ClusterConfig, tool: PolicyTool): ToolState {
-  const server = config.mcpServers[tool.server];
+  const server = mcpServerConfig(config, tool.server);
   if (!server) return 'off';
-  const entry = server.tools[tool.remoteName];
+  const entry = toolEntry(server.tools, tool.remoteName);
   if (entry === undefined) return server.capability;
   return typeof entry === 'string' ? entry : entry.state;
 }
 
 /** How long a call to this tool waits for an approval: the tool's own setting, else the caller's. */
 export function approvalTimeoutFor(config: ClusterConfig, caller: Caller, tool: PolicyTool): number {
-  const entry = config.mcpServers[tool.server]?.tools[tool.remoteName];
+  const server = mcpServerConfig(config, tool.server);
+  const entry = server ? toolEntry(server.tools, tool.remoteName) : undefined;
   return (typeof entry === 'object' && entry.approvalTimeoutMs) || caller.approvalTimeoutMs;
 }
 
-/** The policy of a specialist, or undefined for an unknown one. */
+/** A server's per-tool entry, by the tool's name on its server (an MCP server's own naming: outside input). */
+function toolEntry<T>(tools: Readonly<Record<string, T>>, remoteName: string): T | undefined {
+  return Object.hasOwn(tools, remoteName) ? tools[remoteName] : undefined;
+}
+
+/** The policy of a specialist, or undefined for an unknown one (`toString` and the like included). */
 export function specialistCaller(config: ClusterConfig, agent: string): Caller | undefined {
-  const spec = config.specialists[agent];
+  const spec = specialistConfig(config, agent);
   return spec ? { tools: spec.tools, mode: spec.mode, approvalTimeoutMs: spec.approvalTimeoutMs } : undefined;
 }
 

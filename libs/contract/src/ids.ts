@@ -38,6 +38,17 @@ export function callFingerprint(tool: string, args: unknown): string {
   return `${tool}|${canonicalJson(args)}`;
 }
 
+/**
+ * A salted digest of one proposed call (sha256, hex): what a stored approval keeps of the real
+ * arguments, beside arguments shown with their secrets redacted. The gateway computes it again
+ * from the arguments a call carries, so an approved call still runs only with exactly the
+ * arguments that were approved. The salt (approval id and key) makes a digest of one approval
+ * useless for any other.
+ */
+export function callDigest(approvalId: string, key: string, tool: string, args: unknown): string {
+  return createHash('sha256').update(`${approvalId}\n${key}\n${callFingerprint(tool, args)}`).digest('hex');
+}
+
 /** JSON with object keys sorted at every level. */
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;

@@ -43,7 +43,9 @@ export {
 } from './schemas.js';
 export type { IncidentInput, TaskJobInput } from './schemas.js';
 export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
-export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, canonicalJson } from './ids.js';
+export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
+export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';
+export type { RedactOptions } from './redact.js';
 export { stallText, isStalled } from './stall.js';
 export { TRUNCATION_MARKER, TRUNCATED_KEYS_FIELD, jsonDepth, jsonBytes, boundJson } from './json-bounds.js';
 export type { JsonBounds, BoundedJson } from './json-bounds.js';

@@ -20,15 +20,15 @@ export interface FakeModelOptions {
   latencyMs?: number;
 }
 
-/** What an incident's `payload.fake` may say. */
+/** What an incident's `payload.fake` may say (keyed by agent names from the incident: Maps, so `constructor` is just a name). */
 interface FakeDirectives {
   route?: string[];
-  calls?: Record<string, FakePlannedCall[]>;
+  calls?: Map<string, FakePlannedCall[]>;
   stall?: string[];
   fail?: string[];
   invalid?: string[];
   parallel?: string[];
-  slowMs?: Record<string, number>;
+  slowMs?: Map<string, number>;
 }
 
 type Json = Record<string, unknown>;
@@ -40,14 +40,15 @@ type Json = Record<string, unknown>;
  */
 export class FakeModel implements Model {
   readonly name = 'fake';
-  private readonly routes: Record<string, readonly string[]>;
+  private readonly routes: ReadonlyMap<string, readonly string[]>;
   private readonly defaultRoute: readonly string[];
-  private readonly plans: Record<string, readonly FakePlannedCall[]>;
+  private readonly plans: ReadonlyMap<string, readonly FakePlannedCall[]>;
 
   constructor(options: FakeModelOptions = {}) {
-    this.routes = options.routes ?? {};
+    // Looked up by an incident's reason and an agent's name: Maps, never an object's own properties.
+    this.routes = new Map(Object.entries(options.routes ?? {}));
     this.defaultRoute = options.defaultRoute ?? [];
-    this.plans = options.plans ?? {};
+    this.plans = new Map(Object.entries(options.plans ?? {}));
     this.latencyMs = options.latencyMs ?? 0;
   }
 
@@ -58,7 +59,7 @@ export class FakeModel implements Model {
     const firstUser = request.messages.find((m) => m.role === 'user');
     const incident = firstUser && firstUser.role === 'user' ? extractIncident(firstUser.text) : undefined;
     const directives = readDirectives(incident);
-    const slow = directives.slowMs?.[request.agent];
+    const slow = directives.slowMs?.get(request.agent);
     if (slow) await sleep(slow, options.signal);
     if (directives.fail?.includes(request.agent)) {
       throw new ModelError(`fake model told to fail for ${request.agent} (payload.fake.fail)`, { retryable: false, status: 400 });
@@ -81,7 +82,7 @@ export class FakeModel implements Model {
   private targets(incident: Json | undefined, d: FakeDirectives): string[] {
     if (d.route) return d.route;
     const reason = typeof incident?.reason === 'string' ? incident.reason : '';
-    return [...(this.routes[reason] ?? this.defaultRoute)];
+    return [...(this.routes.get(reason) ?? this.defaultRoute)];
   }
 
   private chat(request: ModelRequest, incident: Json | undefined, d: FakeDirectives): ModelResponse {
@@ -119,7 +120,7 @@ export class FakeModel implements Model {
     const step = modelTurns(request.messages);
     const offered = new Set(request.tools.map((t) => t.name));
     const onlyFinish = offered.size === 1 && offered.has(FINISH_TASK_TOOL);
-    const plan = d.calls?.[agent] ?? this.plans[agent] ?? [];
+    const plan = d.calls?.get(agent) ?? this.plans.get(agent) ?? [];
     const done = executedCalls(request.messages);
     if (!onlyFinish) {
       const next = plan.find((c) => !done.has(callFingerprint(c.tool, resolveArgs(c.args, incident))));
@@ -156,7 +157,7 @@ function resolveArgs(value: unknown, incident: Json | undefined): unknown {
   if (typeof value === 'string') {
     const whole = /^\$\{([A-Za-z0-9_.]+)\}$/.exec(value);
     const lookup = (path: string): unknown =>
-      path.split('.').reduce<unknown>((o, k) => (o && typeof o === 'object' ? (o as Json)[k] : undefined), incident);
+      path.split('.').reduce<unknown>((o, k) => (o && typeof o === 'object' && Object.hasOwn(o, k) ? (o as Json)[k] : undefined), incident);
     if (whole) {
       const v = lookup(whole[1] ?? '');
       return v === undefined ? value : v;
@@ -190,13 +191,16 @@ function readDirectives(incident: Json | undefined): FakeDirectives {
   if (!fake || typeof fake !== 'object') return {};
   const f = fake as Json;
   const strings = (v: unknown) => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : undefined);
-  const calls: Record<string, FakePlannedCall[]> = {};
+  const calls = new Map<string, FakePlannedCall[]>();
   if (f.calls && typeof f.calls === 'object') {
     for (const [agent, list] of Object.entries(f.calls as Json)) {
       if (!Array.isArray(list)) continue;
-      calls[agent] = list
-        .filter((c): c is Json => !!c && typeof c === 'object' && typeof (c as Json).tool === 'string')
-        .map((c) => ({ tool: c.tool as string, args: (c.args && typeof c.args === 'object' ? c.args : {}) as Json }));
+      calls.set(
+        agent,
+        list
+          .filter((c): c is Json => !!c && typeof c === 'object' && typeof (c as Json).tool === 'string')
+          .map((c) => ({ tool: c.tool as string, args: (c.args && typeof c.args === 'object' ? c.args : {}) as Json })),
+      );
     }
   }
   const out: FakeDirectives = { calls };
@@ -211,8 +215,8 @@ function readDirectives(incident: Json | undefined): FakeDirectives {
   const parallel = strings(f.parallel);
   if (parallel) out.parallel = parallel;
   if (f.slowMs && typeof f.slowMs === 'object') {
-    const slowMs = Object.fromEntries(Object.entries(f.slowMs as Json).filter((e): e is [string, number] => typeof e[1] === 'number' && e[1] > 0 && e[1] <= 600_000));
-    if (Object.keys(slowMs).length > 0) out.slowMs = slowMs;
+    const slowMs = new Map(Object.entries(f.slowMs as Json).filter((e): e is [string, number] => typeof e[1] === 'number' && e[1] > 0 && e[1] <= 600_000));
+    if (slowMs.size > 0) out.slowMs = slowMs;
   }
   return out;
 }

@@ -1,6 +1,6 @@
 import { Queue } from 'bullmq';
 import { z } from 'zod';
-import { callFingerprint } from '@bosun/contract';
+import { callDigest, callFingerprint, redactSecrets, toolCallKey } from '@bosun/contract';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
 
@@ -9,11 +9,31 @@ export const ProposedCall = z.object({
   /** Position of the call in the model's turn. */
   index: z.number().int().nonnegative(),
   tool: z.string(),
+  /**
+   * The arguments as proposed, with the values of secret-looking keys shown as `[redacted]`
+   * (`redactSecrets`); the real ones stay with the caller (the task's checkpoint).
+   */
   args: z.record(z.string(), z.unknown()),
   /** True for calls to `ask` tools; the others run without an approval. */
   needsApproval: z.boolean(),
+  /**
+   * The idempotency key the call runs under: the approval authorises exactly this key, once.
+   * Approvals stored before keys were recorded get it derived when read (see {@link ApprovalStore.get}).
+   */
+  key: z.string().optional(),
+  /** `callDigest` of the real arguments; absent in approvals stored before it, whose `args` are the real ones. */
+  digest: z.string().optional(),
 });
 export type ProposedCall = z.infer<typeof ProposedCall>;
+
+/** A call as the proposer gives it to {@link ApprovalStore.request}: real arguments, and its key. */
+export interface ProposedCallInput {
+  index: number;
+  tool: string;
+  args: Record<string, unknown>;
+  needsApproval: boolean;
+  key: string;
+}
 
 /** An approval request and, once decided, its decision. */
 export const Approval = z.object({
@@ -47,6 +67,32 @@ export type Decision =
   | { approve: true; only?: number[]; by: string }
   | { approve: false; reason: string; by: string };
 
+/** What {@link ApprovalStore.request} takes: an approval's request, with the calls as proposed. */
+export type ApprovalRequest = Omit<Approval, 'status' | 'calls'> & { calls: ProposedCallInput[] };
+
+/**
+ * The key a proposed call runs under. Approvals stored before keys were recorded: for a
+ * specialist's turn (`ap-<taskId>-s<step>`) it is `<taskId>-s<step>-c<index>`; for a call through
+ * the gateway's MCP face, the key it was proposed under, kept as the approval's `taskId`.
+ */
+export function proposedCallKey(approval: Pick<Approval, 'id' | 'taskId'>, call: Pick<ProposedCall, 'index' | 'key'>): string {
+  if (call.key) return call.key;
+  const prefix = `ap-${approval.taskId}-s`;
+  const step = approval.id.startsWith(prefix) ? approval.id.slice(prefix.length) : '';
+  return /^\d+$/.test(step) ? toolCallKey(approval.taskId, Number(step), call.index) : approval.taskId;
+}
+
+/**
+ * Whether a call of `tool` with `args` (the real arguments) is the proposed call `call` of the
+ * approval: by the digest of the real arguments when stored, else (older approvals) by the
+ * arguments as stored. Key order does not matter.
+ */
+export function matchesProposedCall(approval: Pick<Approval, 'id' | 'taskId'>, call: ProposedCall, tool: string, args: unknown): boolean {
+  if (call.tool !== tool) return false;
+  if (call.digest) return call.digest === callDigest(approval.id, proposedCallKey(approval, call), tool, args);
+  return callFingerprint(call.tool, call.args) === callFingerprint(tool, args);
+}
+
 /** Why a decision was refused. */
 export class ApprovalError extends Error {
   readonly code: 'not_found' | 'already_decided' | 'bad_request';
@@ -74,9 +120,21 @@ export class ApprovalStore {
     this.prefix = options.prefix;
   }
 
-  /** Creates a pending request (idempotent: an existing one with this id is returned as it is). */
-  async request(approval: Omit<Approval, 'status'>): Promise<Approval> {
-    const value: Approval = { ...approval, status: 'pending' };
+  /**
+   * Creates a pending request (idempotent: an existing one with this id is returned as it is).
+   * Each call is stored with its key, its arguments with secrets redacted, and the digest of
+   * the real arguments; the real arguments are not stored.
+   */
+  async request(approval: ApprovalRequest): Promise<Approval> {
+    const calls = approval.calls.map((c) => ({
+      index: c.index,
+      tool: c.tool,
+      args: redactSecrets(c.args) as Record<string, unknown>,
+      needsApproval: c.needsApproval,
+      key: c.key,
+      digest: callDigest(approval.id, c.key, c.tool, c.args),
+    }));
+    const value: Approval = { ...approval, calls, status: 'pending' };
     const created = await this.redis.set(keys.approval(this.prefix, value.id), JSON.stringify(value), 'EX', TTL_SECONDS, 'NX');
     const current = created === null ? ((await this.get(value.id)) ?? value) : value;
     // Idempotent: a retried request (after a crash between the two writes) is listed too.
@@ -96,7 +154,9 @@ export class ApprovalStore {
     if (raw === null) return null;
     // The request and its decision live in two keys: the decision is written once (SET NX),
     // and the request — the calls exactly as proposed — is never rewritten by a decision.
-    return Approval.parse({ ...(JSON.parse(raw) as object), ...(decision ? (JSON.parse(decision) as object) : {}) });
+    const a = Approval.parse({ ...(JSON.parse(raw) as object), ...(decision ? (JSON.parse(decision) as object) : {}) });
+    // Stored before keys were recorded: each call's key, derived as it was then.
+    return { ...a, calls: a.calls.map((c) => (c.key ? c : { ...c, key: proposedCallKey(a, c) })) };
   }
 
   /** Pending requests, oldest first. */
@@ -172,6 +232,26 @@ export class ApprovalStore {
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.close()));
   }
+}
+
+/**
+ * The `approval.requested` event of a new request (its proposer publishes it): the calls as
+ * stored — keys, arguments with secrets redacted — without the digests.
+ */
+export function approvalRequestedEvent(a: Approval) {
+  return {
+    type: 'approval.requested' as const,
+    runId: a.runId,
+    incidentId: a.incidentId,
+    agent: a.agent,
+    data: {
+      approvalId: a.id,
+      taskId: a.taskId,
+      calls: a.calls.map(({ digest: _digest, ...c }) => c),
+      reason: a.reason,
+      timeoutAt: a.timeoutAt,
+    },
+  };
 }
 
 /** The `approval.resolved` event for a decided approval (whoever decided publishes it). */

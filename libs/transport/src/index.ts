@@ -26,5 +26,15 @@ export { runService } from './service.js';
 export type { ServiceHandle, RunServiceOptions } from './service.js';
 export { openRuntime } from './runtime.js';
 export type { Runtime } from './runtime.js';
-export { ApprovalStore, ApprovalError, Approval, ProposedCall, callFingerprint, approvalResolvedEvent } from './approvals.js';
-export type { Decision } from './approvals.js';
+export {
+  ApprovalStore,
+  ApprovalError,
+  Approval,
+  ProposedCall,
+  callFingerprint,
+  approvalRequestedEvent,
+  approvalResolvedEvent,
+  proposedCallKey,
+  matchesProposedCall,
+} from './approvals.js';
+export type { Decision, ApprovalRequest, ProposedCallInput } from './approvals.js';

@@ -18,7 +18,7 @@ import {
   type SpecialistOutcome,
   type TaskJob,
 } from '@bosun/contract';
-import { buildStallPayload, type ClusterConfig, type Logger } from '@bosun/config';
+import { buildStallPayload, specialistConfig, type ClusterConfig, type Logger } from '@bosun/config';
 import {
   DELEGATE_TOOL_PREFIX,
   ModelError,
@@ -347,7 +347,7 @@ export class Coordinator {
     if (names.length === 0) names = [...config.coordinator.defaultRoute];
     const unique = [...new Set(names)];
     state.routed = unique;
-    const unknown = unique.filter((n) => !config.specialists[n]);
+    const unknown = unique.filter((n) => !specialistConfig(config, n));
     events.emit({ type: 'run.routed', runId: state.runId, incidentId: incident.id, data: { specialists: unique, unknown } });
     for (const agent of unique) {
       state.delegations.push({
@@ -417,7 +417,7 @@ export class Coordinator {
     const { config, events } = this.deps;
     for (const d of state.delegations) {
       if (d.result || d.round !== state.round) continue;
-      const spec = config.specialists[d.agent];
+      const spec = specialistConfig(config, d.agent);
       if (!spec) {
         const reason = `unknown specialist "${d.agent}" (known: ${Object.keys(config.specialists).join(', ')})`;
         d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output: stallText(d.agent, '', reason), attempts: 0, error: reason };
@@ -497,7 +497,7 @@ export class Coordinator {
    * next effect). The dead letter is written before the event that announces it.
    */
   private async incompletePart(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure' | 'timeout', reason: string): Promise<void> {
-    const spec = this.deps.config.specialists[d.agent];
+    const spec = specialistConfig(this.deps.config, d.agent);
     const [{ lastWords, inDoubt }, attempts] = await Promise.all([this.leftBehind(d.taskId), this.attemptsOf(d)]);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords, ...(inDoubt.length > 0 ? { inDoubt } : {}) };

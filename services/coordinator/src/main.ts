@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { INCIDENTS_QUEUE } from '@bosun/contract';
-import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, openRuntime, runService } from '@bosun/transport';
 import { Coordinator, TIMERS_QUEUE } from './coordinator.js';
@@ -16,6 +16,8 @@ runService({
   async start() {
     const env = readEnv();
     const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: true });
+    // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
+    addLogSecrets(log, configSecrets(config));
     const c = config.coordinator;
     const model = createModel(
       { ...c.model, apiKey: env.geminiApiKey },

@@ -3,7 +3,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, approvalTimeoutFor, createLogger, loadClusterConfig, offeredTools, readEnv, specialistCaller, toolState } from '@bosun/config';
+import { ConfigError, approvalTimeoutFor, createLogger, loadClusterConfig, offeredTools, readEnv, specialistCaller, specialistConfig, toolState } from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, QueueToolClient, keys, openRuntime, runService } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
@@ -19,7 +19,7 @@ runService({
     const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
     const all = Object.keys(config.specialists);
     const names = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
-    const unknown = names.filter((n) => !config.specialists[n]);
+    const unknown = names.filter((n) => !specialistConfig(config, n));
     if (unknown.length > 0) throw new ConfigError(`--only: unknown specialist(s) ${unknown.join(', ')} (known: ${all.join(', ')})`);
 
     const rt = await openRuntime(env, { service: 'specialist', log });
@@ -29,7 +29,7 @@ runService({
     const workers: Worker[] = [];
     let draining = false;
     for (const name of names) {
-      const spec = config.specialists[name]!;
+      const spec = specialistConfig(config, name)!;
       const model = createModel({ ...spec.model, apiKey: env.geminiApiKey }, { plans: { [name]: spec.fakePlan } });
       const worker = new Worker(
         specialistQueue(name),

@@ -4,12 +4,13 @@ import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
   ToolCallJob,
   describeIssues,
+  redactSecrets,
   type Catalog,
   type CatalogTool,
   type ToolCallResult,
 } from '@bosun/contract';
-import { decideCall, isReadOnlyTool, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
-import { ApprovalStore, callFingerprint, keys, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
+import { decideCall, isReadOnlyTool, mcpServerConfig, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
+import { ApprovalStore, keys, matchesProposedCall, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
 import { CallNotSentError, McpServerConnection } from './mcp.js';
 
 /** The ports of the gateway. */
@@ -25,7 +26,8 @@ export interface GatewayDeps {
 const RECORD_TTL_SECONDS = 7 * 24 * 3600;
 
 /**
- * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args, runId, incidentId, agent, now, approvalId.
+ * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args (secrets redacted), runId,
+ * incidentId, agent, now, approvalId, argsRedacted ('true'|'false': the stored args are not the real ones).
  * Returns ['claimed'] after marking the record in flight, ['done', <recorded result>] for a call
  * already answered, or [<the state that prevents it>]. One round trip for a new call.
  */
@@ -33,7 +35,8 @@ const CLAIM_SCRIPT = `
 local state = redis.call('HGET', KEYS[1], 'state')
 if (not state) or state == 'retry' or (ARGV[1] == '1' and state == 'inflight') then
   redis.call('HSET', KEYS[1], 'state', 'inflight', 'tool', ARGV[3], 'args', ARGV[4], 'runId', ARGV[5],
-    'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false', 'approvalId', ARGV[9])
+    'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false', 'approvalId', ARGV[9],
+    'argsRedacted', ARGV[10])
   redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
   return {'claimed'}
 end
@@ -53,16 +56,6 @@ function claimCall(redis: RedisClient, args: string[]): Promise<[string, string?
 /** The agent name calls through the gateway's own MCP face carry. */
 export const MCP_CLIENT = 'mcp-client';
 
-const SECRET_KEY = /token|secret|passw|api[-_]?key|authori[sz]ation|credential|cookie|private[-_]?key/i;
-
-/** A copy of tool arguments with the values of secret-looking keys replaced. */
-export function redactArgs(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(redactArgs);
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, SECRET_KEY.test(k) ? '[redacted]' : redactArgs(v)]));
-  }
-  return value;
-}
 
 /**
  * The tool gateway: the only way agents reach MCP servers. It publishes the catalog, enforces
@@ -127,6 +120,9 @@ export class ToolGateway {
       throw new UnrecoverableError(reason);
     }
     const call = parsed.data;
+    // The arguments as the gateway shows and stores them (events, call record, audit, dead
+    // letters): secrets redacted. Only the MCP server gets the real ones.
+    const shownArgs = redactSecrets(call.args);
     const recordKey = keys.toolCall(prefix, call.key);
     const base = { runId: call.runId, incidentId: call.incidentId, agent: call.agent };
     const repeated = (recorded: string): ToolCallResult => {
@@ -174,25 +170,26 @@ export class ToolGateway {
       readOnly ? '1' : '0',
       String(RECORD_TTL_SECONDS),
       call.tool,
-      JSON.stringify(call.args),
+      JSON.stringify(shownArgs),
       call.runId,
       call.incidentId,
       call.agent,
       new Date().toISOString(),
       call.approvalId ?? '',
+      JSON.stringify(shownArgs) === JSON.stringify(call.args) ? 'false' : 'true',
     ]);
     if (claim === 'done' && recorded) return repeated(recorded);
     if (claim !== 'claimed') {
       // A previous attempt sent this mutating call and nobody recorded what happened.
       return this.inDoubt(call, tool, claim === 'in-doubt');
     }
-    events.emit({ ...base, type: 'tool.started', data: { key: call.key, tool: call.tool, readOnly, args: call.args } });
+    events.emit({ ...base, type: 'tool.started', data: { key: call.key, tool: call.tool, readOnly, args: shownArgs } });
     const server = this.servers.find((s) => s.name === tool.server);
     const started = Date.now();
     try {
       let lastProgress = 0;
       const outcome = await server!.call(tool.remoteName, call.args, {
-        timeoutMs: config.mcpServers[tool.server]?.timeoutMs ?? config.gateway.callTimeoutMs,
+        timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
         maxChars: config.gateway.maxResultChars,
         onProgress: (p) => {
           // Forwarded as events, at most two a second per call: observers, not a firehose.
@@ -235,17 +232,22 @@ export class ToolGateway {
   }
 
   /**
-   * An `ask` tool runs only under an approval that covers this exact call (tool and arguments,
-   * as proposed) and was approved. Returns the approval, or why the call is refused.
+   * An `ask` tool runs only under an approval that was approved and covers this exact call: one
+   * of its approved calls has this call's idempotency key, tool and arguments (as proposed), in
+   * the same run. An approval thus authorises each approved call once — the record of its key
+   * answers any repeat — and no other key. Returns the approval, or why the call is refused.
    */
   private async checkApproval(call: ToolCallJob): Promise<Approval | string> {
     if (!call.approvalId) return `tool "${call.tool}" needs an operator's approval`;
     const approval = await this.approvals.get(call.approvalId);
     if (!approval) return `approval ${call.approvalId} does not exist`;
     if (approval.status !== 'approved') return `approval ${call.approvalId} is ${approval.status}, not approved`;
-    const mine = callFingerprint(call.tool, call.args);
-    const covered = approval.calls.some((c) => c.needsApproval && (approval.approved ?? []).includes(c.index) && callFingerprint(c.tool, c.args) === mine);
-    if (!covered || approval.runId !== call.runId) return `approval ${call.approvalId} does not cover this call of ${call.tool} with these arguments`;
+    const approved = approval.calls.filter((c) => c.needsApproval && (approval.approved ?? []).includes(c.index));
+    const ofKey = approved.filter((c) => c.key === call.key);
+    if (ofKey.length === 0 || approval.runId !== call.runId) {
+      return `approval ${call.approvalId} does not cover this call (key ${call.key}): it approved ${approved.map((c) => c.key).join(', ') || 'no call'}${approval.runId === call.runId ? '' : ` of run ${approval.runId}`}, each once, under its own key`;
+    }
+    if (!ofKey.some((c) => matchesProposedCall(approval, c, call.tool, call.args))) return `approval ${call.approvalId} does not cover this call of ${call.tool} with these arguments`;
     return approval;
   }
 
@@ -269,7 +271,7 @@ export class ToolGateway {
         'incidentId', call.incidentId,
         'agent', call.agent,
         'tool', call.tool,
-        'args', JSON.stringify(redactArgs(call.args)),
+        'args', JSON.stringify(redactSecrets(call.args)),
         'approvalId', approval?.id ?? call.approvalId ?? '',
         'approver', approval?.decidedBy ?? '',
         'status', status,
@@ -290,10 +292,10 @@ export class ToolGateway {
       await redis.hset(recordKey, { state: 'in-doubt' });
       log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
       await deadLetters.add(
-        { kind: 'in-doubt', runId: call.runId, incidentId: call.incidentId, agent: call.agent, reason: error, input: { key: call.key, tool: call.tool, args: call.args } },
+        { kind: 'in-doubt', runId: call.runId, incidentId: call.incidentId, agent: call.agent, reason: error, input: { key: call.key, tool: call.tool, args: redactSecrets(call.args) } },
         `in-doubt-${call.key}`,
       );
-      events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: call.args, server: tool.server } });
+      events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: redactSecrets(call.args), server: tool.server } });
     }
     // Flagged in its structure too, so the task and the run count it without reading the text.
     return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };

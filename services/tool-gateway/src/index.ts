@@ -1,4 +1,4 @@
-export { ToolGateway, redactArgs, MCP_CLIENT } from './gateway.js';
+export { ToolGateway, MCP_CLIENT } from './gateway.js';
 export type { GatewayDeps } from './gateway.js';
 export { McpServerConnection } from './mcp.js';
 export type { McpCallOutcome } from './mcp.js';

@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
-import { createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { ApprovalStore, openRuntime, runService } from '@bosun/transport';
 import { ToolGateway } from './gateway.js';
 import { startMcpFace, type McpFace } from './mcp-face.js';
@@ -15,6 +15,8 @@ runService({
   async start() {
     const env = readEnv();
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
+    // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
+    addLogSecrets(log, configSecrets(config));
     const rt = await openRuntime(env, { service: 'tool-gateway', log });
     const gateway = new ToolGateway({ redis: rt.redis, prefix: env.prefix, config, events: rt.events, deadLetters: rt.deadLetters, log });
     const catalog = await gateway.start();

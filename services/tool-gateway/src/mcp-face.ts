@@ -7,7 +7,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
 import { approvalTimeoutFor, decideCall, offeredTools, type Caller, type ClusterConfig, type Logger } from '@bosun/config';
-import { ApprovalError, approvalResolvedEvent, callFingerprint, type Approval, type ApprovalStore, type EventSink } from '@bosun/transport';
+import { ApprovalError, approvalRequestedEvent, approvalResolvedEvent, matchesProposedCall, type Approval, type ApprovalStore, type EventSink } from '@bosun/transport';
 import { SessionEventStore } from './face-event-store.js';
 import { allowedOrigins, bearerChallenge, bearerChecker, rebindingRefusal } from './face-http.js';
 import { MCP_CLIENT, type ToolGateway } from './gateway.js';
@@ -232,10 +232,8 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
   // ---- approvals -------------------------------------------------------------------------
 
   /** Whether an approval was made by the face for exactly this call. */
-  const covers = (a: Approval, tool: string, args: Record<string, unknown>): boolean => {
-    const mine = callFingerprint(tool, args);
-    return a.runId === FACE_RUN && a.agent === MCP_CLIENT && a.calls.some((c) => c.needsApproval && callFingerprint(c.tool, c.args) === mine);
-  };
+  const covers = (a: Approval, tool: string, args: Record<string, unknown>): boolean =>
+    a.runId === FACE_RUN && a.agent === MCP_CLIENT && a.calls.some((c) => c.needsApproval && matchesProposedCall(a, c, tool, args));
 
   /** Denies an undecided approval whose time is up; another process may have decided it first. */
   const expire = async (a: Approval): Promise<Approval> => {
@@ -314,7 +312,7 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       const key = `mcp-${randomUUID()}`;
       const id = `ap-mcp-${randomUUID()}`;
       const reason = typeof meta[FACE_META.reason] === 'string' && meta[FACE_META.reason] !== '' ? (meta[FACE_META.reason] as string) : DEFAULT_REASON;
-      const calls = [{ index: 0, tool: tool.name, args, needsApproval: true }];
+      const calls = [{ index: 0, tool: tool.name, args, needsApproval: true, key }];
       approval = await approvals.request({
         id,
         runId: FACE_RUN,
@@ -326,13 +324,7 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
         createdAt: new Date().toISOString(),
         timeoutAt: new Date(Date.now() + approvalTimeoutFor(config, caller, tool)).toISOString(),
       });
-      events.emit({
-        type: 'approval.requested',
-        runId: FACE_RUN,
-        incidentId: FACE_RUN,
-        agent: MCP_CLIENT,
-        data: { approvalId: id, taskId: key, calls: approval.calls, reason: approval.reason, timeoutAt: approval.timeoutAt },
-      });
+      events.emit(approvalRequestedEvent(approval));
       log.info({ approvalId: id, tool: tool.name, key, wait }, 'approval requested for a call through the MCP face');
     }
 
