@@ -175,6 +175,31 @@ describe('the gateway enforces the policy at call time', () => {
     await collector.waitFor((e) => e.type === 'tool.failed' && e.data.key === 't-bound-s7-c0', 10_000, 'tool.failed of the new key');
   });
 
+  it('a refused call leaves no record: the same key runs once an approval covers it', async () => {
+    const args = { service: 'checkout', toVersion: 'v40' };
+    const now = Date.now();
+    await approvals.request({
+      id: 'ap-t-early-s1',
+      runId: 'r-policy',
+      incidentId: 'inc-policy',
+      agent: 'writer',
+      taskId: 't-early',
+      reason: 'roll back',
+      createdAt: new Date(now).toISOString(),
+      timeoutAt: new Date(now + 60_000).toISOString(),
+      calls: [{ index: 0, tool: 'demo__rollback_deployment', args, needsApproval: true, key: 't-early-s1-c0' }],
+    });
+    const before = demoLog.count('rollback_deployment');
+    // Sent while the approval is still pending: refused, and nothing is written under the key.
+    const early = await call('writer', 'demo__rollback_deployment', args, 'ap-t-early-s1', 't-early-s1-c0');
+    expect(early.error).toMatch(/is pending, not approved/);
+    expect(await ctx.redis.exists(keys.toolCall(ctx.prefix, 't-early-s1-c0'))).toBe(0);
+    await approvals.decide('ap-t-early-s1', { approve: true, by: 'erin' });
+    const ok = await call('writer', 'demo__rollback_deployment', args, 'ap-t-early-s1', 't-early-s1-c0');
+    expect(ok.status).toBe('ok');
+    expect(demoLog.count('rollback_deployment') - before).toBe(1);
+  });
+
   it('reads approvals stored before calls had keys: the key is derived from the approval id and the index', async () => {
     const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-2xk8p' };
     const now = Date.now();

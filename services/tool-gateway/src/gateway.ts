@@ -130,9 +130,11 @@ export class ToolGateway {
       return JSON.parse(recorded) as ToolCallResult;
     };
 
-    const fail = async (error: string, durationMs = 0): Promise<ToolCallResult> => {
+    // A call that was sent and failed is recorded under its key. A refusal is not: nothing ran, and
+    // a recorded refusal would answer the same key later, when an approval may cover it.
+    const fail = async (error: string, durationMs = 0, options: { record: boolean } = { record: true }): Promise<ToolCallResult> => {
       const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
-      await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
+      if (options.record) await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
       events.emit({ ...base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs } });
       return result;
     };
@@ -147,18 +149,18 @@ export class ToolGateway {
       const [state, recorded] = await redis.hmget(recordKey, 'state', 'result');
       if (state === 'done' && recorded) return repeated(recorded);
     }
-    if (!tool || !decision) return fail(`unknown tool "${call.tool}"`);
+    if (!tool || !decision) return fail(`unknown tool "${call.tool}"`, 0, { record: false });
     const readOnly = isReadOnlyTool(tool);
     let approval: Approval | undefined;
     if (decision.decision === 'refuse') {
       if (!readOnly) await this.audit(call, 'refused');
-      return fail(decision.reason);
+      return fail(decision.reason, 0, { record: false });
     }
     if (decision.decision === 'ask') {
       const verdict = await this.checkApproval(call);
       if (typeof verdict === 'string') {
         await this.audit(call, 'refused');
-        return fail(verdict);
+        return fail(verdict, 0, { record: false });
       }
       approval = verdict;
     }
