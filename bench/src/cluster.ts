@@ -1,13 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { hostname, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { parse } from 'yaml';
-import { INCIDENTS_QUEUE, TOOLS_QUEUE, runsStreamName, specialistQueue } from '@bosun/contract';
-import { note, sleep, withTimeout } from './util.js';
+import { runsStreamName } from '@bosun/contract';
+import { note, withTimeout } from './util.js';
 
 export type ServiceName = 'tool-gateway' | 'coordinator' | 'specialist';
 export const SERVICES: readonly ServiceName[] = ['tool-gateway', 'coordinator', 'specialist'];
@@ -318,14 +318,12 @@ export class Cluster {
   readonly dir: string;
   readonly configPath: string;
   readonly procs: ManagedProcess[] = [];
-  private readonly specialistNames: string[];
 
   constructor(private readonly opts: ClusterOptions) {
     this.dir = mkdtempSync(join(tmpdir(), `${opts.prefix}-`));
     this.configPath = join(this.dir, 'bosun.json');
     // A JSON document is valid YAML: the services read it as their config file.
     writeFileSync(this.configPath, JSON.stringify(opts.config, null, 2));
-    this.specialistNames = Object.keys((opts.config.specialists ?? {}) as Record<string, unknown>);
   }
 
   get prefix(): string {
@@ -360,40 +358,23 @@ export class Cluster {
   }
 
   /**
-   * Ready = the service's `"msg":"<service> started"` line on stdout, or — because that line is
-   * logged at `info` and the services run with LOG_LEVEL=warn — its BullMQ workers registered in
-   * Redis under their worker names (`<service>-<host>-<pid>`), which the service creates just
-   * before it logs that line. Whichever comes first.
+   * Ready = the service's ready line on stdout (`{"bosun":"ready","service":"<service>",…}`,
+   * printed whatever LOG_LEVEL says; see docs/architecture.md, "Knowing that a service is ready").
    */
   private async waitReady(service: ServiceName, proc: ManagedProcess, timeoutMs = 60_000): Promise<void> {
-    const { prefix, redis } = this.opts;
-    const workerName = `${service === 'tool-gateway' ? 'gateway' : service}-${hostname()}-${proc.pid}`;
-    const queues =
-      service === 'tool-gateway' ? [TOOLS_QUEUE] : service === 'coordinator' ? [INCIDENTS_QUEUE] : this.specialistNames.map(specialistQueue);
-    const expected = queues.map((q) => `${prefix}:${Buffer.from(q).toString('base64')}:w:${workerName}`);
-    let done = false;
+    const prefix = JSON.stringify({ bosun: 'ready', service }).slice(0, -1);
     let unsubscribe: () => unknown = () => undefined;
-    const byLine = new Promise<string>((res) => {
+    const byLine = new Promise<void>((res) => {
       unsubscribe = proc.onLine((line) => {
-        if (line.includes(`"msg":"${service} started"`)) res('log line');
+        if (line.startsWith(prefix)) res();
       });
     });
-    const byRedis = (async () => {
-      while (!done) {
-        const list = String(await redis.client('LIST'));
-        const names = new Set([...list.matchAll(/ name=(\S*)/g)].map((m) => m[1]));
-        if (expected.every((n) => names.has(n))) return 'workers registered';
-        await sleep(100);
-      }
-      return 'stopped';
-    })();
     const exited = proc.exit.then(({ code, signal }) => {
       throw new Error(`${proc.label} exited (code ${code}, signal ${signal}) before it was ready: ${proc.describe()}`);
     });
     try {
-      await withTimeout(Promise.race([byLine, byRedis, exited]), timeoutMs, `${proc.describe()} not ready after ${timeoutMs} ms`);
+      await withTimeout(Promise.race([byLine, exited]), timeoutMs, `${proc.describe()} not ready after ${timeoutMs} ms`);
     } finally {
-      done = true;
       unsubscribe();
     }
   }

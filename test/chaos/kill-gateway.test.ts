@@ -73,6 +73,14 @@ describe('the gateway dies during a mutating call', () => {
     const entries = (await client.deadLetters()).filter((d) => d.kind === 'in-doubt');
     expect(entries).toEqual([expect.objectContaining({ runId, agent: 'kubernetes', input: expect.objectContaining({ key }) })]);
 
+    // Audited as in doubt by the gateway that found it in flight (the killed one wrote nothing).
+    const audit = async () => {
+      const out = await bosun(['audit', '--run', runId, '--json']);
+      expect(out.code, out.stderr).toBe(0);
+      return (JSON.parse(out.stdout) as { key: string; status: string }[]).filter((e) => e.key === key).map((e) => e.status);
+    };
+    expect(await audit()).toEqual(['in-doubt']);
+
     const show = await bosun(['runs', 'show', runId]);
     expect(show.code).toBe(0);
     expect(show.stdout).toContain('in doubt (1)');
@@ -84,6 +92,7 @@ describe('the gateway dies during a mutating call', () => {
     const record = await ctx.redis.hgetall(`${ctx.prefix}:toolcall:${key}`);
     expect(record.state).toBe('done');
     expect(JSON.parse(record.result!)).toMatchObject({ status: 'ok', isError: false });
+    expect(await audit()).toEqual(['ok', 'in-doubt']); // newest first
     const resolved = (await client.deadLetters()).find((d) => d.kind === 'in-doubt');
     expect(resolved?.resolution).toMatchObject({ action: 'retry', by: 'chaos-test' });
     // Resolved once: a second retry is refused.

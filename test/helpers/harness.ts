@@ -90,15 +90,24 @@ export interface CliRun {
  * killing it, when it has not exited within `timeoutMs`.
  */
 export function runCli(env: Record<string, string>, args: string[], input?: string, timeoutMs = 60_000): Promise<CliRun> {
+  return runEntry(ENTRY.cli, env, args, input, timeoutMs);
+}
+
+/**
+ * Runs a compiled entry point (`ENTRY.cli`, `ENTRY.gateway`, …) to its end, as {@link runCli}
+ * does: for commands that exit by themselves, such as a service's `--check`.
+ */
+export function runEntry(entry: string, env: Record<string, string>, args: string[], input?: string, timeoutMs = 60_000): Promise<CliRun> {
+  const name = entry === ENTRY.cli ? 'bosun' : entry;
   return new Promise((resolve, reject) => {
-    const child = reap(spawn(process.execPath, [ENTRY.cli, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] }));
+    const child = reap(spawn(process.execPath, [entry, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] }));
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
     child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
     const t = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`bosun ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+      reject(new Error(`${name} ${args.join(' ')} did not finish in ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
     }, timeoutMs);
     // 'close', not 'exit': by then stdout and stderr are read to the end.
     child.on('close', (code) => {

@@ -1,10 +1,10 @@
 export { openContext, demoConfig, writeConfig } from './context.js';
 export type { TestContext } from './context.js';
-export { ServiceProcess, TestCluster, startService } from './processes.js';
+export { ServiceProcess, TestCluster, startService, READY_LINE } from './processes.js';
 export { EventCollector } from './events.js';
 export { ROOT, ENTRY } from './paths.js';
 export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort, freePort } from './servers.js';
-export { openClient, runCli, callLog, replayRun } from './harness.js';
+export { openClient, runCli, runEntry, callLog, replayRun } from './harness.js';
 export { waitUntil } from './wait.js';
 export { startClusterTest, type ClusterTest } from './cluster-test.js';
 export { makeCertificates, secretFile, type TestCertificates } from './tls.js';

@@ -2,6 +2,9 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { ENTRY } from './paths.js';
 import { reap } from './reaper.js';
 
+/** The line a service prints on stdout once ready (libs/transport/src/service.ts, `readyLine`). */
+export const READY_LINE = /^\{"bosun":"ready","service":"[a-z-]+","pid":\d+\}$/;
+
 /** One service started as a real process, with its output kept for assertions. */
 export class ServiceProcess {
   readonly name: string;
@@ -65,9 +68,9 @@ export class ServiceProcess {
     });
   }
 
-  /** Waits for the service's "started" log line. */
+  /** Waits for the service's documented ready line (`{"bosun":"ready",…}`, printed whatever LOG_LEVEL says). */
   async ready(timeoutMs = 30_000): Promise<this> {
-    await this.waitForLine(/"msg":"[a-z-]+ started"/, timeoutMs);
+    await this.waitForLine(READY_LINE, timeoutMs);
     return this;
   }
 

@@ -29,6 +29,18 @@ function call(key: string, tool: string, args: Record<string, unknown>, agent = 
   return gateway.process({ name: 'tool-call', id: key, data } as never);
 }
 
+/** The statuses of the audit entries written for one call key, oldest first. */
+async function audited(key: string): Promise<string[]> {
+  const entries = (await ctx.redis.xrange(keys.audit(ctx.prefix), '-', '+')) as [string, string[]][];
+  const statuses: string[] = [];
+  for (const [, flat] of entries) {
+    const fields = new Map<string, string>();
+    for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
+    if (fields.get('key') === key) statuses.push(fields.get('status') ?? '');
+  }
+  return statuses;
+}
+
 function logged(tool: string): number {
   if (!existsSync(callLog)) return 0;
   return readFileSync(callLog, 'utf8').split('\n').filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
@@ -149,6 +161,12 @@ describe('tool gateway against real MCP servers', () => {
     await dlq.close();
     expect(entries.some((e) => e.kind === 'in-doubt' && e.input?.key === key)).toBe(true);
     await collector.waitFor((e) => e.type === 'tool.in_doubt' && e.data.key === key, 10_000);
+    // Audited once as in doubt (docs/durability.md), and not again when the call is asked again.
+    expect(await audited(key)).toEqual(['in-doubt']);
+    const again = await call(key, 'demo__rollback_deployment', { service: 'checkout', toVersion: 'v41' });
+    expect(again.error).toMatch(/^IN DOUBT/);
+    expect(await audited(key)).toEqual(['in-doubt']);
+    expect(logged('rollback_deployment')).toBe(before);
     // A read-only call found in flight is simply run again.
     await ctx.redis.hset(keys.toolCall(ctx.prefix, 'k-ro-inflight'), { state: 'inflight' });
     const ro = await call('k-ro-inflight', 'demo__get_pods', { service: 'search' });
@@ -189,6 +207,13 @@ describe('tool gateway against real MCP servers', () => {
     expect(result.error).toMatch(/^IN DOUBT: .*its connection failed before the answer came/);
     expect(result.inDoubt).toBe(true);
     await collector.waitFor((e) => e.type === 'tool.in_doubt' && e.data.key === 'k-died-mid-call', 10_000);
+    // In doubt, not an ordinary error: the record, the audit and the dead letter say so.
+    expect(await ctx.redis.hget(keys.toolCall(ctx.prefix, 'k-died-mid-call'), 'state')).toBe('in-doubt');
+    expect(await audited('k-died-mid-call')).toEqual(['in-doubt']);
+    const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    const entry = await dlq.getJob('in-doubt-k-died-mid-call');
+    await dlq.close();
+    expect(entry?.data).toMatchObject({ kind: 'in-doubt', input: { key: 'k-died-mid-call', tool: 'hang__restart_pod' } });
   });
 
   it('reconnects to a stdio server that died, on the next call', async () => {

@@ -6,6 +6,36 @@ import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey } from '@bo
 import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
 
+/** One `${NAME}` or `${NAME:-default}` placeholder. */
+const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+/** A number or boolean field written as a `${VAR}` placeholder, until {@link resolveScalars} resolves it. */
+class ScalarPlaceholder {
+  constructor(
+    readonly text: string,
+    readonly schema: z.ZodType,
+    readonly kind: 'number' | 'boolean',
+  ) {}
+}
+
+/**
+ * A number or boolean field that also takes a string with `${VAR}` placeholders. The schema
+ * check keeps such a string aside; {@link resolveScalars} substitutes it afterwards (in the
+ * services that resolve that field), converts it and checks it against `schema`. Any other
+ * value is checked against `schema` as usual, with its usual messages.
+ */
+function substitutable<T extends z.ZodNumber | z.ZodBoolean>(schema: T): T {
+  const kind = schema instanceof z.ZodBoolean ? 'boolean' : 'number';
+  // Typed as the plain schema: no placeholder survives parseClusterConfig in a service that resolves the field.
+  return z.unknown().transform((value, ctx) => {
+    if (typeof value === 'string' && new RegExp(PLACEHOLDER.source).test(value)) return new ScalarPlaceholder(value, schema, kind);
+    const checked = schema.safeParse(value);
+    if (checked.success) return checked.data;
+    for (const issue of checked.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path, input: value });
+    return z.NEVER;
+  }) as unknown as T;
+}
+
 /** A planned tool call of the offline fake model. */
 const FakeCall = z.object({
   tool: z.string().min(1),
@@ -20,9 +50,9 @@ const ModelSpec = z
     name: z.string().default('gemini-2.5-flash'),
     /** Gemini API base URL (tests point it at a local server). */
     baseUrl: z.string().url().optional(),
-    timeoutMs: z.number().int().positive().default(60_000),
+    timeoutMs: substitutable(z.number().int().positive()).default(60_000),
     /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
-    latencyMs: z.number().int().nonnegative().max(600_000).default(0),
+    latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
   })
   .strict();
 
@@ -30,7 +60,7 @@ const ModelSpec = z
 const ToolStateSchema = z.enum(['allow', 'ask', 'off']);
 const ToolPolicy = z.union([
   ToolStateSchema,
-  z.object({ state: ToolStateSchema, approvalTimeoutMs: z.number().int().positive().optional() }).strict(),
+  z.object({ state: ToolStateSchema, approvalTimeoutMs: substitutable(z.number().int().positive()).optional() }).strict(),
 ]);
 /** Policy fields every MCP server entry takes. */
 const serverPolicy = {
@@ -39,7 +69,7 @@ const serverPolicy = {
   /** Per-tool states, by the tool's name on its server. */
   tools: z.record(z.string(), ToolPolicy).default({}),
   /** Per-call timeout for this server; default `gateway.callTimeoutMs`. */
-  timeoutMs: z.number().int().positive().optional(),
+  timeoutMs: substitutable(z.number().int().positive()).optional(),
 };
 
 const McpServerStdio = z
@@ -77,14 +107,14 @@ const Specialist = z
     /** `read-only`: only tools annotated `readOnlyHint: true` are offered or run. Default `read-write`. */
     mode: z.enum(['read-only', 'read-write']).default('read-write'),
     /** How long a call to an `ask` tool waits for an operator before it counts as denied (`timeout`). */
-    approvalTimeoutMs: z.number().int().positive().default(300_000),
+    approvalTimeoutMs: substitutable(z.number().int().positive()).default(300_000),
     /**
      * In-band tool routing: the model first sees tool groups and a `load_tools` tool, and loads
      * what it needs. Groups default to one per MCP server.
      */
     routing: z
       .object({
-        enabled: z.boolean().default(false),
+        enabled: substitutable(z.boolean()).default(false),
         /** Group name → tool patterns (`server__tool` or `server__*`). */
         groups: z.record(z.string().regex(/^[a-z][a-z0-9_-]{0,31}$/), z.array(z.string().min(1))).default({}),
         /** Groups loaded from the start. */
@@ -101,15 +131,15 @@ const Specialist = z
      */
     stallPayload: z.record(z.string(), z.unknown()).optional(),
     /** Most tool rounds before the model is asked to finish. */
-    maxToolRounds: z.number().int().positive().max(100).default(10),
+    maxToolRounds: substitutable(z.number().int().positive().max(100)).default(10),
     /** How many invalid `finish_task` outputs are fed back before the task fails. */
-    maxInvalidOutputs: z.number().int().nonnegative().max(10).default(2),
+    maxInvalidOutputs: substitutable(z.number().int().nonnegative().max(10)).default(2),
     /** Tasks one specialist process runs at once for this specialist. */
-    concurrency: z.number().int().positive().max(10_000).default(50),
+    concurrency: substitutable(z.number().int().positive().max(10_000)).default(50),
     /** Time a delegation may take, from when it is handed out, before it becomes an INCOMPLETE `timeout` result. */
-    deadlineMs: z.number().int().positive().default(600_000),
+    deadlineMs: substitutable(z.number().int().positive()).default(600_000),
     /** Retries of a task that failed (exponential backoff from 1 s); after the last, an INCOMPLETE `failure` result. */
-    retries: z.number().int().nonnegative().max(20).default(2),
+    retries: substitutable(z.number().int().nonnegative().max(20)).default(2),
     model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
@@ -126,15 +156,15 @@ const Coordinator = z
     /** Specialists for a reason no route names. */
     defaultRoute: z.array(z.string()).default([]),
     /** Most delegation rounds in `delegate` mode. */
-    maxRounds: z.number().int().positive().max(20).default(4),
+    maxRounds: substitutable(z.number().int().positive().max(20)).default(4),
     /** Incidents one coordinator process handles at once. */
-    concurrency: z.number().int().positive().max(10_000).default(50),
+    concurrency: substitutable(z.number().int().positive().max(10_000)).default(50),
     /** Time a run may take; at it the run ends `partial` with what it has. */
-    runDeadlineMs: z.number().int().positive().default(1_800_000),
+    runDeadlineMs: substitutable(z.number().int().positive()).default(1_800_000),
     /** The operators' HTTP API (`GET /approvals`, `POST /approvals/<id>`); off when absent. */
     http: z
       .object({
-        port: z.number().int().min(0).max(65535),
+        port: substitutable(z.number().int().min(0).max(65535)),
         host: z.string().default('127.0.0.1'),
         /** Bearer token operators present. A secret: use `${ENV}`; never logged. */
         operatorToken: z.string().min(1),
@@ -148,18 +178,18 @@ const Coordinator = z
 const Gateway = z
   .object({
     /** Tool calls one gateway process runs at once. */
-    concurrency: z.number().int().positive().max(10_000).default(64),
+    concurrency: substitutable(z.number().int().positive().max(10_000)).default(64),
     /** Per-call timeout. */
-    callTimeoutMs: z.number().int().positive().default(60_000),
+    callTimeoutMs: substitutable(z.number().int().positive()).default(60_000),
     /** Results longer than this many characters are truncated with an explicit marker. */
-    maxResultChars: z.number().int().positive().default(100_000),
+    maxResultChars: substitutable(z.number().int().positive()).default(100_000),
     /**
      * The gateway's own MCP face (Streamable HTTP): the policy-enforced tools for any MCP client,
      * under the same policy, approvals and audit. Off when absent.
      */
     mcpServer: z
       .object({
-        port: z.number().int().min(0).max(65535),
+        port: substitutable(z.number().int().min(0).max(65535)),
         host: z.string().default('127.0.0.1'),
         /** Bearer token clients present. A secret: use `${ENV}`; never logged. */
         token: z.string().min(1),
@@ -173,7 +203,7 @@ const Gateway = z
         /** `Origin` values accepted, as `http(s)://host[:port]`. Default: `http://` and each default host. A request without `Origin` passes. */
         allowedOrigins: z.array(z.string().refine((v) => normalizeOrigin(v) !== undefined, 'must be an origin: http(s)://host[:port]')).optional(),
         mode: z.enum(['read-only', 'read-write']).default('read-write'),
-        approvalTimeoutMs: z.number().int().positive().default(300_000),
+        approvalTimeoutMs: substitutable(z.number().int().positive()).default(300_000),
       })
       .strict()
       .optional(),
@@ -188,10 +218,10 @@ const Gateway = z
  */
 const Workers = z
   .object({
-    lockDurationMs: z.number().int().min(1_000).default(10_000),
-    stalledIntervalMs: z.number().int().min(500).default(5_000),
+    lockDurationMs: substitutable(z.number().int().min(1_000)).default(10_000),
+    stalledIntervalMs: substitutable(z.number().int().min(500)).default(5_000),
     // At least 1: a lost job must come back once, or a tool call lost mid-flight could never be found in doubt.
-    maxStalledCount: z.number().int().min(1).max(100).default(2),
+    maxStalledCount: substitutable(z.number().int().min(1).max(100)).default(2),
   })
   .strict();
 
@@ -240,12 +270,57 @@ export class ConfigError extends BosunError {
  * field, never an empty string that fails later.
  */
 function substitute(value: string, env: NodeJS.ProcessEnv, field: string, file: string): string {
-  return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_, name: string, fallback: string | undefined) => {
+  return value.replace(PLACEHOLDER, (_, name: string, fallback: string | undefined) => {
     const v = env[name];
     if (v !== undefined) return v;
     if (fallback !== undefined) return fallback;
     throw new ConfigError(`${file}: ${field}: environment variable ${name} is not set`);
   });
+}
+
+/**
+ * Whether this service resolves the placeholders of a number or boolean field at `path`: the
+ * fields of `gateway.mcpServer` only in the gateway, those of `coordinator.http` only in the
+ * coordinator (as their tokens), every other one in every service (any of them may read it).
+ */
+function resolvesScalarAt(path: readonly string[], options: ParseOptions): boolean {
+  if (path[0] === 'gateway' && path[1] === 'mcpServer') return options.resolveServers !== false;
+  if (path[0] === 'coordinator' && path[1] === 'http') return options.resolveOperatorToken !== false;
+  return true;
+}
+
+/**
+ * Replaces every {@link ScalarPlaceholder} in the parsed config: substituted, converted and
+ * checked where this service resolves it, left as written (the string) where it does not. A
+ * value taken from the environment is never printed: it may be a secret put there by mistake.
+ */
+function resolveScalars(node: unknown, path: string[], options: ParseOptions, env: NodeJS.ProcessEnv): void {
+  if (!node || typeof node !== 'object') return;
+  for (const [key, value] of Object.entries(node)) {
+    const at = [...path, key];
+    if (!(value instanceof ScalarPlaceholder)) {
+      resolveScalars(value, at, options, env);
+      continue;
+    }
+    (node as Record<string, unknown>)[key] = resolvesScalarAt(at, options) ? resolveScalar(value, at.join('.'), options.file, env) : value.text;
+  }
+}
+
+function resolveScalar(placeholder: ScalarPlaceholder, field: string, file: string, env: NodeJS.ProcessEnv): number | boolean {
+  const text = substitute(placeholder.text, env, field, file).trim();
+  const fromEnv = [...placeholder.text.matchAll(PLACEHOLDER)].map((m) => m[1]!).filter((name) => env[name] !== undefined);
+  const source = fromEnv.length > 0 ? `environment variable ${fromEnv.join(', ')}; its value is not shown` : `"${text}"`;
+  let value: number | boolean | undefined;
+  if (placeholder.kind === 'number') value = /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : undefined;
+  else value = /^true$/i.test(text) ? true : /^false$/i.test(text) ? false : undefined;
+  if (value === undefined) {
+    throw new ConfigError(`${file}: ${field}: ${placeholder.text} must give ${placeholder.kind === 'number' ? 'a number' : 'true or false'} (${source})`);
+  }
+  const checked = placeholder.schema.safeParse(value);
+  if (!checked.success) {
+    throw new ConfigError(`${file}: ${field}: ${placeholder.text}: ${checked.error.issues.map((i) => i.message).join('; ')} (${source})`);
+  }
+  return checked.data as number | boolean;
 }
 
 /**
@@ -260,11 +335,16 @@ export interface ParseOptions {
   /** Environment for `${VAR}` substitution; default `process.env`. */
   env?: NodeJS.ProcessEnv;
   /**
-   * Substitute `${VAR}` in the MCP servers' env, args and headers (default true). Only the
-   * gateway needs those values — and their secrets — so the other services pass false.
+   * Substitute `${VAR}` in the MCP servers' env, args and headers and in `gateway.mcpServer`
+   * (default true). Only the gateway needs those values — and their secrets — so the other
+   * services pass false, and get those fields as written (a placeholder stays a string, even
+   * in a number field): they must not read them.
    */
   resolveServers?: boolean;
-  /** Substitute `${VAR}` in `coordinator.http.operatorToken` (default true; only the coordinator needs it). */
+  /**
+   * Substitute `${VAR}` in `coordinator.http` (default true; only the coordinator needs it).
+   * With false, its fields stay as written, as with {@link resolveServers}.
+   */
   resolveOperatorToken?: boolean;
 }
 
@@ -280,6 +360,7 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
     throw new ConfigError(`${file}: ${issues.join('; ')}`);
   }
   const config = parsed.data;
+  resolveScalars(config, [], options, env);
   const names = Object.keys(config.specialists);
   if (names.length === 0) throw new ConfigError(`${file}: specialists: at least one specialist is required`);
   if (names.includes('mcp-client')) throw new ConfigError(`${file}: specialists.mcp-client: the name is reserved for clients of the gateway's MCP face`);

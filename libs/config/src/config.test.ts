@@ -1,9 +1,12 @@
 import { fileURLToPath } from 'node:url';
-import { dirname, resolve } from 'node:path';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 
 import { afterEach, describe, expect, it } from 'vitest';
 import { STALL_MARKER } from '@bosun/contract';
+import { stringify } from 'yaml';
 
 import { ConfigError, loadClusterConfig, parseClusterConfig, toolAllowed } from './cluster.js';
 import { readEnv } from './env.js';
@@ -41,9 +44,9 @@ function minimal(): Record<string, any> {
 }
 
 /** The ConfigError thrown by parsing `raw`. */
-function configError(raw: unknown, env: NodeJS.ProcessEnv = {}): ConfigError {
+function configError(raw: unknown, env: NodeJS.ProcessEnv = {}, options: { resolveServers?: boolean; resolveOperatorToken?: boolean } = {}): ConfigError {
   try {
-    parseClusterConfig(raw, { file: 'cluster.yaml', env });
+    parseClusterConfig(raw, { file: 'cluster.yaml', env, ...options });
   } catch (err) {
     expect(err).toBeInstanceOf(ConfigError);
     return err as ConfigError;
@@ -243,6 +246,99 @@ describe('config errors name the field', () => {
     raw.specialists = {};
     raw.coordinator = {};
     expect(configError(raw).message).toContain('specialists');
+  });
+});
+
+describe('${VAR} in number and boolean fields', () => {
+  const gatewayOnly = { resolveServers: true, resolveOperatorToken: false };
+  const specialistOnly = { resolveServers: false, resolveOperatorToken: false };
+  const withFace = (port: unknown) => ({ ...minimal(), gateway: { mcpServer: { port, token: 'not-a-secret' } } });
+
+  it('numbers: a placeholder becomes the number, from the environment or its default', () => {
+    const raw = withFace('${MCP_PORT}');
+    raw.workers = { lockDurationMs: '${LOCK_MS:-15000}', maxStalledCount: '${STALLS}' };
+    raw.specialists.kubernetes.deadlineMs = '${DEADLINE_S}000';
+    const config = parseClusterConfig(raw, { file: 'cluster.yaml', env: { MCP_PORT: '8090', STALLS: ' 3 ', DEADLINE_S: '90' }, ...gatewayOnly });
+    expect(config.gateway.mcpServer?.port).toBe(8090);
+    expect(config.workers.lockDurationMs).toBe(15_000);
+    expect(config.workers.maxStalledCount).toBe(3);
+    expect(config.specialists.kubernetes?.deadlineMs).toBe(90_000);
+  });
+
+  it('booleans: true or false, in any case', () => {
+    const raw = minimal();
+    raw.specialists.kubernetes.routing = { enabled: '${ROUTING}' };
+    const on = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { ROUTING: 'TRUE' } });
+    expect(on.specialists.kubernetes?.routing.enabled).toBe(true);
+    const off = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { ROUTING: 'false' } });
+    expect(off.specialists.kubernetes?.routing.enabled).toBe(false);
+    raw.specialists.kubernetes.routing = { enabled: '${ROUTING:-false}' };
+    expect(parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: {} }).specialists.kubernetes?.routing.enabled).toBe(false);
+  });
+
+  it('takes an unquoted ${VAR} in a YAML file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'bosun-config-'));
+    try {
+      const file = join(dir, 'bosun.yaml');
+      writeFileSync(file, `${stringify(minimal())}gateway:\n  callTimeoutMs: \${CALL_MS}\n  mcpServer:\n    port: \${MCP_PORT:-9000}\n    token: x\n`);
+      const config = loadClusterConfig(file, { env: { CALL_MS: '2500' } });
+      expect(config.gateway.callTimeoutMs).toBe(2_500);
+      expect(config.gateway.mcpServer?.port).toBe(9_000);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a value that is not a number or a boolean names the field and the variable, and never shows the value', () => {
+    const secret = 'sk-live-0123456789abcdef';
+    const notNumber = configError(withFace('${MCP_PORT}'), { MCP_PORT: secret });
+    expect(notNumber.message).toBe('cluster.yaml: gateway.mcpServer.port: ${MCP_PORT} must give a number (environment variable MCP_PORT; its value is not shown)');
+    const outOfRange = configError(withFace('${MCP_PORT}'), { MCP_PORT: '70000' });
+    expect(outOfRange.message).toContain('gateway.mcpServer.port: ${MCP_PORT}: Too big');
+    expect(outOfRange.message).toContain('MCP_PORT; its value is not shown');
+    expect(outOfRange.message).not.toContain('70000');
+    const fraction = minimal();
+    fraction.workers = { maxStalledCount: '${STALLS}' };
+    expect(configError(fraction, { STALLS: '1.5' }).message).toMatch(/^cluster\.yaml: workers\.maxStalledCount: \$\{STALLS\}: .*expected int/);
+    const bool = minimal();
+    bool.specialists.kubernetes.routing = { enabled: '${ROUTING}' };
+    const badBool = configError(bool, { ROUTING: secret });
+    expect(badBool.message).toBe('cluster.yaml: specialists.kubernetes.routing.enabled: ${ROUTING} must give true or false (environment variable ROUTING; its value is not shown)');
+    for (const err of [notNumber, outOfRange, badBool]) expect(err.message).not.toContain(secret);
+    // A default from the file is not secret: it is shown.
+    expect(configError(withFace('${MCP_PORT:-eighty}'), {}).message).toContain('must give a number ("eighty")');
+  });
+
+  it('an unset variable without a default names the field and the variable', () => {
+    expect(configError(withFace('${MCP_PORT}'), {}).message).toBe('cluster.yaml: gateway.mcpServer.port: environment variable MCP_PORT is not set');
+  });
+
+  it('a plain string is still not a number', () => {
+    const raw = withFace('8080');
+    expect(configError(raw).message).toBe('cluster.yaml: gateway.mcpServer.port: Invalid input: expected number, received string');
+    raw.gateway.mcpServer.port = 70_000;
+    expect(configError(raw).message).toContain('gateway.mcpServer.port: Too big');
+  });
+
+  it('each service resolves only its own sections: gateway.mcpServer in the gateway, coordinator.http in the coordinator', () => {
+    const raw = withFace('${MCP_PORT}');
+    raw.coordinator.http = { port: '${API_PORT}', operatorToken: '${OP_TOKEN}' };
+    raw.workers = { lockDurationMs: '${LOCK_MS}' };
+    const env = { LOCK_MS: '20000' };
+    // The specialist needs neither port, and leaves both as written; every service resolves workers.
+    const specialist = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env, ...specialistOnly });
+    expect(specialist.gateway.mcpServer?.port).toBe('${MCP_PORT}');
+    expect(specialist.coordinator.http?.port).toBe('${API_PORT}');
+    expect(specialist.workers.lockDurationMs).toBe(20_000);
+    // The gateway needs its port, not the coordinator's.
+    expect(configError(minimal2(raw), env, gatewayOnly).message).toBe('cluster.yaml: gateway.mcpServer.port: environment variable MCP_PORT is not set');
+    const gateway = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { ...env, MCP_PORT: '8090' }, ...gatewayOnly });
+    expect(gateway.gateway.mcpServer?.port).toBe(8090);
+    expect(gateway.coordinator.http?.port).toBe('${API_PORT}');
+    // The coordinator needs its port, not the gateway's.
+    const coordinator = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { ...env, API_PORT: '8081', OP_TOKEN: 'op-token-1' }, resolveServers: false });
+    expect(coordinator.coordinator.http?.port).toBe(8081);
+    expect(coordinator.gateway.mcpServer?.port).toBe('${MCP_PORT}');
   });
 });
 

@@ -1,6 +1,8 @@
 import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { BosunEnv, Logger } from '@bosun/config';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { BosunError } from '@bosun/contract';
+import { redactUrl, type BosunEnv, type Logger } from '@bosun/config';
 import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
 import { EventPublisher } from './events.js';
 import { RedisCheckpointStore } from './checkpoints.js';
@@ -27,20 +29,7 @@ export interface Runtime {
  */
 export async function openRuntime(env: BosunEnv, options: { service: string; log: Logger }): Promise<Runtime> {
   const { service, log } = options;
-  const redis = createRedis(env.redis, { name: `bosun-${service}` });
-  redis.on('error', (err: Error) => log.warn({ err: err.message }, 'redis connection error'));
-  try {
-    await waitForRedis(redis, env.redis);
-  } catch (err) {
-    redis.disconnect();
-    throw err;
-  }
-  try {
-    await checkRedisTopology(redis, env.prefix);
-  } catch (err) {
-    redis.disconnect();
-    throw err;
-  }
+  const redis = await openRedis(env, { service, onError: (err) => log.warn({ err: err.message }, 'redis connection error') });
   const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log });
   let nc: NatsConnection | null = null;
   let closed = false;
@@ -53,7 +42,7 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
   const attach = async (): Promise<void> => {
     for (let attempt = 0; !closed; attempt++) {
       try {
-        const conn = await connectNats(env.nats, { name: `bosun-${service}` });
+        const conn = await openNats(env, service);
         if (closed) {
           await conn.close();
           return;
@@ -127,4 +116,51 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/**
+ * The Redis connection of a service: waits up to `timeoutMs` (default 10 s) for Redis, then
+ * refuses a topology Bosun cannot run on. Rejects with a message naming `REDIS_URL`, or a
+ * {@link ConnectionSettingsError} naming the credential or TLS setting Redis refused.
+ */
+async function openRedis(env: BosunEnv, options: { service: string; onError: (err: Error) => void; timeoutMs?: number }): Promise<RedisClient> {
+  const redis = createRedis(env.redis, { name: `bosun-${options.service}` });
+  redis.on('error', options.onError);
+  try {
+    await waitForRedis(redis, env.redis, options.timeoutMs);
+    await checkRedisTopology(redis, env.prefix);
+  } catch (err) {
+    redis.disconnect();
+    throw err;
+  }
+  return redis;
+}
+
+/** The NATS connection of a service. Rejects with a message naming `NATS_URL` (or the credential and TLS settings it refused). */
+function openNats(env: BosunEnv, service: string): Promise<NatsConnection> {
+  return connectNats(env.nats, { name: `bosun-${service}` });
+}
+
+/**
+ * `--check` of a service: connects to Redis (waiting up to 5 s) and NATS as the service would,
+ * checks the Redis topology and that JetStream answers, and closes both. Takes no work and
+ * changes nothing. Returns a summary without secrets (URLs with their passwords replaced);
+ * throws a {@link BosunError} naming the variable to fix.
+ */
+export async function checkRuntime(env: BosunEnv, options: { service: string }): Promise<string> {
+  const redis = await openRedis(env, { service: `${options.service}-check`, timeoutMs: 5_000, onError: () => undefined });
+  try {
+    const nc = await openNats(env, `${options.service}-check`);
+    try {
+      await (await jetstreamManager(nc)).getAccountInfo();
+    } catch (err) {
+      throw new BosunError('jetstream_unavailable', `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${(err as Error).message}). Start nats-server with -js.`, { cause: err });
+    } finally {
+      await nc.close().catch(() => undefined);
+    }
+  } finally {
+    redis.disconnect();
+  }
+  const urls = (list: string) => list.split(',').map((u) => redactUrl(u.trim())).join(',');
+  return `Redis ${urls(env.redisUrl)} (prefix ${env.prefix}), NATS ${urls(env.natsUrl)} with JetStream`;
 }

@@ -1,5 +1,6 @@
 import { createServer, type Server } from 'node:http';
-import type { Logger } from '@bosun/config';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, scrub, type Logger } from '@bosun/config';
 
 /** A started service. */
 export interface ServiceHandle {
@@ -7,11 +8,37 @@ export interface ServiceHandle {
   close(): Promise<void>;
 }
 
+/** The command-line options a service declares (`node:util` parseArgs), besides `--check`. */
+export type ServiceArgOptions = NonNullable<ParseArgsConfig['options']>;
+
+/** Parsed command-line options, by name. */
+export type ServiceArgs = Record<string, string | boolean | (string | boolean)[] | undefined>;
+
+/**
+ * The line a service prints on standard output once it is ready (when `/readyz` starts to
+ * answer 200), whatever `LOG_LEVEL` says: one JSON object on a line of its own, among the JSON
+ * log lines, e.g. `{"bosun":"ready","service":"coordinator","pid":4242}`. Documented in
+ * docs/architecture.md ("Knowing that a service is ready").
+ */
+export function readyLine(service: string, pid: number = process.pid): string {
+  return JSON.stringify({ bosun: 'ready', service, pid });
+}
+
 /** Options of {@link runService}. */
 export interface RunServiceOptions {
   name: string;
   log: Logger;
-  start: () => Promise<ServiceHandle>;
+  /** Command-line options of this service besides `--check`; an unknown option is a usage error (exit 2). */
+  args?: ServiceArgOptions;
+  start: (args: ServiceArgs) => Promise<ServiceHandle>;
+  /**
+   * `--check`: checks what the service needs to start (environment, config file, Redis, NATS
+   * and what else it uses) without taking any work, closes what it opened, and returns a
+   * one-line summary, printed as `<name>: check ok: <summary>` (exit 0). Throws with a clear
+   * message when something is wrong (`<name>: check failed: <message>` on standard error, exit 1).
+   * Neither may contain a secret.
+   */
+  check: (args: ServiceArgs) => Promise<string>;
   /**
    * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
    * Default: `BOSUN_GRACE_MS` from the environment, else 30 s.
@@ -20,22 +47,39 @@ export interface RunServiceOptions {
 }
 
 /**
- * Runs a service process: starts it (a start-up error prints its message and exits 1), and on
- * SIGTERM or SIGINT closes it and exits 0 — or exits 1 if closing outlasts the grace period, in
- * which case unfinished jobs are picked up elsewhere by BullMQ's stalled-job check.
+ * Runs a service process: starts it (a start-up error prints its message and exits 1), prints
+ * {@link readyLine} once started, and on SIGTERM or SIGINT closes it and exits 0 — or exits 1
+ * if closing outlasts the grace period, in which case unfinished jobs are picked up elsewhere by
+ * BullMQ's stalled-job check. With `--check` it runs {@link RunServiceOptions.check} instead
+ * and exits 0 or 1; a bad command line exits 2.
  */
 export function runService(options: RunServiceOptions): void {
   const { name, log } = options;
-  const rawGrace = process.env.BOSUN_GRACE_MS;
-  const envGrace = rawGrace === undefined ? undefined : Number(rawGrace);
-  if (envGrace !== undefined && !(Number.isInteger(envGrace) && envGrace > 0)) {
-    process.stderr.write(`${name}: BOSUN_GRACE_MS: "${rawGrace}" must be a positive number of milliseconds\n`);
+  let args: ServiceArgs;
+  try {
+    args = parseArgs({ args: process.argv.slice(2), options: { ...options.args, check: { type: 'boolean', default: false } }, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    const flags = ['--check', ...Object.keys(options.args ?? {}).map((k) => `--${k}`)].join(', ');
+    process.stderr.write(`${name}: ${(err as Error).message} (options: ${flags})\n`);
+    process.exit(2);
+  }
+  if (args.check === true) {
+    return runCheck(name, log, async () => {
+      readServiceEnv();
+      return options.check(args);
+    });
+  }
+  let settings: ServiceEnv;
+  try {
+    settings = readServiceEnv();
+  } catch (err) {
+    process.stderr.write(`${name}: ${(err as Error).message}\n`);
     process.exit(1);
   }
-  const grace = options.graceMs ?? envGrace ?? 30_000;
+  const grace = options.graceMs ?? settings.graceMs ?? 30_000;
   let handle: ServiceHandle | undefined;
   let stopping = false;
-  const health = startHealthServer(name, log, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
+  const health = settings.healthPort === undefined ? undefined : startHealthServer(name, log, settings.healthPort, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
 
   const stop = (signal: string) => {
     if (stopping) return;
@@ -62,11 +106,12 @@ export function runService(options: RunServiceOptions): void {
   process.on('SIGINT', () => stop('SIGINT'));
 
   options
-    .start()
+    .start(args)
     .then((h) => {
       handle = h;
       log.info(`${name} started`);
-      if (stopping) void h.close().then(() => process.exit(0));
+      if (stopping) return void h.close().then(() => process.exit(0));
+      process.stdout.write(`${readyLine(name)}\n`);
     })
     .catch((err: unknown) => {
       const message = err instanceof Error ? err.message : String(err);
@@ -77,17 +122,48 @@ export function runService(options: RunServiceOptions): void {
 }
 
 /**
- * With `BOSUN_HEALTH_PORT` set, serves `GET /healthz` (200 while the process runs) and
- * `GET /readyz` (200 once started, 503 while starting or draining) for orchestrators' probes.
+ * `--check`: the logger is silenced so that standard output holds the one result line; an
+ * error's message is scrubbed of known secret values before it is printed.
  */
-function startHealthServer(name: string, log: Logger, state: () => 'starting' | 'ready' | 'stopping'): Server | undefined {
-  const raw = process.env.BOSUN_HEALTH_PORT;
-  if (!raw) return undefined;
-  const port = Number(raw);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write(`${name}: BOSUN_HEALTH_PORT: "${raw}" must be a port number\n`);
-    process.exit(1);
+function runCheck(name: string, log: Logger, check: () => Promise<string>): void {
+  log.level = 'silent';
+  check().then(
+    (summary) => process.stdout.write(`${name}: check ok: ${scrub(summary)}\n`, () => process.exit(0)),
+    (err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      process.stderr.write(`${name}: check failed: ${scrub(message)}\n`, () => process.exit(1));
+    },
+  );
+}
+
+/** What {@link runService} itself reads from the environment. */
+interface ServiceEnv {
+  /** `BOSUN_GRACE_MS`. */
+  graceMs: number | undefined;
+  /** `BOSUN_HEALTH_PORT`. */
+  healthPort: number | undefined;
+}
+
+/** Reads `BOSUN_GRACE_MS` and `BOSUN_HEALTH_PORT`; a bad value throws, naming the variable. */
+function readServiceEnv(env: NodeJS.ProcessEnv = process.env): ServiceEnv {
+  const rawGrace = env.BOSUN_GRACE_MS;
+  const graceMs = rawGrace === undefined ? undefined : Number(rawGrace);
+  if (graceMs !== undefined && !(Number.isInteger(graceMs) && graceMs > 0)) {
+    throw new ConfigError(`BOSUN_GRACE_MS: "${rawGrace}" must be a positive number of milliseconds`);
   }
+  const rawPort = env.BOSUN_HEALTH_PORT;
+  const healthPort = rawPort ? Number(rawPort) : undefined;
+  if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort <= 65535)) {
+    throw new ConfigError(`BOSUN_HEALTH_PORT: "${rawPort}" must be a port number`);
+  }
+  return { graceMs, healthPort };
+}
+
+/**
+ * Serves `GET /healthz` (200 while the process runs) and `GET /readyz` (200 once started, 503
+ * while starting or draining) on `port`, for orchestrators' probes.
+ */
+function startHealthServer(name: string, log: Logger, port: number, state: () => 'starting' | 'ready' | 'stopping'): Server {
   const server = createServer((req, res) => {
     const s = state();
     const ok = req.url === '/healthz' || (req.url === '/readyz' && s === 'ready');

@@ -2,30 +2,45 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { INCIDENTS_QUEUE } from '@bosun/contract';
-import { addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { ApprovalStore, openRuntime, runService } from '@bosun/transport';
+import { ApprovalStore, checkRuntime, openRuntime, runService } from '@bosun/transport';
 import { Coordinator, TIMERS_QUEUE } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
 const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL ?? 'info' });
 
+/** The environment, the config file and the model, as the coordinator reads them at start-up. */
+function load() {
+  const env = readEnv();
+  const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: true });
+  // The secrets it resolved from the config file (tokens) are never logged.
+  addLogSecrets(log, configSecrets(config));
+  const c = config.coordinator;
+  const model = createModel(
+    { ...c.model, apiKey: env.geminiApiKey },
+    {
+      routes: c.routes,
+      defaultRoute: c.defaultRoute,
+    },
+  );
+  return { env, config, model };
+}
+
 runService({
   name: 'coordinator',
   log,
+  async check() {
+    const { env, config, model } = load();
+    const http = config.coordinator.http;
+    if (http && http.operatorToken === '') throw new ConfigError(`${env.configFile}: coordinator.http.operatorToken is empty after substitution`);
+    const connections = await checkRuntime(env, { service: 'coordinator' });
+    const api = http ? `, operator API on ${http.host}:${http.port}` : '';
+    return `config ${env.configFile} (${config.coordinator.mode} mode, model ${model.name}, ${Object.keys(config.specialists).length} specialists${api}); ${connections}`;
+  },
   async start() {
-    const env = readEnv();
-    const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: true });
-    // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
-    addLogSecrets(log, configSecrets(config));
+    const { env, config, model } = load();
     const c = config.coordinator;
-    const model = createModel(
-      { ...c.model, apiKey: env.geminiApiKey },
-      {
-        routes: c.routes,
-        defaultRoute: c.defaultRoute,
-      },
-    );
     const rt = await openRuntime(env, { service: 'coordinator', log });
     const coordinator = new Coordinator({
       redis: rt.redis,

@@ -1,26 +1,37 @@
 #!/usr/bin/env node
 import { hostname } from 'node:os';
-import { parseArgs } from 'node:util';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
 import { ConfigError, approvalTimeoutFor, createLogger, loadClusterConfig, offeredTools, readEnv, specialistCaller, specialistConfig, toolState } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { ApprovalStore, QueueToolClient, keys, openRuntime, runService } from '@bosun/transport';
+import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
 
 const log = createLogger({ service: 'specialist', level: process.env.LOG_LEVEL ?? 'info' });
 
+/** The environment, the config file and the specialists this process runs (`--only`), as read at start-up. */
+function load(args: ServiceArgs) {
+  const env = readEnv();
+  const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
+  const all = Object.keys(config.specialists);
+  const names = typeof args.only === 'string' ? args.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
+  const unknown = names.filter((n) => !specialistConfig(config, n));
+  if (unknown.length > 0) throw new ConfigError(`--only: unknown specialist(s) ${unknown.join(', ')} (known: ${all.join(', ')})`);
+  return { env, config, names };
+}
+
 runService({
   name: 'specialist',
   log,
-  async start() {
-    const { values } = parseArgs({ options: { only: { type: 'string' } }, allowPositionals: false });
-    const env = readEnv();
-    const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
-    const all = Object.keys(config.specialists);
-    const names = values.only ? values.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
-    const unknown = names.filter((n) => !specialistConfig(config, n));
-    if (unknown.length > 0) throw new ConfigError(`--only: unknown specialist(s) ${unknown.join(', ')} (known: ${all.join(', ')})`);
+  args: { only: { type: 'string' } },
+  async check(args) {
+    const { env, config, names } = load(args);
+    const models = names.map((name) => `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey }).name})`);
+    const connections = await checkRuntime(env, { service: 'specialist' });
+    return `config ${env.configFile} (specialists ${models.join(', ')}); ${connections}`;
+  },
+  async start(args) {
+    const { env, config, names } = load(args);
 
     const rt = await openRuntime(env, { service: 'specialist', log });
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });

@@ -2,9 +2,10 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
-import { addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
-import { ApprovalStore, openRuntime, runService } from '@bosun/transport';
+import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { ApprovalStore, checkRuntime, openRuntime, runService } from '@bosun/transport';
 import { ToolGateway } from './gateway.js';
+import { checkMcpServers } from './mcp.js';
 import { startMcpFace, type McpFace } from './mcp-face.js';
 
 const log = createLogger({ service: 'tool-gateway', level: process.env.LOG_LEVEL ?? 'info' });
@@ -12,6 +13,16 @@ const log = createLogger({ service: 'tool-gateway', level: process.env.LOG_LEVEL
 runService({
   name: 'tool-gateway',
   log,
+  async check() {
+    const env = readEnv();
+    const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
+    const face = config.gateway.mcpServer;
+    if (face && face.token === '') throw new ConfigError(`${env.configFile}: gateway.mcpServer.token is empty after substitution`);
+    const connections = await checkRuntime(env, { service: 'tool-gateway' });
+    const servers = await checkMcpServers(config, log);
+    const faceText = face ? ` (MCP face on ${face.host}:${face.port})` : '';
+    return `config ${env.configFile}${faceText}; ${connections}; MCP servers: ${servers.join(', ') || 'none'}`;
+  },
   async start() {
     const env = readEnv();
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });

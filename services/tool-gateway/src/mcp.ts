@@ -2,8 +2,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { TOOL_NAMESPACE_SEPARATOR, type CatalogTool } from '@bosun/contract';
-import type { Logger, McpServerConfig } from '@bosun/config';
+import { BosunError, TOOL_NAMESPACE_SEPARATOR, type CatalogTool } from '@bosun/contract';
+import { scrub, type ClusterConfig, type Logger, type McpServerConfig } from '@bosun/config';
 
 /** A call that never reached its server (no connection): its effect certainly did not happen. */
 export class CallNotSentError extends Error {
@@ -156,4 +156,32 @@ export class McpServerConnection {
     this.client = null;
     if (c) await c.close().catch(() => undefined);
   }
+}
+
+/**
+ * The gateway's `--check`: connects to every configured MCP server (starting the stdio ones),
+ * lists its tools and closes it again. Returns `<name> (<n> tools)` per server; throws naming
+ * every server that could not be reached, with the configured secrets (env and header values)
+ * scrubbed from the messages.
+ */
+export async function checkMcpServers(config: ClusterConfig, log: Logger): Promise<string[]> {
+  const servers = Object.entries(config.mcpServers).map(([name, cfg]) => new McpServerConnection(name, cfg, log));
+  const secrets = Object.values(config.mcpServers)
+    .flatMap((cfg) => Object.values(cfg.transport === 'stdio' ? cfg.env : cfg.headers))
+    .filter((v) => v.length >= 6);
+  const outcomes = await Promise.all(
+    servers.map(async (s) => {
+      try {
+        await s.connect();
+        return { ok: `${s.name} (${s.tools.length} tools)` };
+      } catch (err) {
+        return { failed: scrub((err as Error).message, secrets) };
+      } finally {
+        await s.close();
+      }
+    }),
+  );
+  const failed = outcomes.flatMap((o) => (o.failed ? [o.failed] : []));
+  if (failed.length > 0) throw new BosunError('mcp_server_unavailable', failed.join('; '));
+  return outcomes.flatMap((o) => (o.ok ? [o.ok] : []));
 }
