@@ -25,6 +25,7 @@ export {
   Incident,
   AgentStatus,
   RunStatus,
+  RunCancellation,
   SpecialistOutcome,
   RunResult,
   TaskJob,

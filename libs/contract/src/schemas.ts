@@ -42,9 +42,18 @@ export type IncidentInput = z.input<typeof Incident>;
 export const AgentStatus = z.enum(['completed', 'stalled', 'failed']);
 export type AgentStatus = z.infer<typeof AgentStatus>;
 
-/** Status of a whole run. */
-export const RunStatus = z.enum(['completed', 'partial', 'failed']);
+/** Status of a whole run. `cancelled`: an operator cancelled it (see {@link RunCancellation}). */
+export const RunStatus = z.enum(['completed', 'partial', 'failed', 'cancelled']);
 export type RunStatus = z.infer<typeof RunStatus>;
+
+/** Who cancelled a run, why and when: in the run result, the `run.completed` event and the run's cancel key. */
+export const RunCancellation = z.object({
+  by: z.string(),
+  reason: z.string(),
+  /** When the cancellation was requested (ISO). */
+  at: z.string(),
+});
+export type RunCancellation = z.infer<typeof RunCancellation>;
 
 /** One specialist's entry in the run result. */
 export const SpecialistOutcome = z.object({
@@ -66,6 +75,8 @@ export const RunResult = z.object({
   stalled: z.number().int().nonnegative(),
   startedAt: z.string(),
   finishedAt: z.string(),
+  /** Set when the run was cancelled (`status: "cancelled"`). */
+  cancelled: RunCancellation.optional(),
 });
 export type RunResult = z.infer<typeof RunResult>;
 

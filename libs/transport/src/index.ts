@@ -17,3 +17,5 @@ export { openRuntime } from './runtime.js';
 export type { Runtime } from './runtime.js';
 export { ApprovalStore, ApprovalError, Approval, ProposedCall, callFingerprint, approvalResolvedEvent } from './approvals.js';
 export type { Decision } from './approvals.js';
+export { RunControl, RunControlError, RUN_STATES, COORDINATOR_TIMERS_QUEUE, CANCEL_BY_MAX, CANCEL_REASON_MAX, readRunCancellation } from './runs.js';
+export type { RunState, RunSummary, CancelOutcome } from './runs.js';
