@@ -1,15 +1,17 @@
 #!/usr/bin/env node
 import { readFileSync } from 'node:fs';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, RUN_ID_PATTERN, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
 import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
 import { SeqOrder, followEvents, formatEvent } from './events.js';
+import { UsageError, parseCommand, secondsOption } from './args.js';
+import { cancelCommand, runsListCommand } from './run-control.js';
+import { escapeControl, safeJson } from './terminal.js';
 
 /** How long `bosun watch <run>` waits for an event that another arrived ahead of. */
 const WATCH_GAP_MS = 3_000;
-import { publishIncident } from './publish.js';
+import { publishOrReplace } from './publish.js';
 import { runDemo } from './demo.js';
 import {
   OperatorError,
@@ -35,7 +37,8 @@ import {
 const USAGE = `bosun — operate a Bosun cluster
 
 Usage:
-  bosun publish <file|->            validate an incident (JSON) and publish it; prints the run id
+  bosun publish <file|->            validate an incident (JSON) and publish it; prints the run id. An
+                                    incident whose job was rejected as poison is replaced by the new one
   bosun watch [runId] [--new]       follow run events (one run, in seq order; or all), replaying from the stream
   bosun result <incidentId> [--wait] [--timeout <s>]
                                     print an incident's run result (JSON)
@@ -48,8 +51,15 @@ Usage:
                                     (the entry stays, linked to it). Poison input must be fixed and
                                     published with bosun publish; in-doubt calls: bosun ack
   bosun dlq drop <jobId>            remove one entry (the only way an entry leaves the queue)
+  bosun runs [list] [--status <state>] [--limit N] [--json]
+                                    runs, newest first: id, incident, state (waiting, active, parked,
+                                    completed, partial, failed, cancelled), age, specialists
   bosun runs show <runId> [--json]  a run's state from its checkpoints: delegations, pending steps,
                                     tool calls, and the calls in doubt
+  bosun cancel <runId> [--reason "…"] [--by <name>] [--wait <s>]
+                                    cancel a run: specialists stop before their next effect, and
+                                    the run ends cancelled, naming what was not finished; waits
+                                    up to 15 s for the end (exit 3 if it has not ended yet)
   bosun ack <key> --done|--retry|--skip [--by <name>]
                                     resolve an in-doubt tool call: it took effect (--done), treat
                                     it as not executed (--skip), or send it once more (--retry)
@@ -68,8 +78,6 @@ Usage:
 
 Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG (see docs/configuration.md).
 Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 not finished yet.`;
-
-class UsageError extends Error {}
 
 async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createRedis>) => Promise<T>): Promise<T> {
   const redis = createRedis(env.redisUrl, { name: 'bosun-cli', cluster: env.redisCluster });
@@ -111,7 +119,14 @@ async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Appr
 }
 
 function readInput(path: string): unknown {
-  const text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
+  let text: string;
+  try {
+    text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
+  }
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
@@ -126,22 +141,34 @@ async function main(argv: string[]): Promise<number> {
     return command ? 0 : 2;
   }
   if (command === 'demo') {
-    const { values } = parseArgs({ args: rest, options: { once: { type: 'boolean', default: false } } });
+    const { values } = parseCommand('demo', rest, { once: { type: 'boolean', default: false } }, 0);
     return runDemo({ once: values.once ?? false });
   }
   const env = readEnv();
   switch (command) {
     case 'publish': {
-      const { positionals } = parseArgs({ args: rest, allowPositionals: true });
+      const { positionals } = parseCommand('publish', rest, {}, 1);
       const file = positionals[0];
       if (!file) throw new UsageError('publish needs a file name, or - for standard input');
       const input = readInput(file);
       return withRedis(env, async (redis) => {
         const queue = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: env.prefix });
         try {
-          const p = await publishIncident(queue, input);
+          const p = await publishOrReplace({ redis, prefix: env.prefix }, queue, input);
+          if (p.failed) {
+            process.stderr.write(
+              escapeControl(`incident ${p.incidentId} was already published (run ${p.runId}), and its job failed: ${p.failed.reason}. Nothing was published: ` +
+                `re-run it with bosun dlq retry <entry> (see bosun dlq list), or publish it under a new id.`) + '\n',
+            );
+            return 1;
+          }
           process.stdout.write(`${p.runId}\n`);
-          if (p.duplicate) process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId})\n`);
+          if (p.replaced) {
+            process.stderr.write(
+              escapeControl(`incident ${p.incidentId} replaces the rejected incident of that id (run ${p.replaced.runId}, poison: ${p.replaced.reason}); ` +
+                `dead letter ${p.replaced.deadLetterId} is linked to run ${p.runId}`) + '\n',
+            );
+          } else if (p.duplicate) process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId}${p.state ? `, ${p.state}` : ''})\n`);
           return 0;
         } finally {
           await queue.close();
@@ -149,7 +176,7 @@ async function main(argv: string[]): Promise<number> {
       });
     }
     case 'watch': {
-      const { positionals, values } = parseArgs({ args: rest, allowPositionals: true, options: { new: { type: 'boolean', default: false } } });
+      const { positionals, values } = parseCommand('watch', rest, { new: { type: 'boolean', default: false } }, 1);
       const runId = positionals[0];
       if (runId !== undefined && !RUN_ID_PATTERN.test(runId)) {
         throw new UsageError(`watch: "${runId}" is not a run id (r and 20 hex digits, as bosun publish prints it)`);
@@ -200,13 +227,10 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'result': {
-      const { positionals, values } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: { wait: { type: 'boolean', default: false }, timeout: { type: 'string', default: '600' } },
-      });
+      const { positionals, values } = parseCommand('result', rest, { wait: { type: 'boolean', default: false }, timeout: { type: 'string', default: '600' } }, 1);
       const id = positionals[0];
       if (!id) throw new UsageError('result needs an incident id');
+      const timeoutS = secondsOption('result', 'timeout', values.timeout);
       return withRedis(env, async (redis) => {
         const queue = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: env.prefix });
         let events: QueueEvents | undefined;
@@ -218,11 +242,11 @@ async function main(argv: string[]): Promise<number> {
           }
           const state = await job.getState();
           if (state === 'completed') {
-            process.stdout.write(`${JSON.stringify(job.returnvalue as RunResult, null, 2)}\n`);
+            process.stdout.write(`${safeJson(job.returnvalue as RunResult)}\n`);
             return 0;
           }
           if (state === 'failed') {
-            process.stderr.write(`incident ${id} failed: ${job.failedReason}\n`);
+            process.stderr.write(`${escapeControl(`incident ${id} failed: ${job.failedReason}`)}\n`);
             return 1;
           }
           if (!values.wait) {
@@ -233,8 +257,8 @@ async function main(argv: string[]): Promise<number> {
           events = new QueueEvents(INCIDENTS_QUEUE, { connection: eventsConnection, prefix: env.prefix });
           await events.waitUntilReady();
           try {
-            const value = (await job.waitUntilFinished(events, Number(values.timeout) * 1000)) as RunResult;
-            process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+            const value = (await job.waitUntilFinished(events, timeoutS * 1000)) as RunResult;
+            process.stdout.write(`${safeJson(value)}\n`);
             return 0;
           } catch (err) {
             process.stderr.write(`incident ${id}: ${(err as Error).message}\n`);
@@ -250,6 +274,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'dlq':
     case 'runs':
+    case 'cancel':
     case 'ack':
     case 'stats':
     case 'approvals':
@@ -257,16 +282,10 @@ async function main(argv: string[]): Promise<number> {
     case 'deny':
     case 'audit': {
       // Operator commands: parse everything first (bad usage exits 2 before any connection).
-      const parse = <O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals: number) => {
-        let parsed;
-        try {
-          parsed = parseArgs({ args, options, allowPositionals: true as const, strict: true as const });
-        } catch (err) {
-          throw new UsageError(`${command}: ${(err as Error).message}`);
-        }
-        if (parsed.positionals.length > positionals) throw new UsageError(`${command}: unexpected argument "${parsed.positionals[positionals] ?? ''}"`);
-        return parsed;
-      };
+      const parse = <O extends Parameters<typeof parseCommand>[2]>(args: string[], options: O, positionals: number) => parseCommand(command, args, options, positionals);
+      // Text for the terminal: what comes from outside cannot drive it. JSON: escaped where JSON.stringify leaves raw.
+      const print = (text: string) => process.stdout.write(`${escapeControl(text, { keepNewlines: true })}\n`);
+      const printJson = (value: unknown) => process.stdout.write(`${safeJson(value)}\n`);
       let run: (deps: OperatorDeps) => Promise<number>;
       if (command === 'dlq') {
         const [first, ...more] = rest;
@@ -280,7 +299,8 @@ async function main(argv: string[]): Promise<number> {
           }
           run = async (deps) => {
             const entries = await listDeadLetters(deps, kind ? { kind } : {});
-            process.stdout.write(`${values.json ? JSON.stringify(entries.map((e) => e.entry), null, 2) : formatDeadLetters(entries)}\n`);
+            if (values.json) printJson(entries.map((e) => e.entry));
+            else print(formatDeadLetters(entries));
             return 0;
           };
         } else if (sub === 'show' || sub === 'retry' || sub === 'drop') {
@@ -291,7 +311,7 @@ async function main(argv: string[]): Promise<number> {
             if (sub === 'show') {
               const entry = await showDeadLetter(deps, id);
               if (!entry) throw new OperatorError(`no dead-letter entry ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
-              process.stdout.write(`${JSON.stringify(entry, null, 2)}\n`);
+              printJson(entry);
             } else if (sub === 'drop') {
               await dropDeadLetter(deps, id);
               process.stderr.write(`dropped dead-letter entry ${id}\n`);
@@ -307,16 +327,21 @@ async function main(argv: string[]): Promise<number> {
         } else {
           throw new UsageError(`unknown dlq command "${sub}" (list, show, retry, drop)`);
         }
+      } else if (command === 'cancel') {
+        run = cancelCommand(rest);
+      } else if (command === 'runs' && (rest[0] === undefined || rest[0] === 'list' || rest[0].startsWith('-'))) {
+        run = runsListCommand(rest[0] === 'list' ? rest.slice(1) : rest);
       } else if (command === 'runs') {
         const [sub, ...args] = rest;
-        if (sub !== 'show') throw new UsageError(sub ? `unknown runs command "${sub}" (show)` : 'runs needs a command: show <runId>');
+        if (sub !== 'show') throw new UsageError(`unknown runs command "${sub ?? ''}" (list, show)`);
         const { values, positionals } = parse(args, { json: { type: 'boolean', default: false } }, 1);
         const runId = positionals[0];
         if (!runId) throw new UsageError('runs show needs a run id');
         run = async (deps) => {
           const view = await showRun(deps, runId);
-          process.stdout.write(`${values.json ? JSON.stringify(view, null, 2) : formatRun(view)}\n`);
-          for (const p of view.problems) process.stderr.write(`bosun: ${p}\n`);
+          if (values.json) printJson(view);
+          else print(formatRun(view));
+          for (const p of view.problems) process.stderr.write(`bosun: ${escapeControl(p)}\n`);
           return view.problems.length > 0 ? 1 : 0;
         };
       } else if (command === 'ack') {
@@ -350,7 +375,8 @@ async function main(argv: string[]): Promise<number> {
           const { values } = parse(args, { json: { type: 'boolean', default: false } }, 0);
           run = async (deps) => {
             const pending = await listApprovals(deps);
-            process.stdout.write(`${values.json ? JSON.stringify(pending, null, 2) : formatApprovals(pending)}\n`);
+            if (values.json) printJson(pending);
+            else print(formatApprovals(pending));
             return 0;
           };
         } else if (sub === 'show') {
@@ -360,7 +386,7 @@ async function main(argv: string[]): Promise<number> {
           run = async (deps) => {
             const a = await showApproval(deps, id);
             if (!a) throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
-            process.stdout.write(`${JSON.stringify(a, null, 2)}\n`);
+            printJson(a);
             return 0;
           };
         } else {
@@ -403,14 +429,16 @@ async function main(argv: string[]): Promise<number> {
         if (values.run !== undefined && values.run.trim() === '') throw new UsageError('audit: --run needs a run id');
         run = async (deps) => {
           const entries = await readAudit(deps, { limit, ...(values.run ? { runId: values.run } : {}) });
-          process.stdout.write(`${values.json ? JSON.stringify(entries, null, 2) : formatAudit(entries)}\n`);
+          if (values.json) printJson(entries);
+          else print(formatAudit(entries));
           return 0;
         };
       } else {
         const { values } = parse(rest, { json: { type: 'boolean', default: false } }, 0);
         run = async (deps) => {
           const stats = await readStats(deps);
-          process.stdout.write(`${values.json ? JSON.stringify(stats, null, 2) : formatStats(stats)}\n`);
+          if (values.json) printJson(stats);
+          else print(formatStats(stats));
           return 0;
         };
       }
@@ -418,7 +446,7 @@ async function main(argv: string[]): Promise<number> {
         return await withRedis(env, (redis) => run({ redis, prefix: env.prefix }));
       } catch (err) {
         if (!(err instanceof OperatorError)) throw err;
-        process.stderr.write(`bosun: ${err.message}\n`);
+        process.stderr.write(`bosun: ${escapeControl(err.message)}\n`);
         return err.exitCode;
       }
     }
@@ -427,18 +455,44 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/** Resolves once everything written to `stream` so far has been handed to the OS (at once when it is closed). */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.destroyed || !stream.writable) return resolve();
+    // Writes complete in order: this empty one completes after everything before it.
+    stream.write('', () => resolve());
+  });
+}
+
+/**
+ * The one way out: waits until stdout and stderr are flushed, then exits. `process.exit` right
+ * after a write would cut the output (at 64 KiB, a pipe's buffer) when stdout is a pipe.
+ */
+async function exit(code: number): Promise<never> {
+  process.exitCode = code;
+  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  process.exit(code);
+}
+
+// A reader that goes away (`bosun result … | head`) is not an error of ours: stop writing, exit as planned.
+for (const stream of [process.stdout, process.stderr]) {
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') process.exitCode = 1;
+  });
+}
+
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  (code) => exit(code),
   (err: unknown) => {
     if (err instanceof UsageError) {
-      process.stderr.write(`bosun: ${err.message}\n\n${USAGE}\n`);
-      process.exit(2);
+      process.stderr.write(`bosun: ${escapeControl(err.message)}\n${err.showUsage ? `\n${USAGE}\n` : ''}`);
+      return exit(2);
     }
     if (err instanceof InvalidInputError || err instanceof ConfigError) {
-      process.stderr.write(`bosun: ${err.message}\n`);
-      process.exit(2);
+      process.stderr.write(`bosun: ${escapeControl(err.message)}\n`);
+      return exit(2);
     }
-    process.stderr.write(`bosun: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    process.stderr.write(`bosun: ${escapeControl(err instanceof Error ? err.message : String(err))}\n`);
+    return exit(1);
   },
 );
