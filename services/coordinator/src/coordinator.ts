@@ -181,7 +181,11 @@ export class Coordinator {
   async process(job: Job, token: string | undefined): Promise<RunResult> {
     const { log, deadLetters } = this.deps;
     if (job.name !== INCIDENT_JOB) {
-      await deadLetters.add({ kind: 'poison', reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`, input: job.data });
+      // The same derived id as a rejected envelope: `bosun publish` finds it to replace the job.
+      await deadLetters.add(
+        { kind: 'poison', reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) },
+        `poison-${job.id ?? 'unknown'}-${job.timestamp}`,
+      );
       throw new UnrecoverableError(`unexpected job name "${job.name}"`);
     }
     const parsed = Incident.safeParse(job.data);
@@ -589,13 +593,12 @@ export class Coordinator {
       if (child) await child.removeChildDependency();
     }
     state.phase = 'done';
+    const line = `This run was CANCELLED by ${cancelled.by} at ${cancelled.at}: ${cancelled.reason}`;
     const open = this.current(state).filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
-    const answer = [
-      this.merge(incident, state),
-      '',
-      `This run was CANCELLED by ${cancelled.by} at ${cancelled.at}: ${cancelled.reason}`,
-      open.length > 0 ? `Not finished: ${open.join(', ')}.` : 'Every delegated part had reported before the cancellation.',
-    ].join('\n');
+    const answer =
+      state.delegations.length === 0
+        ? `Incident ${incident.id} (${incident.reason}, ${incident.severity}): ${incident.summary}\n\n${line}\nIt was cancelled before anything was delegated: nothing was checked.`
+        : [this.merge(incident, state), '', line, open.length > 0 ? `Not finished: ${open.join(', ')}.` : 'Every delegated part had reported before the cancellation.'].join('\n');
     return this.finish(`run:${state.runId}`, incident, state, answer);
   }
 
