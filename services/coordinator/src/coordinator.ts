@@ -92,7 +92,12 @@ const TimerJob = z.object({
   taskId: z.string().optional(),
   /** A task deadline moved by an approval wait: the how-manieth time (its job id ends `-m<n>`). */
   moved: z.number().int().positive().optional(),
+  /** A cancellation looked at again, the run not being parked before: the how-manieth time (`-a<n>`). */
+  again: z.number().int().positive().optional(),
 });
+
+/** How often, a second apart, a cancellation is looked at again while its run is not parked. */
+const CANCEL_LOOKS = 30;
 
 /** A parent job's children: return values and the failures it ignores, keyed by child job key. */
 type ChildrenRead = [Record<string, unknown>, Record<string, string>];
@@ -543,12 +548,12 @@ export class Coordinator {
     const ckptId = `run:${timer.runId}`;
     const raw = await this.deps.checkpoints.load(ckptId);
     const parsed = RunCheckpointSchema.safeParse(raw);
-    if (!parsed.success) return;
+    if (!parsed.success) return timer.kind === 'cancel-run' ? this.lookAgain(timer) : undefined;
     const state = parsed.data;
-    if (state.result || state.phase !== 'waiting') return;
-    const parent = await Job.fromId(this.incidents, state.jobId);
+    if (state.result) return;
+    const parent = state.phase === 'waiting' ? await Job.fromId(this.incidents, state.jobId) : undefined;
     // Only a parked run may be changed from here; an active one is being handled by its processor.
-    if (!parent || (await parent.getState()) !== 'waiting-children') return;
+    if (!parent || (await parent.getState()) !== 'waiting-children') return timer.kind === 'cancel-run' ? this.lookAgain(timer) : undefined;
     if (timer.kind === 'retry-task') return this.retryDelegation(parent, ckptId, state, timer.taskId ?? '');
     if (timer.kind === 'cancel-run') return this.cancelParked(ckptId, state);
     const due = state.delegations.filter((d) => !d.result && (timer.kind === 'run-deadline' || d.taskId === timer.taskId));
@@ -620,6 +625,17 @@ export class Coordinator {
     // Saved (with the cancellation) before the run is released: it resumes from this checkpoint.
     await this.deps.checkpoints.save(ckptId, state);
     for (const child of release) await child.removeChildDependency();
+  }
+
+  /**
+   * A cancellation of a run that is not parked: the run sees it at its next step (one not started
+   * yet, as soon as it starts). In case it parks first — having checked just before the
+   * cancellation came — the timer looks again a second later, {@link CANCEL_LOOKS} times at most.
+   */
+  private async lookAgain(timer: z.infer<typeof TimerJob>): Promise<void> {
+    const again = (timer.again ?? 0) + 1;
+    if (again > CANCEL_LOOKS) return;
+    await this.timers.add('cancel-run', { kind: 'cancel-run', runId: timer.runId, again }, { jobId: `cancel-run-${timer.runId}-a${again}`, delay: 1_000, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
   }
 
   /**
