@@ -168,7 +168,7 @@ export const DeadLetter = z.object({
   input: jsonValue.optional(),
   /** Set by `bosun ack` on an in-doubt entry: what the operator decided. */
   resolution: z.object({ action: z.string(), by: z.string(), at: z.string() }).optional(),
-  /** Set by `bosun dlq retry`: the incident that re-runs this work. */
+  /** Set by `bosun dlq retry`, or by `bosun publish` replacing a rejected incident: the incident that re-runs this work. */
   retriedAs: z.object({ incidentId: z.string(), runId: z.string(), taskId: z.string().optional(), at: z.string() }).optional(),
 });
 export type DeadLetter = z.infer<typeof DeadLetter>;

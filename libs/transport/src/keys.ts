@@ -20,7 +20,7 @@ export const keys = {
    * start with `r`, so `run:` never collides with {@link keys.cancel}.
    */
   cancelRun: (prefix: string, runId: string) => `${prefix}:cancel:run:${runId}`,
-  /** Taken (SET NX) by the one `bosun publish` that replaces a rejected incident job of that id and timestamp. */
+  /** Taken (SET NX, 60 s) by the one `bosun publish` that replaces a rejected incident job of that id and timestamp. */
   republish: (prefix: string, incidentId: string, jobTimestamp: number) => `${prefix}:republish:${incidentId}:${jobTimestamp}`,
   /** An approval request (JSON). */
   approval: (prefix: string, id: string) => `${prefix}:approval:${id}`,
