@@ -83,7 +83,7 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     expect(r.stderr).toContain(`cancelling run ${runId} (incident slow-spec, parked) by alice at `);
     expect(r.stdout).toMatch(new RegExp(`^run ${runId} cancelled by alice at \\S+: wrong incident; not finished: kubernetes\\n$`));
 
-    const result = await t.client.result(job, 10_000);
+    const result = await t.client.result(job, 30_000);
     expect(result).toMatchObject({ status: 'cancelled', cancelled: { by: 'alice', reason: 'wrong incident' }, stalled: 1 });
     expect(result.specialists).toEqual([expect.objectContaining({ name: 'kubernetes', status: 'stalled' })]);
     expect(result.answer).toContain(`This run was CANCELLED by alice at ${result.cancelled!.at}: wrong incident`);
@@ -121,7 +121,7 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     const outcome = (await r.json()) as CancelOutcome;
     expect(outcome).toMatchObject({ runId, incidentId: 'parked-1', state: 'parked', already: false, cancelled: { by: 'bob', reason: 'maintenance is over' } });
 
-    const result = await t.client.result(job, 10_000);
+    const result = await t.client.result(job, 30_000);
     expect(result).toMatchObject({ status: 'cancelled', cancelled: { by: 'bob', reason: 'maintenance is over' } });
     expect(result.answer).toContain('Not finished: kubernetes.');
     // Nobody is left to approve work that will not be done, and the woken task stops.
@@ -138,7 +138,7 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
   });
 
   it('cancels a run whose coordinator is still routing (no child job is made) and one not started yet', async () => {
-    const routing = await t.client.publish({ id: 'slow-coord', source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { slowMs: { coordinator: 10_000 } } } });
+    const routing = await t.client.publish({ id: 'slow-coord', source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { slowMs: { coordinator: 15_000 } } } });
     ids.routing = routing.runId;
     await t.client.events.waitFor((e) => e.runId === routing.runId && e.type === 'run.started', 20_000, 'run.started');
     // The coordinator takes one run at a time: this one waits behind the first.

@@ -524,7 +524,6 @@ export class Coordinator {
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords };
     if (kind === 'timeout' || kind === 'cancelled') await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
-    if (kind === 'cancelled') await this.denyWaitingApproval(d, state.cancelled);
     const dlqReason = kind === 'timeout' ? `${d.agent} ${reason}` : reason;
     if (kind !== 'cancelled') {
       await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: dlqReason, lastWords, attempts }, `${kind}-${d.taskId}`);
@@ -590,13 +589,16 @@ export class Coordinator {
   private async endCancelled(job: Job, incident: Incident, state: RunCheckpoint, children?: Promise<ChildrenRead>): Promise<RunResult> {
     const cancelled = state.cancelled!;
     if (state.phase === 'waiting') await this.collect(job, state, 'skip', children);
+    const cut: Delegation[] = [];
     for (const d of state.delegations) {
       if (d.result) continue;
       await this.incompletePart(state, d, 'cancelled', cancelledReason(cancelled));
+      cut.push(d);
       // A child still out would keep the incident job from completing.
       const child = await Job.fromId(this.queueFor(d.agent), d.taskId);
       if (child) await child.removeChildDependency();
     }
+    for (const d of cut) await this.denyWaitingApproval(d, cancelled);
     state.phase = 'done';
     const line = `This run was CANCELLED by ${cancelled.by} at ${cancelled.at}: ${cancelled.reason}`;
     const open = this.current(state).filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
@@ -614,17 +616,22 @@ export class Coordinator {
    */
   private async cancelParked(ckptId: string, state: RunCheckpoint): Promise<void> {
     if (!(await this.cancelRequested(state))) return;
+    const cut: Delegation[] = [];
     const release: Job[] = [];
     for (const d of state.delegations) {
       if (d.result) continue;
       const child = await Job.fromId(this.queueFor(d.agent), d.taskId);
       if (child && (await child.getState()) === 'completed') continue;
       await this.incompletePart(state, d, 'cancelled', cancelledReason(state.cancelled!));
+      cut.push(d);
       if (child) release.push(child);
     }
     // Saved (with the cancellation) before the run is released: it resumes from this checkpoint.
     await this.deps.checkpoints.save(ckptId, state);
     for (const child of release) await child.removeChildDependency();
+    // Last: a denial wakes a parked task, which may then end at once, and must find the run
+    // already released (else its end would wake the run before this checkpoint is saved).
+    for (const d of cut) await this.denyWaitingApproval(d, state.cancelled);
   }
 
   /**
