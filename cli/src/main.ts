@@ -469,17 +469,22 @@ function flushed(stream: NodeJS.WriteStream): Promise<void> {
  * after a write would cut the output (at 64 KiB, a pipe's buffer) when stdout is a pipe.
  */
 async function exit(code: number): Promise<never> {
-  process.exitCode = code;
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
-  process.exit(code);
+  process.exit(code === 0 && outputFailed ? 1 : code);
 }
 
-// A reader that goes away (`bosun result … | head`) is not an error of ours: stop writing, exit as planned.
-for (const stream of [process.stdout, process.stderr]) {
-  stream.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code !== 'EPIPE') process.exitCode = 1;
-  });
-}
+/** Set when writing the output failed for another reason than its reader going away. */
+let outputFailed = false;
+// A reader that goes away (`bosun result … | head`) is not an error of ours: stop writing, exit as
+// planned. Any other write error fails the command, said on stderr when that still works.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') return;
+  outputFailed = true;
+  process.stderr.write(`bosun: cannot write the output: ${err.message}\n`);
+});
+process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code !== 'EPIPE') outputFailed = true;
+});
 
 main(process.argv.slice(2)).then(
   (code) => exit(code),
