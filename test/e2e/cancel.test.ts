@@ -145,10 +145,14 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     const waiting = await t.client.publish({ id: 'not-started', source: 'test', reason: 'PodCrashLooping', summary: 'x' });
     ids.waiting = waiting.runId;
     expect(await waiting.job.getState()).toBe('waiting');
+    const listed = async (status: string) => ((await (await get(`/runs?status=${status}`)).json()) as RunSummary[]).map((r) => [r.runId, r.state]);
+    expect(await listed('waiting')).toEqual([[waiting.runId, 'waiting']]);
+    expect(await listed('active')).toEqual([[routing.runId, 'active']]);
 
     const w = await post(`/runs/${waiting.runId}/cancel`, { reason: 'duplicate' });
     expect(w.status).toBe(202);
     expect(await w.json()).toMatchObject({ state: 'waiting', cancelled: { by: 'http-operator', reason: 'duplicate' } });
+    expect(await (await get(`/runs/${waiting.runId}`)).json()).toMatchObject({ state: 'waiting', cancelRequested: { by: 'http-operator', reason: 'duplicate' } });
     // Not waiting for the end: the routing run ends only after its model call.
     const r = await bosun(['cancel', routing.runId, '--wait', '0']);
     expect(r.code, r.stdout + r.stderr).toBe(3);

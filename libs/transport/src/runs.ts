@@ -228,6 +228,7 @@ export class RunControl {
   /** Runs newest first (by creation), `limit` of them (default 50), only those in `state` when given. */
   async list(options: { state?: RunState; limit?: number } = {}): Promise<RunSummary[]> {
     const limit = options.limit ?? 50;
+    if (options.state !== undefined && !Object.hasOwn(JOB_TYPES, options.state)) throw new RunControlError('bad_request', `status: must be one of ${RUN_STATES.join(', ')}`);
     const types = options.state ? JOB_TYPES[options.state] : ALL_TYPES;
     const found: { job: Job; jobState: string }[] = [];
     for (const type of types) {
