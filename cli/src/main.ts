@@ -1,5 +1,4 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, RUN_ID_PATTERN, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
@@ -7,11 +6,11 @@ import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensure
 import { SeqOrder, followEvents, formatEvent } from './events.js';
 import { UsageError, parseCommand, secondsOption } from './args.js';
 import { cancelCommand, runsListCommand } from './run-control.js';
-import { escapeControl, safeJson } from './terminal.js';
+import { escapeControl, exitAfterFlush, safeJson, watchOutputErrors } from './terminal.js';
 
 /** How long `bosun watch <run>` waits for an event that another arrived ahead of. */
 const WATCH_GAP_MS = 3_000;
-import { publishOrReplace } from './publish.js';
+import { publishOrReplace, readIncident, reportPublished } from './publish.js';
 import { runDemo } from './demo.js';
 import {
   OperatorError,
@@ -118,22 +117,6 @@ async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Appr
   }
 }
 
-function readInput(path: string): unknown {
-  let text: string;
-  try {
-    text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
-    throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new InvalidInputError('incident', [`not valid JSON: ${(err as Error).message}`], ['(root)']);
-  }
-}
-
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === '--help' || command === '-h' || command === 'help') {
@@ -150,26 +133,11 @@ async function main(argv: string[]): Promise<number> {
       const { positionals } = parseCommand('publish', rest, {}, 1);
       const file = positionals[0];
       if (!file) throw new UsageError('publish needs a file name, or - for standard input');
-      const input = readInput(file);
+      const input = readIncident(file);
       return withRedis(env, async (redis) => {
         const queue = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: env.prefix });
         try {
-          const p = await publishOrReplace({ redis, prefix: env.prefix }, queue, input);
-          if (p.failed) {
-            process.stderr.write(
-              escapeControl(`incident ${p.incidentId} was already published (run ${p.runId}), and its job failed: ${p.failed.reason}. Nothing was published: ` +
-                `re-run it with bosun dlq retry <entry> (see bosun dlq list), or publish it under a new id.`) + '\n',
-            );
-            return 1;
-          }
-          process.stdout.write(`${p.runId}\n`);
-          if (p.replaced) {
-            process.stderr.write(
-              escapeControl(`incident ${p.incidentId} replaces the rejected incident of that id (run ${p.replaced.runId}, poison: ${p.replaced.reason}); ` +
-                `dead letter ${p.replaced.deadLetterId} is linked to run ${p.runId}`) + '\n',
-            );
-          } else if (p.duplicate) process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId}${p.state ? `, ${p.state}` : ''})\n`);
-          return 0;
+          return reportPublished(await publishOrReplace({ redis, prefix: env.prefix }, queue, input));
         } finally {
           await queue.close();
         }
@@ -455,49 +423,20 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** Resolves once everything written to `stream` so far has been handed to the OS (at once when it is closed). */
-function flushed(stream: NodeJS.WriteStream): Promise<void> {
-  return new Promise((resolve) => {
-    if (stream.destroyed || !stream.writable) return resolve();
-    // Writes complete in order: this empty one completes after everything before it.
-    stream.write('', () => resolve());
-  });
-}
-
-/**
- * The one way out: waits until stdout and stderr are flushed, then exits. `process.exit` right
- * after a write would cut the output (at 64 KiB, a pipe's buffer) when stdout is a pipe.
- */
-async function exit(code: number): Promise<never> {
-  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
-  process.exit(code === 0 && outputFailed ? 1 : code);
-}
-
-/** Set when writing the output failed for another reason than its reader going away. */
-let outputFailed = false;
-// A reader that goes away (`bosun result … | head`) is not an error of ours: stop writing, exit as
-// planned. Any other write error fails the command, said on stderr when that still works.
-process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-  if (err.code === 'EPIPE') return;
-  outputFailed = true;
-  process.stderr.write(`bosun: cannot write the output: ${err.message}\n`);
-});
-process.stderr.on('error', (err: NodeJS.ErrnoException) => {
-  if (err.code !== 'EPIPE') outputFailed = true;
-});
+watchOutputErrors();
 
 main(process.argv.slice(2)).then(
-  (code) => exit(code),
+  (code) => exitAfterFlush(code),
   (err: unknown) => {
     if (err instanceof UsageError) {
       process.stderr.write(`bosun: ${escapeControl(err.message)}\n${err.showUsage ? `\n${USAGE}\n` : ''}`);
-      return exit(2);
+      return exitAfterFlush(2);
     }
     if (err instanceof InvalidInputError || err instanceof ConfigError) {
       process.stderr.write(`bosun: ${escapeControl(err.message)}\n`);
-      return exit(2);
+      return exitAfterFlush(2);
     }
     process.stderr.write(`bosun: ${escapeControl(err instanceof Error ? err.message : String(err))}\n`);
-    return exit(1);
+    return exitAfterFlush(1);
   },
 );

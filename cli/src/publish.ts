@@ -1,6 +1,30 @@
+import { readFileSync } from 'node:fs';
 import { Job, Queue } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENT_JOB, Incident, parseWith, runIdFor, type IncidentInput } from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, INCIDENT_JOB, Incident, InvalidInputError, parseWith, runIdFor, type IncidentInput } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
+import { UsageError } from './args.js';
+import { escapeControl } from './terminal.js';
+
+/**
+ * Reads an incident for `bosun publish` from a file, or standard input (`-`), as JSON. A file that
+ * cannot be read is a {@link UsageError} naming it (exit 2); text that is not JSON an
+ * {@link InvalidInputError}.
+ */
+export function readIncident(path: string): unknown {
+  let text: string;
+  try {
+    text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new InvalidInputError('incident', [`not valid JSON: ${(err as Error).message}`], ['(root)']);
+  }
+}
 
 /** What {@link publishIncident} reports. */
 export interface Published {
@@ -99,4 +123,25 @@ async function waitForReplacement(queue: Queue, id: string, rejectedTimestamp: n
     await new Promise((r) => setTimeout(r, 100));
   }
   return undefined;
+}
+
+/** Prints what `bosun publish` did (the run id on stdout, the rest on stderr) and returns the exit code. */
+export function reportPublished(p: PublishOutcome): number {
+  if (p.failed) {
+    const text =
+      `incident ${p.incidentId} was already published (run ${p.runId}), and its job failed: ${p.failed.reason}. Nothing was published: ` +
+      're-run it with bosun dlq retry <entry> (see bosun dlq list), or publish it under a new id.';
+    process.stderr.write(`${escapeControl(text)}\n`);
+    return 1;
+  }
+  process.stdout.write(`${p.runId}\n`);
+  if (p.replaced) {
+    const text =
+      `incident ${p.incidentId} replaces the rejected incident of that id (run ${p.replaced.runId}, poison: ${p.replaced.reason}); ` +
+      `dead letter ${p.replaced.deadLetterId} is linked to run ${p.runId}`;
+    process.stderr.write(`${escapeControl(text)}\n`);
+  } else if (p.duplicate) {
+    process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId}${p.state ? `, ${p.state}` : ''})\n`);
+  }
+  return 0;
 }

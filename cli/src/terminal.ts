@@ -33,3 +33,41 @@ const JSON_UNSAFE = /[\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\
 export function safeJson(value: unknown): string {
   return JSON.stringify(value, null, 2).replace(JSON_UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
+
+/** Resolves once everything written to `stream` so far has been handed to the OS (at once when it is closed). */
+function flushed(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.destroyed || !stream.writable) return resolve();
+    // Writes complete in order: this empty one completes after everything before it.
+    stream.write('', () => resolve());
+  });
+}
+
+/** Set when writing the output failed for another reason than its reader going away. */
+let outputFailed = false;
+
+/**
+ * Watches stdout and stderr for write errors. A reader that goes away (`bosun result … | head`)
+ * is not an error of ours: writing stops, and the command exits as planned. Any other write error
+ * fails the command (exit 1), said on stderr while that still works.
+ */
+export function watchOutputErrors(): void {
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') return;
+    outputFailed = true;
+    process.stderr.write(`bosun: cannot write the output: ${err.message}\n`);
+  });
+  process.stderr.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') outputFailed = true;
+  });
+}
+
+/**
+ * The CLI's one way out: waits until stdout and stderr are flushed, then exits with `code` (1 if
+ * writing the output failed). `process.exit` right after a write would cut the output (at 64 KiB,
+ * a pipe's buffer) when stdout is a pipe.
+ */
+export async function exitAfterFlush(code: number): Promise<never> {
+  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  process.exit(code === 0 && outputFailed ? 1 : code);
+}
