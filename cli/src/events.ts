@@ -1,6 +1,7 @@
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { RunEvent, allRunsSubject, runSubject, runsStreamName } from '@bosun/contract';
+import { escapeControl } from './terminal.js';
 
 /** Options of {@link followEvents}. */
 export interface FollowOptions {
@@ -87,7 +88,11 @@ const short = (v: unknown, n = 160) => {
   return flat.length > n ? `${flat.slice(0, n)}…` : flat;
 };
 
-/** One line describing an event, for terminals. */
+/**
+ * One line describing an event, for terminals. Whatever comes from the event's data (incident
+ * text, model output, arguments) is printed with its control characters escaped: an event is one
+ * line, and nothing in it can drive the terminal.
+ */
 export function formatEvent(e: RunEvent): string {
   const d = e.data;
   const who = e.agent ? ` ${e.agent}` : '';
@@ -136,13 +141,16 @@ export function formatEvent(e: RunEvent): string {
       detail = `INCOMPLETE: ${short(d.reason, 120)}`;
       break;
     case 'run.completed':
-    case 'run.failed':
-      detail = `${String(d.status ?? '')}${d.stalled ? ` (${String(d.stalled)} incomplete)` : ''}${inDoubtCount(d.inDoubt) ? ` (${inDoubtCount(d.inDoubt)} in doubt)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
+    case 'run.failed': {
+      const c = d.cancelled as { by?: unknown; reason?: unknown } | undefined;
+      const cancelled = c ? ` by ${String(c.by ?? '?')}: ${short(c.reason ?? '', 120)}` : '';
+      detail = `${String(d.status ?? '')}${cancelled}${d.stalled ? ` (${String(d.stalled)} incomplete)` : ''}${inDoubtCount(d.inDoubt) ? ` (${inDoubtCount(d.inDoubt)} in doubt)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
       break;
+    }
     default:
       detail = '';
   }
-  return `${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`;
+  return escapeControl(`${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`);
 }
 
 /** The `count` of a run event's `inDoubt` field, 0 when there is none. */

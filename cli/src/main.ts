@@ -1,15 +1,16 @@
 #!/usr/bin/env node
-import { readFileSync } from 'node:fs';
-import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, RUN_ID_PATTERN, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
 import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
 import { SeqOrder, followEvents, formatEvent } from './events.js';
+import { UsageError, parseCommand, secondsOption } from './args.js';
+import { cancelCommand, runsListCommand } from './run-control.js';
+import { escapeControl, exitAfterFlush, safeJson, watchOutputErrors } from './terminal.js';
 
 /** How long `bosun watch <run>` waits for an event that another arrived ahead of. */
 const WATCH_GAP_MS = 3_000;
-import { publishIncident } from './publish.js';
+import { publishOrReplace, readIncident, reportPublished } from './publish.js';
 import { runDemo } from './demo.js';
 import {
   OperatorError,
@@ -35,7 +36,8 @@ import {
 const USAGE = `bosun — operate a Bosun cluster
 
 Usage:
-  bosun publish <file|->            validate an incident (JSON) and publish it; prints the run id
+  bosun publish <file|->            validate an incident (JSON) and publish it; prints the run id. An
+                                    incident whose job was rejected as poison is replaced by the new one
   bosun watch [runId] [--new]       follow run events (one run, in seq order; or all), replaying from the stream
   bosun result <incidentId> [--wait] [--timeout <s>]
                                     print an incident's run result (JSON)
@@ -48,8 +50,15 @@ Usage:
                                     (the entry stays, linked to it). Poison input must be fixed and
                                     published with bosun publish; in-doubt calls: bosun ack
   bosun dlq drop <jobId>            remove one entry (the only way an entry leaves the queue)
+  bosun runs [list] [--status <state>] [--limit N] [--json]
+                                    runs, newest first: id, incident, state (waiting, active, parked,
+                                    completed, partial, failed, cancelled), age, specialists
   bosun runs show <runId> [--json]  a run's state from its checkpoints: delegations, pending steps,
                                     tool calls, and the calls in doubt
+  bosun cancel <runId> [--reason "…"] [--by <name>] [--wait <s>]
+                                    cancel a run: specialists stop before their next effect, and
+                                    the run ends cancelled, naming what was not finished; waits
+                                    up to 15 s for the end (exit 3 if it has not ended yet)
   bosun ack <key> --done|--retry|--skip [--by <name>]
                                     resolve an in-doubt tool call: it took effect (--done), treat
                                     it as not executed (--skip), or send it once more (--retry)
@@ -70,8 +79,6 @@ Environment: REDIS_URL, NATS_URL, BOSUN_PREFIX, BOSUN_CONFIG; TLS and credential
 REDIS_USERNAME, REDIS_PASSWORD_FILE, NATS_TLS_*_FILE, NATS_USER, NATS_PASSWORD_FILE, NATS_TOKEN_FILE,
 NATS_NKEY_SEED_FILE, NATS_CREDS_FILE (see docs/configuration.md).
 Exit codes: 0 ok, 1 failure, 2 bad input or usage, 3 not finished yet.`;
-
-class UsageError extends Error {}
 
 async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createRedis>) => Promise<T>): Promise<T> {
   const redis = createRedis(env.redis, { name: 'bosun-cli' });
@@ -112,15 +119,6 @@ async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Appr
   }
 }
 
-function readInput(path: string): unknown {
-  const text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (err) {
-    throw new InvalidInputError('incident', [`not valid JSON: ${(err as Error).message}`], ['(root)']);
-  }
-}
-
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   if (!command || command === '--help' || command === '-h' || command === 'help') {
@@ -128,30 +126,27 @@ async function main(argv: string[]): Promise<number> {
     return command ? 0 : 2;
   }
   if (command === 'demo') {
-    const { values } = parseArgs({ args: rest, options: { once: { type: 'boolean', default: false } } });
+    const { values } = parseCommand('demo', rest, { once: { type: 'boolean', default: false } }, 0);
     return runDemo({ once: values.once ?? false });
   }
   const env = readEnv();
   switch (command) {
     case 'publish': {
-      const { positionals } = parseArgs({ args: rest, allowPositionals: true });
+      const { positionals } = parseCommand('publish', rest, {}, 1);
       const file = positionals[0];
       if (!file) throw new UsageError('publish needs a file name, or - for standard input');
-      const input = readInput(file);
+      const input = readIncident(file);
       return withRedis(env, async (redis) => {
         const queue = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: env.prefix });
         try {
-          const p = await publishIncident(queue, input);
-          process.stdout.write(`${p.runId}\n`);
-          if (p.duplicate) process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId})\n`);
-          return 0;
+          return reportPublished(await publishOrReplace({ redis, prefix: env.prefix }, queue, input));
         } finally {
           await queue.close();
         }
       });
     }
     case 'watch': {
-      const { positionals, values } = parseArgs({ args: rest, allowPositionals: true, options: { new: { type: 'boolean', default: false } } });
+      const { positionals, values } = parseCommand('watch', rest, { new: { type: 'boolean', default: false } }, 1);
       const runId = positionals[0];
       if (runId !== undefined && !RUN_ID_PATTERN.test(runId)) {
         throw new UsageError(`watch: "${runId}" is not a run id (r and 20 hex digits, as bosun publish prints it)`);
@@ -202,13 +197,10 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'result': {
-      const { positionals, values } = parseArgs({
-        args: rest,
-        allowPositionals: true,
-        options: { wait: { type: 'boolean', default: false }, timeout: { type: 'string', default: '600' } },
-      });
+      const { positionals, values } = parseCommand('result', rest, { wait: { type: 'boolean', default: false }, timeout: { type: 'string', default: '600' } }, 1);
       const id = positionals[0];
       if (!id) throw new UsageError('result needs an incident id');
+      const timeoutS = secondsOption('result', 'timeout', values.timeout);
       return withRedis(env, async (redis) => {
         const queue = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: env.prefix });
         let events: QueueEvents | undefined;
@@ -220,11 +212,11 @@ async function main(argv: string[]): Promise<number> {
           }
           const state = await job.getState();
           if (state === 'completed') {
-            process.stdout.write(`${JSON.stringify(job.returnvalue as RunResult, null, 2)}\n`);
+            process.stdout.write(`${safeJson(job.returnvalue as RunResult)}\n`);
             return 0;
           }
           if (state === 'failed') {
-            process.stderr.write(`incident ${id} failed: ${job.failedReason}\n`);
+            process.stderr.write(`${escapeControl(`incident ${id} failed: ${job.failedReason}`)}\n`);
             return 1;
           }
           if (!values.wait) {
@@ -235,8 +227,8 @@ async function main(argv: string[]): Promise<number> {
           events = new QueueEvents(INCIDENTS_QUEUE, { connection: eventsConnection, prefix: env.prefix });
           await events.waitUntilReady();
           try {
-            const value = (await job.waitUntilFinished(events, Number(values.timeout) * 1000)) as RunResult;
-            process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+            const value = (await job.waitUntilFinished(events, timeoutS * 1000)) as RunResult;
+            process.stdout.write(`${safeJson(value)}\n`);
             return 0;
           } catch (err) {
             process.stderr.write(`incident ${id}: ${(err as Error).message}\n`);
@@ -252,6 +244,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case 'dlq':
     case 'runs':
+    case 'cancel':
     case 'ack':
     case 'stats':
     case 'approvals':
@@ -259,16 +252,10 @@ async function main(argv: string[]): Promise<number> {
     case 'deny':
     case 'audit': {
       // Operator commands: parse everything first (bad usage exits 2 before any connection).
-      const parse = <O extends NonNullable<ParseArgsConfig['options']>>(args: string[], options: O, positionals: number) => {
-        let parsed;
-        try {
-          parsed = parseArgs({ args, options, allowPositionals: true as const, strict: true as const });
-        } catch (err) {
-          throw new UsageError(`${command}: ${(err as Error).message}`);
-        }
-        if (parsed.positionals.length > positionals) throw new UsageError(`${command}: unexpected argument "${parsed.positionals[positionals] ?? ''}"`);
-        return parsed;
-      };
+      const parse = <O extends Parameters<typeof parseCommand>[2]>(args: string[], options: O, positionals: number) => parseCommand(command, args, options, positionals);
+      // Text for the terminal: what comes from outside cannot drive it. JSON: escaped where JSON.stringify leaves raw.
+      const print = (text: string) => process.stdout.write(`${escapeControl(text, { keepNewlines: true })}\n`);
+      const printJson = (value: unknown) => process.stdout.write(`${safeJson(value)}\n`);
       let run: (deps: OperatorDeps) => Promise<number>;
       if (command === 'dlq') {
         const [first, ...more] = rest;
@@ -282,7 +269,8 @@ async function main(argv: string[]): Promise<number> {
           }
           run = async (deps) => {
             const entries = await listDeadLetters(deps, kind ? { kind } : {});
-            process.stdout.write(`${values.json ? JSON.stringify(entries.map((e) => e.entry), null, 2) : formatDeadLetters(entries)}\n`);
+            if (values.json) printJson(entries.map((e) => e.entry));
+            else print(formatDeadLetters(entries));
             return 0;
           };
         } else if (sub === 'show' || sub === 'retry' || sub === 'drop') {
@@ -293,7 +281,7 @@ async function main(argv: string[]): Promise<number> {
             if (sub === 'show') {
               const entry = await showDeadLetter(deps, id);
               if (!entry) throw new OperatorError(`no dead-letter entry ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
-              process.stdout.write(`${JSON.stringify(entry, null, 2)}\n`);
+              printJson(entry);
             } else if (sub === 'drop') {
               await dropDeadLetter(deps, id);
               process.stderr.write(`dropped dead-letter entry ${id}\n`);
@@ -309,16 +297,21 @@ async function main(argv: string[]): Promise<number> {
         } else {
           throw new UsageError(`unknown dlq command "${sub}" (list, show, retry, drop)`);
         }
+      } else if (command === 'cancel') {
+        run = cancelCommand(rest);
+      } else if (command === 'runs' && (rest[0] === undefined || rest[0] === 'list' || rest[0].startsWith('-'))) {
+        run = runsListCommand(rest[0] === 'list' ? rest.slice(1) : rest);
       } else if (command === 'runs') {
         const [sub, ...args] = rest;
-        if (sub !== 'show') throw new UsageError(sub ? `unknown runs command "${sub}" (show)` : 'runs needs a command: show <runId>');
+        if (sub !== 'show') throw new UsageError(`unknown runs command "${sub ?? ''}" (list, show)`);
         const { values, positionals } = parse(args, { json: { type: 'boolean', default: false } }, 1);
         const runId = positionals[0];
         if (!runId) throw new UsageError('runs show needs a run id');
         run = async (deps) => {
           const view = await showRun(deps, runId);
-          process.stdout.write(`${values.json ? JSON.stringify(view, null, 2) : formatRun(view)}\n`);
-          for (const p of view.problems) process.stderr.write(`bosun: ${p}\n`);
+          if (values.json) printJson(view);
+          else print(formatRun(view));
+          for (const p of view.problems) process.stderr.write(`bosun: ${escapeControl(p)}\n`);
           return view.problems.length > 0 ? 1 : 0;
         };
       } else if (command === 'ack') {
@@ -352,7 +345,8 @@ async function main(argv: string[]): Promise<number> {
           const { values } = parse(args, { json: { type: 'boolean', default: false } }, 0);
           run = async (deps) => {
             const pending = await listApprovals(deps);
-            process.stdout.write(`${values.json ? JSON.stringify(pending, null, 2) : formatApprovals(pending)}\n`);
+            if (values.json) printJson(pending);
+            else print(formatApprovals(pending));
             return 0;
           };
         } else if (sub === 'show') {
@@ -362,7 +356,7 @@ async function main(argv: string[]): Promise<number> {
           run = async (deps) => {
             const a = await showApproval(deps, id);
             if (!a) throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
-            process.stdout.write(`${JSON.stringify(a, null, 2)}\n`);
+            printJson(a);
             return 0;
           };
         } else {
@@ -405,14 +399,16 @@ async function main(argv: string[]): Promise<number> {
         if (values.run !== undefined && values.run.trim() === '') throw new UsageError('audit: --run needs a run id');
         run = async (deps) => {
           const entries = await readAudit(deps, { limit, ...(values.run ? { runId: values.run } : {}) });
-          process.stdout.write(`${values.json ? JSON.stringify(entries, null, 2) : formatAudit(entries)}\n`);
+          if (values.json) printJson(entries);
+          else print(formatAudit(entries));
           return 0;
         };
       } else {
         const { values } = parse(rest, { json: { type: 'boolean', default: false } }, 0);
         run = async (deps) => {
           const stats = await readStats(deps);
-          process.stdout.write(`${values.json ? JSON.stringify(stats, null, 2) : formatStats(stats)}\n`);
+          if (values.json) printJson(stats);
+          else print(formatStats(stats));
           return 0;
         };
       }
@@ -420,7 +416,7 @@ async function main(argv: string[]): Promise<number> {
         return await withRedis(env, (redis) => run({ redis, prefix: env.prefix }));
       } catch (err) {
         if (!(err instanceof OperatorError)) throw err;
-        process.stderr.write(`bosun: ${err.message}\n`);
+        process.stderr.write(`bosun: ${escapeControl(err.message)}\n`);
         return err.exitCode;
       }
     }
@@ -429,18 +425,20 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+watchOutputErrors();
+
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  (code) => exitAfterFlush(code),
   (err: unknown) => {
     if (err instanceof UsageError) {
-      process.stderr.write(`bosun: ${err.message}\n\n${USAGE}\n`);
-      process.exit(2);
+      process.stderr.write(`bosun: ${escapeControl(err.message)}\n${err.showUsage ? `\n${USAGE}\n` : ''}`);
+      return exitAfterFlush(2);
     }
     if (err instanceof InvalidInputError || err instanceof ConfigError) {
-      process.stderr.write(`bosun: ${err.message}\n`);
-      process.exit(2);
+      process.stderr.write(`bosun: ${escapeControl(err.message)}\n`);
+      return exitAfterFlush(2);
     }
-    process.stderr.write(`bosun: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+    process.stderr.write(`bosun: ${escapeControl(err instanceof Error ? err.message : String(err))}\n`);
+    return exitAfterFlush(1);
   },
 );

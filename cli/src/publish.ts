@@ -1,5 +1,30 @@
+import { readFileSync } from 'node:fs';
 import { Job, Queue } from 'bullmq';
-import { INCIDENT_JOB, Incident, parseWith, runIdFor, type IncidentInput } from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, INCIDENT_JOB, Incident, InvalidInputError, parseWith, runIdFor, type IncidentInput } from '@bosun/contract';
+import { keys, type RedisClient } from '@bosun/transport';
+import { UsageError } from './args.js';
+import { escapeControl } from './terminal.js';
+
+/**
+ * Reads an incident for `bosun publish` from a file, or standard input (`-`), as JSON. A file that
+ * cannot be read is a {@link UsageError} naming it (exit 2); text that is not JSON an
+ * {@link InvalidInputError}.
+ */
+export function readIncident(path: string): unknown {
+  let text: string;
+  try {
+    text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new InvalidInputError('incident', [`not valid JSON: ${(err as Error).message}`], ['(root)']);
+  }
+}
 
 /** What {@link publishIncident} reports. */
 export interface Published {
@@ -19,4 +44,104 @@ export async function publishIncident(queue: Queue, input: unknown): Promise<Pub
   // When the id already existed, BullMQ kept the old job: read back the stored one.
   const stored = (await Job.fromId(queue, incident.id)) ?? added;
   return { incidentId: incident.id, runId: runIdFor(incident.id, stored.timestamp), duplicate: stored.timestamp !== added.timestamp };
+}
+
+/** What {@link publishOrReplace} did. */
+export interface PublishOutcome extends Published {
+  /** For a duplicate: the BullMQ state of the job that stays. */
+  state?: string;
+  /** Set when the job of this id had been rejected as poison and this incident replaced it. */
+  replaced?: { runId: string; reason: string; deadLetterId: string };
+  /** Set when the job of this id failed for another reason: nothing was published. */
+  failed?: { reason: string };
+}
+
+/** How long a publisher that lost the race to replace a rejected job waits for the winner's job. */
+const REPLACE_WAIT_MS = 10_000;
+
+/**
+ * `bosun publish`: publishes an incident, once per id — except that an incident whose job was
+ * rejected as poison (its input did not parse) is replaced by the new one, since fixing the input
+ * and publishing it again is what an operator is told to do.
+ *
+ * A job counts as rejected when it is `failed` and the coordinator's poison dead letter for that
+ * very job exists: `poison-<jobId>-<jobTimestamp>`, or its dedupe marker
+ * `<prefix>:dlq:seen:poison-<jobId>-<jobTimestamp>` (kept 30 days, so an operator who dropped the
+ * entry can still republish). Both are written by the coordinator for that job instance before it
+ * fails it, so no error message is parsed. Of several publishers replacing the same rejected job,
+ * one wins (`SET NX` on `<prefix>:republish:<jobId>:<jobTimestamp>`); the others report the
+ * winner's run as already published. A job that failed for another reason is left alone.
+ */
+export async function publishOrReplace(deps: { redis: RedisClient; prefix: string }, queue: Queue, input: unknown): Promise<PublishOutcome> {
+  const first = await publishIncident(queue, input);
+  if (!first.duplicate) return first;
+  const id = first.incidentId;
+  const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: deps.redis, prefix: deps.prefix });
+  try {
+    // A job removed under our feet (by a replacing publisher that then died) is published again.
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const stored = await Job.fromId(queue, id);
+      if (!stored) {
+        const again = await publishIncident(queue, input);
+        if (!again.duplicate) return again;
+        continue;
+      }
+      const state = await stored.getState();
+      const runId = runIdFor(id, stored.timestamp);
+      if (state !== 'failed') return { incidentId: id, runId, duplicate: true, state };
+      const deadLetterId = `poison-${id}-${stored.timestamp}`;
+      const entry = await Job.fromId(dlq, deadLetterId);
+      const rejected = entry !== undefined || (await deps.redis.exists(keys.deadLetterSeen(deps.prefix, deadLetterId))) === 1;
+      if (!rejected) return { incidentId: id, runId, duplicate: true, state, failed: { reason: stored.failedReason ?? '' } };
+      // Held a minute: long enough for a racer that read the rejected job to find it taken, short
+      // enough that a publisher that died half-way does not block the id.
+      const mine = await deps.redis.set(keys.republish(deps.prefix, id, stored.timestamp), new Date().toISOString(), 'EX', 60, 'NX');
+      if (mine === null) {
+        const replacement = await waitForReplacement(queue, id, stored.timestamp);
+        if (!replacement) continue;
+        return { incidentId: id, runId: runIdFor(id, replacement.timestamp), duplicate: true, state: await replacement.getState() };
+      }
+      await stored.remove();
+      const added = await publishIncident(queue, input);
+      // A publisher that adds without this check (monitoring) may have got in first: its job runs.
+      if (added.duplicate) return { ...added, state: (await (await Job.fromId(queue, id))?.getState()) ?? 'unknown' };
+      if (entry) await entry.updateData({ ...(entry.data as Record<string, unknown>), retriedAs: { incidentId: id, runId: added.runId, at: new Date().toISOString() } });
+      return { ...added, replaced: { runId, reason: stored.failedReason ?? '', deadLetterId } };
+    }
+    throw new Error(`incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);
+  } finally {
+    await dlq.close();
+  }
+}
+
+/** The job that replaces the rejected one (another timestamp), or undefined when none came in time. */
+async function waitForReplacement(queue: Queue, id: string, rejectedTimestamp: number): Promise<Job | undefined> {
+  const until = Date.now() + REPLACE_WAIT_MS;
+  while (Date.now() < until) {
+    const job = await Job.fromId(queue, id);
+    if (job && job.timestamp !== rejectedTimestamp) return job;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return undefined;
+}
+
+/** Prints what `bosun publish` did (the run id on stdout, the rest on stderr) and returns the exit code. */
+export function reportPublished(p: PublishOutcome): number {
+  if (p.failed) {
+    const text =
+      `incident ${p.incidentId} was already published (run ${p.runId}), and its job failed: ${p.failed.reason}. Nothing was published: ` +
+      're-run it with bosun dlq retry <entry> (see bosun dlq list), or publish it under a new id.';
+    process.stderr.write(`${escapeControl(text)}\n`);
+    return 1;
+  }
+  process.stdout.write(`${p.runId}\n`);
+  if (p.replaced) {
+    const text =
+      `incident ${p.incidentId} replaces the rejected incident of that id (run ${p.replaced.runId}, poison: ${p.replaced.reason}); ` +
+      `dead letter ${p.replaced.deadLetterId} is linked to run ${p.runId}`;
+    process.stderr.write(`${escapeControl(text)}\n`);
+  } else if (p.duplicate) {
+    process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId}${p.state ? `, ${p.state}` : ''})\n`);
+  }
+  return 0;
 }

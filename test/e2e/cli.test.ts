@@ -1,9 +1,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue } from 'bullmq';
-import { INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
-import { TestCluster, demoConfig, openContext, runCli, writeConfig, type TestContext } from '../helpers/index.js';
+import { Job, Queue } from 'bullmq';
+import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
+import { TestCluster, demoConfig, openContext, runCli, waitUntil, writeConfig, type TestContext } from '../helpers/index.js';
 
 let ctx: TestContext;
 let cluster: TestCluster;
@@ -86,5 +86,77 @@ describe('bosun CLI', () => {
     const usage = await bosun(['frobnicate']);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain('unknown command "frobnicate"');
+  });
+
+  it('bosun watch prints control characters from incident text escaped, one line per event', async () => {
+    const incident = { id: 'cli-esc', source: 'cli', reason: 'PodCrashLooping', summary: 'pods \u001b[2J\u001b[31mRED\u0000 restart\nfake line', labels: { service: 'checkout' } };
+    const pub = await bosun(['publish', '-'], JSON.stringify(incident));
+    expect(pub.code, pub.stderr).toBe(0);
+    const runId = pub.stdout.trim();
+    expect((await bosun(['result', 'cli-esc', '--wait', '--timeout', '60'])).code).toBe(0);
+    const watch = await bosun(['watch', runId]);
+    expect(watch.code, watch.stderr).toBe(0);
+    const started = watch.stdout.split('\n').find((l) => l.includes('run.started'));
+    expect(started).toContain('pods \\x1b[2J\\x1b[31mRED\\x00 restart fake line');
+    expect(watch.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(watch.stdout.trim().split('\n').every((l) => l.includes(runId))).toBe(true);
+  });
+});
+
+describe('bosun publish of a rejected incident, fixed', () => {
+  let incidents: Queue;
+  let dlq: Queue;
+  const fixed = (id: string) => JSON.stringify({ id, source: 'cli', reason: 'HighLatency', summary: 'payments slow', labels: { service: 'payments' } });
+
+  /** Adds a job the coordinator rejects as poison (no reason, summary not a string), and waits for the rejection. */
+  async function rejected(id: string): Promise<{ job: Job; deadLetterId: string }> {
+    const job = await incidents.add('incident', { id, source: 'cli', summary: 42 }, { jobId: id, removeOnFail: false });
+    const deadLetterId = `poison-${id}-${job.timestamp}`;
+    await waitUntil(async () => (await job.getState()) === 'failed' && (await Job.fromId(dlq, deadLetterId)) !== undefined, 30_000, `${id} rejected as poison`);
+    return { job, deadLetterId };
+  }
+
+  beforeAll(() => {
+    incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+  });
+
+  afterAll(async () => {
+    await incidents?.close();
+    await dlq?.close();
+  });
+
+  it('replaces the rejected job, says so, and the fixed incident runs', async () => {
+    const { job: old, deadLetterId } = await rejected('fixme-1');
+    const r = await bosun(['publish', '-'], fixed('fixme-1'));
+    expect(r.code, r.stderr).toBe(0);
+    const runId = r.stdout.trim();
+    expect(runId).not.toBe(runIdFor('fixme-1', old.timestamp));
+    expect(r.stderr).toContain(`incident fixme-1 replaces the rejected incident of that id (run ${runIdFor('fixme-1', old.timestamp)}, poison: invalid incident:`);
+    const res = await bosun(['result', 'fixme-1', '--wait', '--timeout', '60']);
+    expect(res.code, res.stderr).toBe(0);
+    expect(JSON.parse(res.stdout)).toMatchObject({ runId, status: 'completed' });
+    // The dead letter stays, linked to the run that replaced it.
+    expect((await Job.fromId(dlq, deadLetterId))?.data).toMatchObject({ kind: 'poison', retriedAs: { incidentId: 'fixme-1', runId } });
+    // Published again now, it is an ordinary duplicate.
+    const again = await bosun(['publish', '-'], fixed('fixme-1'));
+    expect(again.code).toBe(0);
+    expect(again.stdout.trim()).toBe(runId);
+    expect(again.stderr).toContain('already published; it runs once');
+  });
+
+  it('still replaces it after the dead letter was dropped, and of two publishers at once exactly one replaces it', async () => {
+    const { deadLetterId } = await rejected('fixme-2');
+    expect((await bosun(['dlq', 'drop', deadLetterId])).code).toBe(0);
+    const [a, b] = await Promise.all([bosun(['publish', '-'], fixed('fixme-2')), bosun(['publish', '-'], fixed('fixme-2'))]);
+    expect([a.code, b.code]).toEqual([0, 0]);
+    const replaced = [a, b].filter((r) => r.stderr.includes('replaces the rejected incident'));
+    expect(replaced, `${a.stderr}\n${b.stderr}`).toHaveLength(1);
+    expect([a, b].filter((r) => r.stderr.includes('already published; it runs once'))).toHaveLength(1);
+    expect(a.stdout.trim()).toBe(b.stdout.trim());
+    const job = await Job.fromId(incidents, 'fixme-2');
+    expect(runIdFor('fixme-2', job!.timestamp)).toBe(a.stdout.trim());
+    await waitUntil(async () => (await job!.getState()) === 'completed', 60_000, 'the replacing fixme-2 completed');
+    expect((await Job.fromId(incidents, 'fixme-2'))?.returnvalue).toMatchObject({ status: 'completed' });
   });
 });

@@ -282,8 +282,10 @@ describe('bosun runs show', () => {
     const corrupt = await bosun(['runs', 'show', 'rcorrupt']);
     expect(corrupt.code).toBe(1);
     expect(corrupt.stderr).toContain(`checkpoint ${ctx.prefix}:ckpt:run:rcorrupt is not valid JSON`);
-    const usage = await bosun(['runs']);
+    // `bosun runs` alone lists runs now; an unknown sub-command is still bad usage.
+    const usage = await bosun(['runs', 'frob']);
     expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('unknown runs command "frob" (list, show)');
   });
 });
 

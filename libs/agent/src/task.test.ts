@@ -510,6 +510,21 @@ describe('runTask', () => {
     expect(h.deadLetters).toEqual([]);
   });
 
+  it('asks about its run as well as itself, so an operator who cancels the run stops it before any tool call', async () => {
+    const h = harness(fake());
+    const j = job();
+    const asked: [string, string][] = [];
+    h.deps.isCancelled = async (taskId, runId) => {
+      asked.push([taskId, runId]);
+      // The run is cancelled (its key), not this task (its own key is not set).
+      return runId === j.runId;
+    };
+    const result = await runTask(j, spec(), h.deps, 1);
+    expect(result).toMatchObject({ status: 'stalled', error: 'cancelled' });
+    expect(h.tools.calls).toEqual([]);
+    expect(asked).toEqual([[j.taskId, j.runId]]);
+  });
+
   it('fails the task on a non-retryable model error', async () => {
     const h = harness(fake());
     const result = await runTask(job({ fake: { fail: ['kubernetes'] } }), spec(), h.deps, 1);

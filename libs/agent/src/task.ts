@@ -75,10 +75,11 @@ export interface TaskAgentDeps {
   /** True when the process is draining: the loop hands the task back at the next step. */
   shouldYield?: () => boolean;
   /**
-   * Whether the coordinator has given up on this task (deadline passed). Checked before the
-   * task's effects — tool calls, an approval request, an INCOMPLETE report — not before model calls.
+   * Whether the coordinator has given up on this task (deadline passed), or an operator has
+   * cancelled its run. Checked before the task's effects — tool calls, an approval request, an
+   * INCOMPLETE report — not before model calls.
    */
-  isCancelled?: (taskId: string) => Promise<boolean>;
+  isCancelled?: (taskId: string, runId: string) => Promise<boolean>;
   /** Tool policy; default: the spec's patterns and mode, every tool `allow`. */
   policy?: TaskPolicy;
   /** Where approvals live; required when a tool is `ask`. */
@@ -217,8 +218,9 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       throw new YieldError(job.taskId);
     }
     const cancelled = (): Promise<TaskResult> => {
-      log.info({ taskId: job.taskId }, 'task cancelled by the coordinator');
-      return finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output: buildStallPayload(spec, spec.name, lastWordsOf(state.messages), 'cancelled by the coordinator'), attempts: attempt, error: 'cancelled' });
+      log.info({ taskId: job.taskId, runId: job.runId }, 'task cancelled (by the coordinator, or its run by an operator)');
+      const why = 'cancelled: the coordinator gave up on this task, or an operator cancelled its run';
+      return finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output: buildStallPayload(spec, spec.name, lastWordsOf(state.messages), why), attempts: attempt, error: 'cancelled' });
     };
 
     if (last.role !== 'model') {
@@ -276,7 +278,7 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     // The model has spoken; act on it — unless the coordinator has given up on this task: then
     // nothing it asks for may take effect. The check is awaited before each effect below.
     let cancelCheck: Promise<boolean> | undefined;
-    const isCancelled = (): Promise<boolean> => (cancelCheck ??= deps.isCancelled ? deps.isCancelled(job.taskId) : Promise.resolve(false));
+    const isCancelled = (): Promise<boolean> => (cancelCheck ??= deps.isCancelled ? deps.isCancelled(job.taskId, job.runId) : Promise.resolve(false));
     const calls = last.calls ?? [];
     if (shouldNudge() && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL))) {
       state.routing!.nudged = true;

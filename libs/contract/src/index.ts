@@ -26,6 +26,7 @@ export {
   Incident,
   AgentStatus,
   RunStatus,
+  RunCancellation,
   SpecialistOutcome,
   InDoubtCall,
   RunResult,

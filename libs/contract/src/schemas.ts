@@ -100,10 +100,19 @@ export type AgentStatus = z.infer<typeof AgentStatus>;
 
 /**
  * Status of a whole run. `partial`: some part did not complete, or a mutating tool call's outcome
- * is unknown (in doubt).
+ * is unknown (in doubt). `cancelled`: an operator cancelled it (see {@link RunCancellation}).
  */
-export const RunStatus = z.enum(['completed', 'partial', 'failed']);
+export const RunStatus = z.enum(['completed', 'partial', 'failed', 'cancelled']);
 export type RunStatus = z.infer<typeof RunStatus>;
+
+/** Who cancelled a run, why and when: in the run result, the `run.completed` event and the run's cancel key. */
+export const RunCancellation = z.object({
+  by: z.string(),
+  reason: z.string(),
+  /** When the cancellation was requested (ISO). */
+  at: z.string(),
+});
+export type RunCancellation = z.infer<typeof RunCancellation>;
 
 /** One specialist's entry in the run result. */
 export const SpecialistOutcome = z.object({
@@ -139,6 +148,8 @@ export const RunResult = z.object({
     .optional(),
   startedAt: z.string(),
   finishedAt: z.string(),
+  /** Set when the run was cancelled (`status: "cancelled"`). */
+  cancelled: RunCancellation.optional(),
 });
 export type RunResult = z.infer<typeof RunResult>;
 
@@ -236,7 +247,7 @@ export const DeadLetter = z.object({
   truncated: z.array(z.string()).optional(),
   /** Set by `bosun ack` on an in-doubt entry: what the operator decided. */
   resolution: z.object({ action: z.string(), by: z.string(), at: z.string() }).optional(),
-  /** Set by `bosun dlq retry`: the incident that re-runs this work. */
+  /** Set by `bosun dlq retry`, or by `bosun publish` replacing a rejected incident: the incident that re-runs this work. */
   retriedAs: z.object({ incidentId: z.string(), runId: z.string(), taskId: z.string().optional(), at: z.string() }).optional(),
 });
 export type DeadLetter = z.infer<typeof DeadLetter>;

@@ -15,6 +15,13 @@ export const keys = {
   events: (prefix: string) => `${prefix}:stats:events`,
   /** A cancellation flag the coordinator sets for a task past its deadline. */
   cancel: (prefix: string, taskId: string) => `${prefix}:cancel:${taskId}`,
+  /**
+   * An operator's cancellation of a whole run (JSON `{ by, reason, at }`, written once). Task ids
+   * start with `r`, so `run:` never collides with {@link keys.cancel}.
+   */
+  cancelRun: (prefix: string, runId: string) => `${prefix}:cancel:run:${runId}`,
+  /** Taken (SET NX, 60 s) by the one `bosun publish` that replaces a rejected incident job of that id and timestamp. */
+  republish: (prefix: string, incidentId: string, jobTimestamp: number) => `${prefix}:republish:${incidentId}:${jobTimestamp}`,
   /** An approval request (JSON). */
   approval: (prefix: string, id: string) => `${prefix}:approval:${id}`,
   /** The decision on an approval request (JSON), written once. */

@@ -4,6 +4,7 @@ import {
   INCIDENTS_QUEUE,
   INCIDENT_JOB,
   Incident,
+  RunCancellation,
   STALL_MARKER,
   TASK_JOB,
   TaskResult,
@@ -29,7 +30,17 @@ import {
   type ToolDeclaration,
 } from '@bosun/models';
 import { MessageSchema, BadCheckpointError, TaskCheckpoint, taskDeadline } from '@bosun/agent';
-import { keys, type CheckpointStore, type DeadLetters, type EventSink } from '@bosun/transport';
+import {
+  ApprovalError,
+  COORDINATOR_TIMERS_QUEUE,
+  approvalResolvedEvent,
+  keys,
+  readRunCancellation,
+  type ApprovalStore,
+  type CheckpointStore,
+  type DeadLetters,
+  type EventSink,
+} from '@bosun/transport';
 import type { RedisClient } from '@bosun/transport';
 
 const Delegation = z.object({
@@ -63,21 +74,31 @@ const RunCheckpointSchema = z.object({
   delegations: z.array(Delegation),
   messages: z.array(MessageSchema),
   routed: z.array(z.string()).optional(),
+  /** An operator's cancellation, once the coordinator has seen it. */
+  cancelled: RunCancellation.optional(),
   result: z.unknown().optional(),
 });
 type RunCheckpoint = z.infer<typeof RunCheckpointSchema>;
 
-/** Internal queue of the coordinator's deadline timers (delayed jobs). */
-export const TIMERS_QUEUE = 'coordinator-timers';
+/** Internal queue of the coordinator's deadline timers (delayed jobs), in-run retries and cancellations. */
+export const TIMERS_QUEUE = COORDINATOR_TIMERS_QUEUE;
 
 const TimerJob = z.object({
-  /** `retry-task`: an operator's `bosun dlq retry` of one delegation of a run still open. */
-  kind: z.enum(['task-deadline', 'run-deadline', 'retry-task']),
+  /**
+   * `retry-task`: an operator's `bosun dlq retry` of one delegation of a run still open;
+   * `cancel-run`: an operator's `bosun cancel` (the cancellation itself is in the run's cancel key).
+   */
+  kind: z.enum(['task-deadline', 'run-deadline', 'retry-task', 'cancel-run']),
   runId: z.string(),
   taskId: z.string().optional(),
   /** A task deadline moved by an approval wait: the how-manieth time (its job id ends `-m<n>`). */
   moved: z.number().int().positive().optional(),
+  /** A cancellation looked at again, the run not being parked before: the how-manieth time (`-a<n>`). */
+  again: z.number().int().positive().optional(),
 });
+
+/** How often, a second apart, a cancellation is looked at again while its run is not parked. */
+const CANCEL_LOOKS = 30;
 
 /** A parent job's children: return values and the failures it ignores, keyed by child job key. */
 type ChildrenRead = [Record<string, unknown>, Record<string, string>];
@@ -121,6 +142,8 @@ export interface CoordinatorDeps {
   checkpoints: CheckpointStore;
   deadLetters: Pick<DeadLetters, 'add'>;
   log: Logger;
+  /** Where approvals live: a cancelled run denies the approvals its tasks wait for. Optional. */
+  approvals?: Pick<ApprovalStore, 'get' | 'decide'>;
 }
 
 const DEFAULT_ROUTE_INSTRUCTION =
@@ -164,7 +187,11 @@ export class Coordinator {
   async process(job: Job, token: string | undefined): Promise<RunResult> {
     const { log, deadLetters } = this.deps;
     if (job.name !== INCIDENT_JOB) {
-      await deadLetters.add({ kind: 'poison', reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`, input: job.data });
+      // The same derived id as a rejected envelope: `bosun publish` finds it to replace the job.
+      await deadLetters.add(
+        { kind: 'poison', reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) },
+        `poison-${job.id ?? 'unknown'}-${job.timestamp}`,
+      );
       throw new UnrecoverableError(`unexpected job name "${job.name}"`);
     }
     const parsed = Incident.safeParse(job.data);
@@ -228,6 +255,12 @@ export class Coordinator {
 
     try {
       for (;;) {
+        if (state.phase !== 'done' && (await this.cancelRequested(state))) {
+          await started();
+          const result = await this.endCancelled(job, incident, state, children);
+          children = undefined;
+          return result;
+        }
         if (state.phase !== 'done' && Date.now() >= Date.parse(state.deadlineAt)) {
           // The run's deadline: end now with what we have; whatever is still out is INCOMPLETE.
           if (state.phase === 'waiting') await this.collect(job, state, 'skip');
@@ -254,6 +287,8 @@ export class Coordinator {
             await started();
             await this.deps.checkpoints.save(ckptId, state);
           }
+          // A cancellation that came during routing ends the run at the top of the loop, before any child job.
+          if (await this.cancelRequested(state)) continue;
           await this.dispatch(job, incident, state);
           state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
           await this.deps.checkpoints.save(ckptId, state);
@@ -264,6 +299,7 @@ export class Coordinator {
           await started();
           await this.deps.checkpoints.save(ckptId, state);
           if (answer !== undefined) return await this.finish(ckptId, incident, state, answer);
+          if (await this.cancelRequested(state)) continue;
           await this.dispatch(job, incident, state);
           state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
           if (state.phase === 'thinking') this.appendDelegationResults(state);
@@ -492,18 +528,22 @@ export class Coordinator {
 
   /**
    * A delegation without a result becomes an INCOMPLETE part, never a hole: `stall` (lost more
-   * often than the stalled-job limit), `failure` (failed after its retries) or `timeout` (past its
-   * deadline or the run's; the specialist, which may still be at work, is told to stop before its
-   * next effect). The dead letter is written before the event that announces it.
+   * often than the stalled-job limit), `failure` (failed after its retries), `timeout` (past its
+   * deadline or the run's) or `cancelled` (an operator cancelled the run). After a timeout or a
+   * cancellation the specialist, which may still be at work, is told to stop before its next
+   * effect. The dead letter is written before the event that announces it; a cancelled part has
+   * none (the operator who cancelled it has nothing left to act on; the run result names it).
    */
-  private async incompletePart(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure' | 'timeout', reason: string): Promise<void> {
+  private async incompletePart(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure' | 'timeout' | 'cancelled', reason: string): Promise<void> {
     const spec = specialistConfig(this.deps.config, d.agent);
     const [{ lastWords, inDoubt }, attempts] = await Promise.all([this.leftBehind(d.taskId), this.attemptsOf(d)]);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
     d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
-    if (kind === 'timeout') await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
+    if (kind === 'timeout' || kind === 'cancelled') await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
     const dlqReason = kind === 'timeout' ? `${d.agent} ${reason}` : reason;
-    await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: dlqReason, lastWords, attempts }, `${kind}-${d.taskId}`);
+    if (kind !== 'cancelled') {
+      await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: dlqReason, lastWords, attempts }, `${kind}-${d.taskId}`);
+    }
     this.deps.events.emit({
       type: kind === 'failure' ? 'agent.failed' : 'agent.stalled',
       runId: state.runId,
@@ -523,13 +563,14 @@ export class Coordinator {
     const ckptId = `run:${timer.runId}`;
     const raw = await this.deps.checkpoints.load(ckptId);
     const parsed = RunCheckpointSchema.safeParse(raw);
-    if (!parsed.success) return;
+    if (!parsed.success) return timer.kind === 'cancel-run' ? this.lookAgain(timer) : undefined;
     const state = parsed.data;
-    if (state.result || state.phase !== 'waiting') return;
-    const parent = await Job.fromId(this.incidents, state.jobId);
+    if (state.result) return;
+    const parent = state.phase === 'waiting' ? await Job.fromId(this.incidents, state.jobId) : undefined;
     // Only a parked run may be changed from here; an active one is being handled by its processor.
-    if (!parent || (await parent.getState()) !== 'waiting-children') return;
+    if (!parent || (await parent.getState()) !== 'waiting-children') return timer.kind === 'cancel-run' ? this.lookAgain(timer) : undefined;
     if (timer.kind === 'retry-task') return this.retryDelegation(parent, ckptId, state, timer.taskId ?? '');
+    if (timer.kind === 'cancel-run') return this.cancelParked(ckptId, state);
     const due = state.delegations.filter((d) => !d.result && (timer.kind === 'run-deadline' || d.taskId === timer.taskId));
     const release: Job[] = [];
     let changed = false;
@@ -545,6 +586,105 @@ export class Coordinator {
     await this.deps.checkpoints.save(ckptId, state);
     // Dropping the dependency lets BullMQ move the parked run back to the queue once none remain.
     for (const child of release) await child.removeChildDependency();
+  }
+
+  /**
+   * Whether an operator has cancelled the run (`bosun cancel`, `POST /runs/<runId>/cancel`): read
+   * from the run's cancel key until seen, then kept in the run's state.
+   */
+  private async cancelRequested(state: RunCheckpoint): Promise<boolean> {
+    state.cancelled ??= (await readRunCancellation(this.deps.redis, this.deps.prefix, state.runId)) ?? undefined;
+    return state.cancelled !== undefined;
+  }
+
+  /**
+   * Ends a cancelled run that this process holds: the delegations still out become INCOMPLETE
+   * `cancelled` parts (their specialists stop before their next effect, their children no longer
+   * hold the run), and the answer says who cancelled it, why, and what was not finished.
+   */
+  private async endCancelled(job: Job, incident: Incident, state: RunCheckpoint, children?: Promise<ChildrenRead>): Promise<RunResult> {
+    const cancelled = state.cancelled!;
+    if (state.phase === 'waiting') await this.collect(job, state, 'skip', children);
+    const cut: Delegation[] = [];
+    for (const d of state.delegations) {
+      if (d.result) continue;
+      await this.incompletePart(state, d, 'cancelled', cancelledReason(cancelled));
+      cut.push(d);
+      // A child still out would keep the incident job from completing.
+      const child = await Job.fromId(this.queueFor(d.agent), d.taskId);
+      if (child) await child.removeChildDependency();
+    }
+    for (const d of cut) await this.denyWaitingApproval(d, cancelled);
+    state.phase = 'done';
+    const line = `This run was CANCELLED by ${cancelled.by} at ${cancelled.at}: ${cancelled.reason}`;
+    const open = this.current(state).filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
+    const answer =
+      state.delegations.length === 0
+        ? `Incident ${incident.id} (${incident.reason}, ${incident.severity}): ${incident.summary}\n\n${line}\nIt was cancelled before anything was delegated: nothing was checked.`
+        : [this.merge(incident, state), '', line, open.length > 0 ? `Not finished: ${open.join(', ')}.` : 'Every delegated part had reported before the cancellation.'].join('\n');
+    return this.finish(`run:${state.runId}`, incident, state, answer);
+  }
+
+  /**
+   * The timer of a cancellation, for a parked run: the delegations still out become INCOMPLETE
+   * `cancelled` parts and their children are released, so the run wakes and ends at once (in
+   * {@link endCancelled}). A child that has already completed keeps its result.
+   */
+  private async cancelParked(ckptId: string, state: RunCheckpoint): Promise<void> {
+    if (!(await this.cancelRequested(state))) return;
+    const cut: Delegation[] = [];
+    const release: Job[] = [];
+    for (const d of state.delegations) {
+      if (d.result) continue;
+      const child = await Job.fromId(this.queueFor(d.agent), d.taskId);
+      if (child && (await child.getState()) === 'completed') continue;
+      await this.incompletePart(state, d, 'cancelled', cancelledReason(state.cancelled!));
+      cut.push(d);
+      if (child) release.push(child);
+    }
+    // Saved (with the cancellation) before the run is released: it resumes from this checkpoint.
+    await this.deps.checkpoints.save(ckptId, state);
+    for (const child of release) await child.removeChildDependency();
+    // Last: a denial wakes a parked task, which may then end at once, and must find the run
+    // already released (else its end would wake the run before this checkpoint is saved).
+    for (const d of cut) await this.denyWaitingApproval(d, state.cancelled);
+  }
+
+  /**
+   * A cancellation of a run that is not parked: the run sees it at its next step (one not started
+   * yet, as soon as it starts). In case it parks first — having checked just before the
+   * cancellation came — the timer looks again a second later, {@link CANCEL_LOOKS} times at most.
+   */
+  private async lookAgain(timer: z.infer<typeof TimerJob>): Promise<void> {
+    const again = (timer.again ?? 0) + 1;
+    if (again > CANCEL_LOOKS) return;
+    await this.timers.add('cancel-run', { kind: 'cancel-run', runId: timer.runId, again }, { jobId: `cancel-run-${timer.runId}-a${again}`, delay: 1_000, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
+  }
+
+  /**
+   * A task of a cancelled run that waits for an operator's approval is denied, so that nobody
+   * approves work that will not be done, and the parked task wakes to stop. Best effort: a task
+   * woken later stops too, before its next effect.
+   */
+  private async denyWaitingApproval(d: Delegation, cancelled: RunCancellation | undefined): Promise<void> {
+    const { approvals, log } = this.deps;
+    if (!approvals || !cancelled) return;
+    let approvalId: string | undefined;
+    try {
+      const ckpt = TaskCheckpoint.parse(await this.deps.checkpoints.load(`task:${d.taskId}`), `task:${d.taskId}`);
+      if (ckpt?.pending?.kind === 'approval') approvalId = ckpt.pending.approvalId;
+    } catch (err) {
+      log.warn({ err, taskId: d.taskId }, 'cancelled run: could not read the task checkpoint to find an approval it waits for');
+      return;
+    }
+    if (!approvalId) return;
+    try {
+      const decided = await approvals.decide(approvalId, { approve: false, reason: `the run was cancelled: ${cancelled.reason}`, by: cancelled.by });
+      this.deps.events.emit(approvalResolvedEvent(decided));
+    } catch (err) {
+      if (err instanceof ApprovalError && (err.code === 'already_decided' || err.code === 'not_found')) return;
+      log.warn({ err, approvalId, taskId: d.taskId }, 'cancelled run: could not deny the approval its task waits for; the task stops when it wakes');
+    }
   }
 
   /**
@@ -661,8 +801,9 @@ export class Coordinator {
       incidentId: incident.id,
       // Route mode with nobody to ask has checked nothing; a delegating model may answer alone.
       // An effect whose outcome is unknown makes the run partial, however its parts ended.
-      status:
-        state.delegations.length === 0 && state.mode === 'route'
+      status: state.cancelled
+        ? 'cancelled'
+        : state.delegations.length === 0 && state.mode === 'route'
           ? 'failed'
           : degraded > 0 || options.deadlineReached || inDoubt
             ? 'partial'
@@ -673,6 +814,7 @@ export class Coordinator {
       ...(inDoubt ? { inDoubt } : {}),
       startedAt: state.startedAt,
       finishedAt: new Date().toISOString(),
+      ...(state.cancelled ? { cancelled: state.cancelled } : {}),
     };
     state.result = result;
     state.phase = 'done';
@@ -688,7 +830,14 @@ export class Coordinator {
       type: result.status === 'failed' ? 'run.failed' : 'run.completed',
       runId: state.runId,
       incidentId: incident.id,
-      data: { status: result.status, stalled: result.stalled, specialists: specialists.map((s) => ({ name: s.name, status: s.status })), answer, ...(inDoubt ? { inDoubt } : {}) },
+      data: {
+        status: result.status,
+        stalled: result.stalled,
+        specialists: specialists.map((s) => ({ name: s.name, status: s.status })),
+        answer,
+        ...(inDoubt ? { inDoubt } : {}),
+        ...(result.cancelled ? { cancelled: result.cancelled } : {}),
+      },
     });
     return result;
   }
@@ -706,6 +855,11 @@ export class Coordinator {
   async close(): Promise<void> {
     await Promise.all([...this.queues.values(), this.timers, this.incidents].map((q) => q.close()));
   }
+}
+
+/** The reason of an INCOMPLETE part cut short by a cancellation. */
+function cancelledReason(c: RunCancellation): string {
+  return `the run was cancelled by ${c.by}: ${c.reason}`;
 }
 
 /** Specialist names from a classifier's reply: `{"specialists": [...]}`, a JSON array, or names in prose. */

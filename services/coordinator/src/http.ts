@@ -1,11 +1,16 @@
 /**
- * The operators' HTTP API on the coordinator: approvals of tool calls.
+ * The operators' HTTP API on the coordinator: approvals of tool calls, and run control.
  *
  *   GET  /approvals        the pending approvals, oldest first (JSON array)
  *   GET  /approvals/<id>   one approval (404 when there is none)
  *   POST /approvals/<id>   decide it: `{ "decision": "approve" | "deny", "only"?: number[],
  *                          "reason"?: string, "by"?: string }` → 200 with the decided approval;
  *                          400 bad body (naming the field), 404 unknown, 409 already decided
+ *   GET  /runs             runs, newest first: `?status=<state>&limit=<n>` (JSON array)
+ *   GET  /runs/<runId>     one run (404 when there is none)
+ *   POST /runs/<runId>/cancel  cancel it: `{ "reason"?: string, "by"?: string }` → 202 (it ends
+ *                          shortly), 200 when it had already ended cancelled; 400 bad body,
+ *                          404 unknown run, 409 already finished
  *
  * Every request needs `Authorization: Bearer <operator token>`; without it the answer is a bare
  * 401. The token is a secret: it is compared in constant time and never logged or echoed.
@@ -14,7 +19,20 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '@bosun/config';
-import { ApprovalError, approvalResolvedEvent, type Approval, type ApprovalStore, type Decision, type EventSink } from '@bosun/transport';
+import {
+  ApprovalError,
+  CANCEL_BY_MAX,
+  CANCEL_REASON_MAX,
+  RUN_STATES,
+  RunControlError,
+  approvalResolvedEvent,
+  type Approval,
+  type ApprovalStore,
+  type Decision,
+  type EventSink,
+  type RunControl,
+  type RunState,
+} from '@bosun/transport';
 
 /** Options of {@link startOperatorApi}. */
 export interface OperatorApiOptions {
@@ -25,6 +43,8 @@ export interface OperatorApiOptions {
   /** The operator token (already `${ENV}`-substituted). Never logged. */
   token: string;
   approvals: ApprovalStore;
+  /** Run control (`/runs`); without it those paths answer 404. */
+  runs?: RunControl;
   /** Where `approval.resolved` is published. */
   events: EventSink;
   log: Logger;
@@ -41,8 +61,10 @@ export interface OperatorApi {
 }
 
 const DEFAULT_MAX_BODY = 64 * 1024;
-const BY_MAX = 200;
-const REASON_MAX = 10_000;
+const BY_MAX = CANCEL_BY_MAX;
+const REASON_MAX = CANCEL_REASON_MAX;
+/** The reason of a cancellation that gives none. */
+export const NO_REASON_GIVEN = 'no reason given';
 const FLUSH_WAIT_MS = 2_000;
 
 class HttpError extends Error {
@@ -146,6 +168,78 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
   return { approve: false, reason: b.reason.trim(), by };
 }
 
+/** Checks a cancel body (`{ "reason"?: string, "by"?: string }`, or none); a 400 names the field at fault. */
+export function parseCancelBody(text: string, defaultBy = 'http-operator'): { by: string; reason: string } {
+  if (text.trim() === '') return { by: defaultBy, reason: NO_REASON_GIVEN };
+  let body: unknown;
+  try {
+    body = JSON.parse(text) as unknown;
+  } catch {
+    throw new HttpError(400, 'body: not valid JSON (expected {"reason"?: string, "by"?: string})');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'body: must be a JSON object');
+  const b = body as Record<string, unknown>;
+  const unknown = Object.keys(b).filter((k) => k !== 'reason' && k !== 'by');
+  if (unknown.length > 0) throw new HttpError(400, `${unknown[0]}: unknown field (known: reason, by)`);
+  if (b.by !== undefined && (typeof b.by !== 'string' || b.by.trim() === '' || b.by.length > BY_MAX)) {
+    throw new HttpError(400, `by: must be a non-empty string of at most ${BY_MAX} characters`);
+  }
+  if (b.reason !== undefined && (typeof b.reason !== 'string' || b.reason.trim() === '' || b.reason.length > REASON_MAX)) {
+    throw new HttpError(400, `reason: must be a non-empty string of at most ${REASON_MAX} characters`);
+  }
+  return { by: typeof b.by === 'string' ? b.by.trim() : defaultBy, reason: typeof b.reason === 'string' ? b.reason.trim() : NO_REASON_GIVEN };
+}
+
+/** Checks `?status=&limit=` of `GET /runs`; a 400 names the parameter at fault. */
+export function parseRunsQuery(search: URLSearchParams): { state?: RunState; limit: number } {
+  const status = search.get('status');
+  const limitText = search.get('limit') ?? '50';
+  if (status !== null && !(RUN_STATES as readonly string[]).includes(status)) throw new HttpError(400, `status: must be one of ${RUN_STATES.join(', ')}`);
+  const limit = Number(limitText);
+  if (!/^\d+$/.test(limitText) || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new HttpError(400, 'limit: must be an integer from 1 to 1000');
+  return { ...(status !== null ? { state: status as RunState } : {}), limit };
+}
+
+/** `/runs`, `/runs/<runId>`, `/runs/<runId>/cancel`. */
+async function handleRuns(req: IncomingMessage, res: ServerResponse, runs: RunControl, parts: string[], search: URLSearchParams, maxBody: number, log: Logger): Promise<void> {
+  const allow = (methods: string) => {
+    req.resume();
+    send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: methods });
+  };
+  if (parts.length === 1) {
+    if (req.method !== 'GET') return allow('GET');
+    req.resume();
+    return send(res, 200, await runs.list(parseRunsQuery(search)));
+  }
+  let runId: string;
+  try {
+    runId = decodeURIComponent(parts[1]!);
+  } catch {
+    req.resume();
+    return send(res, 404, { error: 'not found' });
+  }
+  if (parts.length === 2) {
+    if (req.method !== 'GET') return allow('GET');
+    req.resume();
+    const run = await runs.get(runId);
+    return run ? send(res, 200, run) : send(res, 404, { error: `no run ${runId}` });
+  }
+  if (parts.length !== 3 || parts[2] !== 'cancel') {
+    req.resume();
+    return send(res, 404, { error: 'not found' });
+  }
+  if (req.method !== 'POST') return allow('POST');
+  const request = parseCancelBody(await readBody(req, maxBody));
+  try {
+    const outcome = await runs.cancel(runId, request);
+    log.info({ runId, incidentId: outcome.incidentId, by: outcome.cancelled.by, already: outcome.already, state: outcome.state }, 'run cancelled over HTTP');
+    return send(res, outcome.state === 'cancelled' ? 200 : 202, outcome);
+  } catch (err) {
+    if (!(err instanceof RunControlError)) throw err;
+    const status = err.code === 'not_found' ? 404 : err.code === 'finished' ? 409 : 400;
+    return send(res, status, { error: err.message, code: err.code });
+  }
+}
 
 /** Starts the operator API; resolves once it listens. */
 export async function startOperatorApi(options: OperatorApiOptions): Promise<OperatorApi> {
@@ -160,8 +254,9 @@ export async function startOperatorApi(options: OperatorApiOptions): Promise<Ope
       req.resume();
       return send(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer' });
     }
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const [path = '/', query = ''] = (req.url ?? '/').split('?');
     const parts = path.split('/').filter((p) => p !== '');
+    if (parts[0] === 'runs' && options.runs && parts.length <= 3) return handleRuns(req, res, options.runs, parts, new URLSearchParams(query), maxBody, log);
     if (parts[0] !== 'approvals' || parts.length > 2) {
       req.resume();
       return send(res, 404, { error: 'not found' });

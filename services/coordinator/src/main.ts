@@ -4,7 +4,7 @@ import { Worker } from 'bullmq';
 import { INCIDENTS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { ApprovalStore, checkRuntime, openRuntime, runService } from '@bosun/transport';
+import { ApprovalStore, RunControl, checkRuntime, openRuntime, runService } from '@bosun/transport';
 import { Coordinator, TIMERS_QUEUE } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
@@ -42,6 +42,8 @@ runService({
     const { env, config, model } = load();
     const c = config.coordinator;
     const rt = await openRuntime(env, { service: 'coordinator', log });
+    // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
+    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
     const coordinator = new Coordinator({
       redis: rt.redis,
       prefix: env.prefix,
@@ -51,6 +53,7 @@ runService({
       checkpoints: rt.checkpoints,
       deadLetters: rt.deadLetters,
       log,
+      approvals,
     });
     const worker = new Worker(INCIDENTS_QUEUE, (job, token) => coordinator.process(job, token), {
       connection: rt.redis,
@@ -72,15 +75,17 @@ runService({
     timers.on('error', (err) => log.error({ err }, 'timers worker error'));
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err: err.message }, 'incident job failed'));
     log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
-    // The operators' HTTP API (approvals), when configured.
+    // The operators' HTTP API (approvals, runs), when configured.
     let api: OperatorApi | undefined;
-    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
+    const runs = new RunControl({ redis: rt.redis, prefix: env.prefix });
     if (c.http) {
       try {
-        api = await startOperatorApi({ port: c.http.port, host: c.http.host, token: c.http.operatorToken, approvals, events: rt.events, log });
+        api = await startOperatorApi({ port: c.http.port, host: c.http.host, token: c.http.operatorToken, approvals, runs, events: rt.events, log });
       } catch (err) {
+        await runs.close();
         await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();
+        await approvals.close();
         await rt.close();
         throw new Error(`operator API: cannot listen on ${c.http.host}:${c.http.port} (${(err as Error).message})`, { cause: err });
       }
@@ -89,9 +94,10 @@ runService({
     return {
       async close() {
         await api?.close();
-        await approvals.close();
+        await runs.close();
         await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();
+        await approvals.close();
         await rt.close();
       },
     };

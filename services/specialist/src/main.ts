@@ -62,7 +62,9 @@ runService({
             stateOf: (tool) => toolState(config, tool),
             approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
           },
-          isCancelled: async (taskId) => (await rt.redis.exists(keys.cancel(env.prefix, taskId))) === 1,
+          // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
+          // the run), read in one round trip.
+          isCancelled: async (taskId, runId) => (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null),
         }),
         {
           connection: rt.redis,

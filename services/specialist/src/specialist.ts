@@ -17,7 +17,7 @@ export interface SpecialistDeps {
   log: Logger;
   toolTimeoutMs?: number;
   shouldYield?: () => boolean;
-  isCancelled?: (taskId: string) => Promise<boolean>;
+  isCancelled?: (taskId: string, runId: string) => Promise<boolean>;
   policy?: TaskPolicy;
   approvals?: ApprovalStore;
 }
