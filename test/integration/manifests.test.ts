@@ -909,7 +909,7 @@ function checkDockerfile(m: Model): string[] {
   const ins = instructions(m.dockerfile);
   const froms = ins.map((x, i) => ({ ...x, i })).filter((x) => x.op === 'FROM');
   if (froms.length < 2) problems.push(`${froms.length} stage(s); want a multi-stage build`);
-  for (const f of froms) if (!/^(--platform=\S+\s+)?node:20(\b|[.-])/.test(f.rest)) problems.push(`stage "FROM ${f.rest}" is not Node 20`);
+  for (const f of froms) if (!/^(--platform=\S+\s+)?node:24(\b|[.-])/.test(f.rest)) problems.push(`stage "FROM ${f.rest}" is not Node 24 (the LTS the e2e and chaos suites also run on)`);
   const lastFrom = froms.at(-1)?.i ?? 0;
   const build = ins.slice(0, lastFrom);
   const runs = build.filter((x) => x.op === 'RUN').map((x) => x.rest);
@@ -1087,7 +1087,7 @@ const mutations: Mutation[] = [
   ['Dockerfile: no npm ci', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm ci\b/, 'RUN npm install')), checkDockerfile],
   ['Dockerfile: no tsc -b', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npx tsc -b\b/, 'RUN npx tsc -p .')), checkDockerfile],
   ['Dockerfile: no prune', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm prune --omit=dev/, 'RUN true')), checkDockerfile],
-  ['Dockerfile: Node 18', (m) => void (m.dockerfile = m.dockerfile.replace(/FROM node:20/g, 'FROM node:18')), checkDockerfile],
+  ['Dockerfile: Node 20 (end of life)', (m) => void (m.dockerfile = m.dockerfile.replace(/FROM node:24/g, 'FROM node:20')), checkDockerfile],
   ['Dockerfile: a new workspace not copied', (m) => m.workspaces.push('services/janitor'), checkDockerfile],
   ['Dockerfile: single stage', (m) => void (m.dockerfile = m.dockerfile.replace(/\nFROM [^\n]*AS runtime[^\n]*\n/, '\n')), checkDockerfile],
 ];
