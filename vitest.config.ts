@@ -5,7 +5,13 @@ import { defineConfig } from 'vitest/config';
 // compiled packages: `npm test` builds first.
 export default defineConfig({
   test: {
-    include: ['libs/*/src/**/*.test.ts', 'services/*/src/**/*.test.ts', 'mcp-servers/*/src/**/*.test.ts', 'cli/src/**/*.test.ts', 'test/**/*.test.ts'],
+    include: [
+      'libs/*/src/**/*.test.ts',
+      'services/*/src/**/*.test.ts',
+      'mcp-servers/*/src/**/*.test.ts',
+      'cli/src/**/*.test.ts',
+      'test/**/*.test.ts',
+    ],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // 2-core machines: two files at a time keeps end-to-end clusters from starving each other.

@@ -112,7 +112,10 @@ export class RssSampler {
   readonly samples: { t: number; kb: number }[] = [];
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly proc: ManagedProcess, intervalMs = 200) {
+  constructor(
+    private readonly proc: ManagedProcess,
+    intervalMs = 200,
+  ) {
     this.sample();
     this.timer = setInterval(() => this.sample(), intervalMs);
     this.timer.unref();
@@ -448,4 +451,3 @@ export function assertLoopback(name: string, url: string): void {
     }
   }
 }
-

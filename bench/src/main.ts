@@ -62,15 +62,22 @@ async function main(): Promise<number> {
   const profileService = values.profile as ServiceName | undefined;
   if (profileService !== undefined && !SERVICES.includes(profileService)) throw new Error(`--profile: one of ${SERVICES.join(', ')}`);
   const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
-  if (throughputN !== undefined && !(Number.isInteger(throughputN) && throughputN > 0 && throughputN <= 20_000)) throw new Error('--throughput-n: 1 to 20000');
+  if (throughputN !== undefined && !(Number.isInteger(throughputN) && throughputN > 0 && throughputN <= 20_000))
+    throw new Error('--throughput-n: 1 to 20000');
   const scaleCap = values['scale-cap'] ? Number(values['scale-cap']) : undefined;
-  if (scaleCap !== undefined && !(Number.isInteger(scaleCap) && scaleCap > 0 && scaleCap <= 10_000)) throw new Error('--scale-cap: 1 to 10000');
+  if (scaleCap !== undefined && !(Number.isInteger(scaleCap) && scaleCap > 0 && scaleCap <= 10_000))
+    throw new Error('--scale-cap: 1 to 10000');
 
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   assertLoopback('REDIS_URL', redisUrl);
   assertLoopback('NATS_URL', natsUrl);
-  for (const f of ['services/tool-gateway/dist/main.js', 'services/coordinator/dist/main.js', 'services/specialist/dist/main.js', 'mcp-servers/demo/dist/main.js']) {
+  for (const f of [
+    'services/tool-gateway/dist/main.js',
+    'services/coordinator/dist/main.js',
+    'services/specialist/dist/main.js',
+    'mcp-servers/demo/dist/main.js',
+  ]) {
     if (!existsSync(join(root, f))) throw new Error(`${f} is missing: build first (npx tsc -b)`);
   }
 
@@ -92,7 +99,9 @@ async function main(): Promise<number> {
     redis,
     nc,
     quick: values.quick ?? false,
-    profile: profileService ? { service: profileService, dir: join(root, 'bench', 'profiles', started.toISOString().replace(/[:.]/g, '-')) } : undefined,
+    profile: profileService
+      ? { service: profileService, dir: join(root, 'bench', 'profiles', started.toISOString().replace(/[:.]/g, '-')) }
+      : undefined,
     prefixes: new Set(),
     // The whole bench stays under 10 minutes: 9.5 for the scenarios, the rest for start-up and clean-up.
     deadlineAt: started.getTime() + (values.quick ? 300_000 : 570_000),
@@ -134,7 +143,9 @@ async function main(): Promise<number> {
     date: started.toISOString(),
   };
   const source = gitState();
-  note(`bench on ${machine.cpus} CPUs (${machine.cpuModel}), node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — quick mode' : ''}`);
+  note(
+    `bench on ${machine.cpus} CPUs (${machine.cpuModel}), node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — quick mode' : ''}`,
+  );
 
   const scenarios: [number, () => Promise<ScenarioResult>][] = [
     [1, () => scenarioLatency(ctx)],
@@ -173,10 +184,18 @@ async function main(): Promise<number> {
 
   // The report.
   const rows: Row[] = results.flatMap((r) => r.rows);
-  for (const e of errors) rows.push({ scenario: `${e.id} (${e.skipped ? 'skipped' : 'error'})`, metric: e.error.split('\n')[0]!.slice(0, 100), bosun: '—', result: e.skipped ? 'n/a' : 'missed' });
+  for (const e of errors)
+    rows.push({
+      scenario: `${e.id} (${e.skipped ? 'skipped' : 'error'})`,
+      metric: e.error.split('\n')[0]!.slice(0, 100),
+      bosun: '—',
+      result: e.skipped ? 'n/a' : 'missed',
+    });
   const out: string[] = [];
   out.push('');
-  out.push(`Bosun bench — ${machine.date} — ${machine.cpus} CPUs ${machine.cpuModel}, node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — QUICK MODE (small counts)' : ''}`);
+  out.push(
+    `Bosun bench — ${machine.date} — ${machine.cpus} CPUs ${machine.cpuModel}, node ${machine.node}, redis ${machine.redis}, nats ${machine.nats}${ctx.quick ? ' — QUICK MODE (small counts)' : ''}`,
+  );
   out.push(`source: ${source.commit}${source.dirty.length ? ` + uncommitted changes in ${source.dirty.length} file(s)` : ''}`);
   out.push(`floor = a raw BullMQ chain with the same hops and no-op processors, in the same process layout, measured in the same run`);
   out.push('');
@@ -199,7 +218,13 @@ async function main(): Promise<number> {
       {
         machine,
         source,
-        args: { only: [...only].sort(), quick: ctx.quick, throughputN: throughputN ?? null, scaleCap: scaleCap ?? null, profile: profileService ?? null },
+        args: {
+          only: [...only].sort(),
+          quick: ctx.quick,
+          throughputN: throughputN ?? null,
+          scaleCap: scaleCap ?? null,
+          profile: profileService ?? null,
+        },
         totalMs,
         rows,
         scenarios: results.map((r) => ({ id: r.id, name: r.name, rows: r.rows, notes: r.notes, data: r.data })),
@@ -222,7 +247,11 @@ async function main(): Promise<number> {
 function gitState(): { commit: string; dirty: string[] } {
   try {
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-    const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=normal', '--', 'libs', 'services', 'mcp-servers', 'bench'], { cwd: root, encoding: 'utf8' })
+    const dirty = execFileSync(
+      'git',
+      ['status', '--porcelain', '--untracked-files=normal', '--', 'libs', 'services', 'mcp-servers', 'bench'],
+      { cwd: root, encoding: 'utf8' },
+    )
       .split('\n')
       .filter(Boolean)
       .map((l) => l.slice(3));
@@ -234,7 +263,15 @@ function gitState(): { commit: string; dirty: string[] } {
 
 function table(rows: Row[]): string[] {
   const head = ['scenario', 'metric', 'bosun', 'floor (raw)', 'ratio', 'target', 'result'];
-  const cells = rows.map((r) => [r.scenario, r.metric, r.bosun, r.floor ?? '', r.ratio ?? '', r.target ?? '', r.result === 'n/a' || !r.result ? '' : r.result.toUpperCase()]);
+  const cells = rows.map((r) => [
+    r.scenario,
+    r.metric,
+    r.bosun,
+    r.floor ?? '',
+    r.ratio ?? '',
+    r.target ?? '',
+    r.result === 'n/a' || !r.result ? '' : r.result.toUpperCase(),
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
   const line = (c: string[]) => `| ${c.map((x, i) => (i >= 2 && i <= 4 ? x.padStart(widths[i]!) : x.padEnd(widths[i]!))).join(' | ')} |`;
   return [line(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...cells.map(line)];
@@ -252,7 +289,9 @@ function commandStatsText(cs: CommandStatsReport): string[] {
   ];
   for (const t of cs.top) {
     const raw = cs.raw?.top.find((r) => r.command === t.command);
-    out.push(`  ${t.command.padEnd(18)} ${fmt(t.perIncident, 2).padStart(14)} ${fmt(t.usecPerIncident, 0).padStart(12)}${cs.raw ? `   ${(raw ? fmt(raw.perIncident, 2) : '—').padStart(10)}` : ''}`);
+    out.push(
+      `  ${t.command.padEnd(18)} ${fmt(t.perIncident, 2).padStart(14)} ${fmt(t.usecPerIncident, 0).padStart(12)}${cs.raw ? `   ${(raw ? fmt(raw.perIncident, 2) : '—').padStart(10)}` : ''}`,
+    );
   }
   return out;
 }
@@ -261,9 +300,13 @@ function profileText(profiles: ProfileSummary[], service: string): string[] {
   if (profiles.length === 0) return [`no CPU profile of ${service} was written`];
   const out: string[] = [];
   for (const p of profiles) {
-    out.push(`CPU profile ${p.file.replace(`${root}/`, '')}: ${fmt(p.totalMs / 1000, 1)} s, idle ${fmt(p.idleMs / 1000, 1)} s, busy ${fmt((p.totalMs - p.idleMs) / 1000, 1)} s`);
+    out.push(
+      `CPU profile ${p.file.replace(`${root}/`, '')}: ${fmt(p.totalMs / 1000, 1)} s, idle ${fmt(p.idleMs / 1000, 1)} s, busy ${fmt((p.totalMs - p.idleMs) / 1000, 1)} s`,
+    );
     out.push(`  self time by module (% of busy): ${p.byModule.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
-    out.push(`  same, native and node: frames charged to their caller: ${p.byCaller.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`);
+    out.push(
+      `  same, native and node: frames charged to their caller: ${p.byCaller.map((m) => `${m.module} ${fmt(m.pct, 1)}%`).join(', ')}`,
+    );
     out.push(`  top self-time functions:`);
     out.push(`  ${'self ms'.padStart(9)} ${'%busy'.padStart(6)}  function`);
     for (const t of p.top) out.push(`  ${fmt(t.selfMs, 0).padStart(9)} ${fmt(t.pct, 1).padStart(6)}  ${t.fn}  ${t.where}`);

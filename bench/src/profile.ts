@@ -88,7 +88,10 @@ export function summarizeProfile(file: string, root: string, topN = 15): Profile
     for (let n: CpuProfileNode | undefined = node; n; n = parent.get(n.id)) {
       const m = moduleOf(n.callFrame.url, n.callFrame.functionName, root);
       if (m.startsWith('libs/') || m.startsWith('services/')) {
-        const file = n.callFrame.url.replace(/^file:\/\//, '').replace(`${root}/`, '').replace('/dist/', '/');
+        const file = n.callFrame.url
+          .replace(/^file:\/\//, '')
+          .replace(`${root}/`, '')
+          .replace('/dist/', '/');
         return `${n.callFrame.functionName || '(anonymous)'} ${file}:${n.callFrame.lineNumber + 1}`;
       }
     }

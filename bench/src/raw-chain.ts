@@ -72,7 +72,11 @@ async function runRole(role: RawRole, prefix: string, concurrency: number, redis
       RAW_INCIDENTS,
       async (job: Job, token?: string) => {
         if (job.data.step !== 'waiting') {
-          await tasks.add('task', { incidentId: job.id }, { jobId: `${job.id}-task`, parent: { id: job.id!, queue: job.queueQualifiedName } });
+          await tasks.add(
+            'task',
+            { incidentId: job.id },
+            { jobId: `${job.id}-task`, parent: { id: job.id!, queue: job.queueQualifiedName } },
+          );
           await job.updateData({ ...job.data, step: 'waiting' });
         }
         if (token && (await job.moveToWaitingChildren(token))) throw new WaitingChildrenError();
@@ -87,7 +91,11 @@ async function runRole(role: RawRole, prefix: string, concurrency: number, redis
     const events = new QueueEvents(RAW_TOOLS, { connection: eventsConnection, prefix });
     events.setMaxListeners(0);
     await events.waitUntilReady();
-    closers.push(() => events.close(), () => tools.close(), async () => eventsConnection.disconnect());
+    closers.push(
+      () => events.close(),
+      () => tools.close(),
+      async () => eventsConnection.disconnect(),
+    );
     worker = new Worker(
       RAW_TASKS,
       async (job: Job) => {

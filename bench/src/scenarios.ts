@@ -173,7 +173,9 @@ class IncidentClient {
     const t0 = performance.now();
     try {
       for (let i = 0; i < ids.length; i += 500) {
-        await this.queue.addBulk(ids.slice(i, i + 500).map((id) => ({ name: INCIDENT_JOB, data: standardIncident(id), opts: { jobId: id } })));
+        await this.queue.addBulk(
+          ids.slice(i, i + 500).map((id) => ({ name: INCIDENT_JOB, data: standardIncident(id), opts: { jobId: id } })),
+        );
       }
       const publishMs = performance.now() - t0;
       let lastNote = performance.now();
@@ -193,7 +195,9 @@ class IncidentClient {
         }
         if (performance.now() - lastNote > 5_000) {
           lastNote = performance.now();
-          note(`${options.label ?? 'bulk'}: ${ids.length - pending.size}/${ids.length} finished after ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+          note(
+            `${options.label ?? 'bulk'}: ${ids.length - pending.size}/${ids.length} finished after ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+          );
         }
       }
       const timedOut = pending.size > 0;
@@ -281,7 +285,9 @@ class RunTracer {
       if (points.some((p) => p === undefined)) continue;
       for (let i = 0; i < names.length; i++) samples[i]!.push(points[i + 1]! - points[i]!);
     }
-    return names.map((segment, i) => ({ segment, p50: percentile(samples[i]!, 50), p90: percentile(samples[i]!, 90), runs: samples[i]!.length })).filter((b) => b.runs > 0);
+    return names
+      .map((segment, i) => ({ segment, p50: percentile(samples[i]!, 50), p90: percentile(samples[i]!, 90), runs: samples[i]!.length }))
+      .filter((b) => b.runs > 0);
   }
 
   close(): void {
@@ -325,7 +331,9 @@ function commandReport(
     source,
     incidents,
     totalCalls: total,
-    top: rows.slice(0, 10).map((r) => ({ command: r.command, calls: r.calls, perIncident: r.calls / incidents, usecPerIncident: r.usec / incidents })),
+    top: rows
+      .slice(0, 10)
+      .map((r) => ({ command: r.command, calls: r.calls, perIncident: r.calls / incidents, usecPerIncident: r.usec / incidents })),
     raw: raw
       ? {
           totalCalls: rawTotal,
@@ -436,12 +444,44 @@ export async function scenarioLatency(ctx: Ctx): Promise<ScenarioResult> {
           const ratio50 = bp50 / rp50;
           const label = `1 latency (${bosunMs.length} sequential runs each)`;
           result.rows.push(
-            { scenario: label, metric: 'p50 publish→result (ms)', bosun: fmt(bp50), floor: fmt(rp50), ratio: `${fmt(ratio50, 2)}×`, target: '≤ 2.00× floor', result: ratio50 <= 2 ? 'met' : 'missed' },
-            { scenario: '', metric: 'p99 publish→result (ms)', bosun: fmt(bp99), floor: fmt(rp99), ratio: `${fmt(bp99 / rp99, 2)}×`, target: '—', result: 'n/a' },
+            {
+              scenario: label,
+              metric: 'p50 publish→result (ms)',
+              bosun: fmt(bp50),
+              floor: fmt(rp50),
+              ratio: `${fmt(ratio50, 2)}×`,
+              target: '≤ 2.00× floor',
+              result: ratio50 <= 2 ? 'met' : 'missed',
+            },
+            {
+              scenario: '',
+              metric: 'p99 publish→result (ms)',
+              bosun: fmt(bp99),
+              floor: fmt(rp99),
+              ratio: `${fmt(bp99 / rp99, 2)}×`,
+              target: '—',
+              result: 'n/a',
+            },
           );
           if ((statuses.completed ?? 0) !== bosunMs.length) result.notes.push(`Bosun run statuses: ${statusText(statuses)}`);
-          const summary = (ms: number[]) => ({ p50: percentile(ms, 50), p90: percentile(ms, 90), p99: percentile(ms, 99), mean: mean(ms), min: Math.min(...ms), max: Math.max(...ms), samples: ms.length });
-          result.data = { n, warm, bosun: { ...summary(bosunMs), statuses }, raw: summary(rawMs), ratioP50: ratio50, breakdown, loadavg: loadavg() };
+          const summary = (ms: number[]) => ({
+            p50: percentile(ms, 50),
+            p90: percentile(ms, 90),
+            p99: percentile(ms, 99),
+            mean: mean(ms),
+            min: Math.min(...ms),
+            max: Math.max(...ms),
+            samples: ms.length,
+          });
+          result.data = {
+            n,
+            warm,
+            bosun: { ...summary(bosunMs), statuses },
+            raw: summary(rawMs),
+            ratioP50: ratio50,
+            breakdown,
+            loadavg: loadavg(),
+          };
         } finally {
           await rawClient.close();
           await client.close();
@@ -520,16 +560,38 @@ export async function scenarioThroughput(ctx: Ctx, requested?: number): Promise<
       target: '≥ 0.50× floor',
       result: ratio >= 0.5 ? 'met' : 'missed',
     });
-    if (res.timedOut) result.notes.push(`Bosun: only ${res.done + res.failed}/${n} finished within ${fmt(res.wallMs / 1000, 0)} s (time budget); throughput is over those.`);
-    if (rawRes.timedOut) result.notes.push(`raw chain: only ${rawRes.done + rawRes.failed}/${n} finished within ${fmt(rawRes.wallMs / 1000, 0)} s (time budget); throughput is over those.`);
-    if ((res.statuses.completed ?? 0) !== n) result.notes.push(`Bosun run statuses: ${statusText(res.statuses)}; failed jobs ${res.failed}`);
+    if (res.timedOut)
+      result.notes.push(
+        `Bosun: only ${res.done + res.failed}/${n} finished within ${fmt(res.wallMs / 1000, 0)} s (time budget); throughput is over those.`,
+      );
+    if (rawRes.timedOut)
+      result.notes.push(
+        `raw chain: only ${rawRes.done + rawRes.failed}/${n} finished within ${fmt(rawRes.wallMs / 1000, 0)} s (time budget); throughput is over those.`,
+      );
+    if ((res.statuses.completed ?? 0) !== n)
+      result.notes.push(`Bosun run statuses: ${statusText(res.statuses)}; failed jobs ${res.failed}`);
     if (cpu) result.notes.push(`Bosun: ${cpuText(cpu, res.done + res.failed)}`);
     if (rawCpu) result.notes.push(`raw chain: ${cpuText(rawCpu, rawRes.done + rawRes.failed)}`);
     result.data = {
       n,
       loadavg: loadavg(),
-      bosun: { wallMs: res.wallMs, publishMs: res.publishMs, perSecond: tput, statuses: res.statuses, failed: res.failed, timedOut: res.timedOut, cpu },
-      raw: { wallMs: rawRes.wallMs, publishMs: rawRes.publishMs, perSecond: rawTput, failed: rawRes.failed, timedOut: rawRes.timedOut, cpu: rawCpu },
+      bosun: {
+        wallMs: res.wallMs,
+        publishMs: res.publishMs,
+        perSecond: tput,
+        statuses: res.statuses,
+        failed: res.failed,
+        timedOut: res.timedOut,
+        cpu,
+      },
+      raw: {
+        wallMs: rawRes.wallMs,
+        publishMs: rawRes.publishMs,
+        perSecond: rawTput,
+        failed: rawRes.failed,
+        timedOut: rawRes.timedOut,
+        cpu: rawCpu,
+      },
       ratio,
       concurrency: { coordinator: 50, specialist: 50, gateway: 64 },
     };
@@ -630,10 +692,22 @@ export async function scenarioInFlight(ctx: Ctx): Promise<ScenarioResult> {
     const allDone = !r.timedOut && r.done === n && (r.statuses.completed ?? 0) === n;
     const label = `3 in flight (${n} at once, latency ${latencyMs} ms)`;
     result.rows.push(
-      { scenario: label, metric: 'completed runs', bosun: `${r.statuses.completed ?? 0}/${n}`, target: 'all', result: allDone ? 'met' : 'missed' },
+      {
+        scenario: label,
+        metric: 'completed runs',
+        bosun: `${r.statuses.completed ?? 0}/${n}`,
+        target: 'all',
+        result: allDone ? 'met' : 'missed',
+      },
       { scenario: '', metric: 'wall time (s)', bosun: fmt(r.wallMs / 1000), target: '—', result: 'n/a' },
       { scenario: '', metric: 'peak kubernetes tasks active at once', bosun: String(r.peakActiveTasks), target: '—', result: 'n/a' },
-      { scenario: '', metric: 'specialist peak RSS (MB; VmHWM)', bosun: fmt(mb(peakKb)), target: '< 400 MB', result: mb(peakKb) < 400 ? 'met' : 'missed' },
+      {
+        scenario: '',
+        metric: 'specialist peak RSS (MB; VmHWM)',
+        bosun: fmt(mb(peakKb)),
+        target: '< 400 MB',
+        result: mb(peakKb) < 400 ? 'met' : 'missed',
+      },
       { scenario: '', metric: 'specialist idle RSS (MB)', bosun: fmt(mb(s.idleKb)), target: '—', result: 'n/a' },
       { scenario: '', metric: 'memory per in-flight run (KB)', bosun: fmt(perRunKb), target: '—', result: 'n/a' },
     );
@@ -662,8 +736,22 @@ export async function scenarioScaleOut(ctx: Ctx, capOverride?: number): Promise<
   const n = ctx.quick ? 200 : 2000;
   const latencyMs = 2000;
   const cap = capOverride ?? (ctx.quick ? 50 : 125);
-  const result: ScenarioResult = { id: 4, name: 'scale-out', rows: [], notes: [], data: { n, latencyMs, kubernetesConcurrencyPerProcess: cap } };
-  const runs: { processes: number; wallMs: number; perSecond: number; completed: number; peakActiveTasks: number; cpu: CpuReport; loadavg: number[] }[] = [];
+  const result: ScenarioResult = {
+    id: 4,
+    name: 'scale-out',
+    rows: [],
+    notes: [],
+    data: { n, latencyMs, kubernetesConcurrencyPerProcess: cap },
+  };
+  const runs: {
+    processes: number;
+    wallMs: number;
+    perSecond: number;
+    completed: number;
+    peakActiveTasks: number;
+    cpu: CpuReport;
+    loadavg: number[];
+  }[] = [];
   const counts = [1, 2, 4];
   for (const [k, processes] of counts.entries()) {
     checkAbort();
@@ -675,11 +763,27 @@ export async function scenarioScaleOut(ctx: Ctx, capOverride?: number): Promise<
     const share = [0.5, 0.6, 1][k]!;
     await withPrefix(ctx, async (prefix) => {
       note(`4 scale-out: ${n} incidents, ${processes} specialist process(es) × kubernetes concurrency ${cap}`);
-      const r = await inFlightWorkload(ctx, prefix, 4, { n, latencyMs, concurrency: cap, processes, timeoutMs: within(ctx, 240_000, share), sub: `-p${processes}` });
+      const r = await inFlightWorkload(ctx, prefix, 4, {
+        n,
+        latencyMs,
+        concurrency: cap,
+        processes,
+        timeoutMs: within(ctx, 240_000, share),
+        sub: `-p${processes}`,
+      });
       const finished = r.done + r.failed;
-      runs.push({ processes, wallMs: r.wallMs, perSecond: finished / (r.wallMs / 1000), completed: r.statuses.completed ?? 0, peakActiveTasks: r.peakActiveTasks, cpu: r.cpu, loadavg: loadavg() });
+      runs.push({
+        processes,
+        wallMs: r.wallMs,
+        perSecond: finished / (r.wallMs / 1000),
+        completed: r.statuses.completed ?? 0,
+        peakActiveTasks: r.peakActiveTasks,
+        cpu: r.cpu,
+        loadavg: loadavg(),
+      });
       result.notes.push(`${processes} process(es): ${cpuText(r.cpu, finished)}`);
-      if (r.timedOut || (r.statuses.completed ?? 0) !== n) result.notes.push(`${processes} process(es): statuses ${statusText(r.statuses)}, failed ${r.failed}, timed out ${r.timedOut}`);
+      if (r.timedOut || (r.statuses.completed ?? 0) !== n)
+        result.notes.push(`${processes} process(es): statuses ${statusText(r.statuses)}, failed ${r.failed}, timed out ${r.timedOut}`);
     });
   }
   const base = runs[0]?.perSecond ?? Number.NaN;
@@ -694,7 +798,13 @@ export async function scenarioScaleOut(ctx: Ctx, capOverride?: number): Promise<
       result: r.processes === 2 ? (ratio >= 1.7 ? 'met' : 'missed') : 'n/a',
     });
   });
-  result.data = { n, latencyMs, kubernetesConcurrencyPerProcess: cap, runs, idealPerSecond: runs.map((r) => ({ processes: r.processes, capacityBound: (r.processes * cap) / ((3 * latencyMs) / 1000) })) };
+  result.data = {
+    n,
+    latencyMs,
+    kubernetesConcurrencyPerProcess: cap,
+    runs,
+    idealPerSecond: runs.map((r) => ({ processes: r.processes, capacityBound: (r.processes * cap) / ((3 * latencyMs) / 1000) })),
+  };
   result.notes.push(
     `each specialist process is capped at kubernetes concurrency ${cap}, so capacity (processes × ${cap} tasks, each ≥ 3 model calls × ${latencyMs} ms) is the limit: the ideal is ${runs.map((r) => fmt((r.processes * cap) / ((3 * latencyMs) / 1000), 0)).join(' / ')} incidents/s, as long as the machine's CPU keeps up (see the CPU lines).`,
   );
@@ -712,8 +822,16 @@ export async function scenarioRecovery(ctx: Ctx): Promise<ScenarioResult> {
   if (!ctx.nc) throw new Error('scenario 5 needs NATS');
   const nc = ctx.nc;
   await withPrefix(ctx, async (prefix) => {
-    note(`5 recovery: ${n} runs in flight on 2 specialists (lock ${workers.lockDurationMs} ms, stalled check ${workers.stalledIntervalMs} ms), SIGKILL one`);
-    const b = await startBosun(ctx, prefix, 5, { kubernetesLatencyMs: latencyMs, kubernetesConcurrency: n, coordinatorConcurrency: 200, workers }, 2);
+    note(
+      `5 recovery: ${n} runs in flight on 2 specialists (lock ${workers.lockDurationMs} ms, stalled check ${workers.stalledIntervalMs} ms), SIGKILL one`,
+    );
+    const b = await startBosun(
+      ctx,
+      prefix,
+      5,
+      { kubernetesLatencyMs: latencyMs, kubernetesConcurrency: n, coordinatorConcurrency: 200, workers },
+      2,
+    );
     const modelCalls: { runId: string; taskId: string; at: number; recv: number }[] = [];
     const sub = nc.subscribe(allRunsSubject(prefix), {
       callback: (err, msg) => {
@@ -755,7 +873,9 @@ export async function scenarioRecovery(ctx: Ctx): Promise<ScenarioResult> {
       const survivor = b.specialists.find((p) => p !== victim)!;
       const victimJobs = held.get(victim.pid) ?? [];
       const victimRuns = new Map(victimJobs.map((j) => [String((j.data as { runId?: string }).runId), String(j.id)]));
-      note(`5 recovery: ${active.length} tasks active; ${victimJobs.length} held by ${victim.label} (pid ${victim.pid}), ${held.get(survivor.pid)?.length ?? 0} by ${survivor.label}; SIGKILL ${victim.label}`);
+      note(
+        `5 recovery: ${active.length} tasks active; ${victimJobs.length} held by ${victim.label} (pid ${victim.pid}), ${held.get(survivor.pid)?.length ?? 0} by ${survivor.label}; SIGKILL ${victim.label}`,
+      );
       const killAt = Date.now();
       await victim.kill();
 
@@ -782,15 +902,28 @@ export async function scenarioRecovery(ctx: Ctx): Promise<ScenarioResult> {
       const label = `5 recovery (${n} in flight, 2 specialists, SIGKILL one; lock ${workers.lockDurationMs} ms, stalled check ${workers.stalledIntervalMs} ms)`;
       const allCompleted = !all.timedOut && (all.statuses.completed ?? 0) === n;
       result.rows.push(
-        { scenario: label, metric: `kill → next model.called elsewhere, p50 (s) [${delays.length}/${victimRuns.size} runs]`, bosun: fmt(p50 / 1000, 2), target: '—', result: 'n/a' },
+        {
+          scenario: label,
+          metric: `kill → next model.called elsewhere, p50 (s) [${delays.length}/${victimRuns.size} runs]`,
+          bosun: fmt(p50 / 1000, 2),
+          target: '—',
+          result: 'n/a',
+        },
         { scenario: '', metric: 'kill → next model.called elsewhere, max (s)', bosun: fmt(max / 1000, 2), target: '—', result: 'n/a' },
-        { scenario: '', metric: 'runs completed after the kill', bosun: `${all.statuses.completed ?? 0}/${n}`, target: 'all', result: allCompleted ? 'met' : 'missed' },
+        {
+          scenario: '',
+          metric: 'runs completed after the kill',
+          bosun: `${all.statuses.completed ?? 0}/${n}`,
+          target: 'all',
+          result: allCompleted ? 'met' : 'missed',
+        },
       );
       result.notes.push(
         `the next step includes the re-done model call (${latencyMs} ms of fake latency); the hand-over itself (lock expiry + stalled check + pick-up) is ≈ p50 ${fmt((p50 - latencyMs) / 1000, 2)} s, max ${fmt((max - latencyMs) / 1000, 2)} s.`,
         `${bySurvivor}/${victimRuns.size} of the killed process's tasks were finished by ${survivor.label}.`,
       );
-      if (!allCompleted) result.notes.push(`run statuses after the kill: ${statusText(all.statuses)}; failed ${all.failed}; timed out ${all.timedOut}`);
+      if (!allCompleted)
+        result.notes.push(`run statuses after the kill: ${statusText(all.statuses)}; failed ${all.failed}; timed out ${all.timedOut}`);
       result.data = {
         n,
         latencyMs,

@@ -26,7 +26,8 @@ export function parseCommand<O extends Options>(command: string, args: string[],
   } catch (err) {
     throw new UsageError(`${command}: ${(err as Error).message}`);
   }
-  if (parsed.positionals.length > positionals) throw new UsageError(`${command}: unexpected argument "${parsed.positionals[positionals] ?? ''}"`);
+  if (parsed.positionals.length > positionals)
+    throw new UsageError(`${command}: unexpected argument "${parsed.positionals[positionals] ?? ''}"`);
   return parsed;
 }
 

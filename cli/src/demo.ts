@@ -101,7 +101,13 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promis
  * Makes sure a server answers at `url`; starts `binary` in a temporary folder when it does not
  * and the binary is on the PATH. Returns the started process, if any.
  */
-async function ensureServer(kind: 'Redis' | 'NATS', url: string, binary: string, args: (port: number, dir: string) => string[], hint: string): Promise<ChildProcess | undefined> {
+async function ensureServer(
+  kind: 'Redis' | 'NATS',
+  url: string,
+  binary: string,
+  args: (port: number, dir: string) => string[],
+  hint: string,
+): Promise<ChildProcess | undefined> {
   const u = new URL(url);
   const host = u.hostname || '127.0.0.1';
   const port = Number(u.port || (kind === 'Redis' ? 6379 : 4222));
@@ -134,9 +140,21 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const started: ChildProcess[] = [];
   const servers: ChildProcess[] = [];
   const hint = 'Install them (Debian/Ubuntu: apt-get install redis-server nats-server) or set REDIS_URL / NATS_URL.';
-  const redisServer = await ensureServer('Redis', env.redisUrl, 'redis-server', (port, dir) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], hint);
+  const redisServer = await ensureServer(
+    'Redis',
+    env.redisUrl,
+    'redis-server',
+    (port, dir) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    hint,
+  );
   if (redisServer) servers.push(redisServer);
-  const natsServer = await ensureServer('NATS', env.natsUrl, 'nats-server', (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], hint);
+  const natsServer = await ensureServer(
+    'NATS',
+    env.natsUrl,
+    'nats-server',
+    (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir],
+    hint,
+  );
   if (natsServer) servers.push(natsServer);
 
   const logDir = join(root, '.bosun', 'logs');
@@ -250,7 +268,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       try {
         const result = (await job!.waitUntilFinished(queueEvents, 180_000)) as RunResult;
         say('');
-        say(`=== result of ${p.incidentId} (run ${result.runId}): ${result.status.toUpperCase()}${result.stalled ? `, ${result.stalled} incomplete` : ''}`);
+        say(
+          `=== result of ${p.incidentId} (run ${result.runId}): ${result.status.toUpperCase()}${result.stalled ? `, ${result.stalled} incomplete` : ''}`,
+        );
         say(result.answer);
         say('===');
       } catch (err) {

@@ -2,7 +2,15 @@ import { describe, expect, it } from 'vitest';
 import type { RunEvent } from '@bosun/contract';
 import { SeqOrder, formatEvent } from './events.js';
 
-const ev = (seq: number, type: RunEvent['type'] = 'model.called'): RunEvent => ({ v: 1, type, runId: 'r1', incidentId: 'i1', seq, at: '2026-01-01T00:00:00.000Z', data: {} });
+const ev = (seq: number, type: RunEvent['type'] = 'model.called'): RunEvent => ({
+  v: 1,
+  type,
+  runId: 'r1',
+  incidentId: 'i1',
+  seq,
+  at: '2026-01-01T00:00:00.000Z',
+  data: {},
+});
 const seqs = (es: RunEvent[]) => es.map((e) => e.seq);
 
 describe('SeqOrder (bosun watch <run>)', () => {
@@ -39,24 +47,36 @@ describe('SeqOrder (bosun watch <run>)', () => {
 
 describe('formatEvent (bosun watch)', () => {
   it('prints control characters from event data escaped, one line per event', () => {
-    const started: RunEvent = { ...ev(1, 'run.started'), data: { incident: { summary: 'red \u001b[31mALERT\u001b[0m\u0000 done \u202eevil' } } };
+    const started: RunEvent = {
+      ...ev(1, 'run.started'),
+      data: { incident: { summary: 'red \u001b[31mALERT\u001b[0m\u0000 done \u202eevil' } },
+    };
     const line = formatEvent(started);
     expect(line).toContain('red \\x1b[31mALERT\\x1b[0m\\x00 done \\u202eevil');
     expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/);
     // Fields that are not shortened (and so not flattened) stay on one line too.
-    const resolved: RunEvent = { ...ev(2, 'approval.resolved'), data: { approvalId: 'ap-1', status: 'denied', decidedBy: 'bob\r', denyReason: 'no\nfake line\u0007' } };
+    const resolved: RunEvent = {
+      ...ev(2, 'approval.resolved'),
+      data: { approvalId: 'ap-1', status: 'denied', decidedBy: 'bob\r', denyReason: 'no\nfake line\u0007' },
+    };
     const one = formatEvent(resolved);
     expect(one.split('\n')).toHaveLength(1);
     expect(one).toContain('by bob\\x0d (no\\x0afake line\\x07)');
   });
 
   it('names who cancelled a run, and why', () => {
-    const done: RunEvent = { ...ev(9, 'run.completed'), data: { status: 'cancelled', stalled: 1, cancelled: { by: 'alice', reason: 'wrong incident', at: '2026-01-01T00:00:00.000Z' } } };
+    const done: RunEvent = {
+      ...ev(9, 'run.completed'),
+      data: { status: 'cancelled', stalled: 1, cancelled: { by: 'alice', reason: 'wrong incident', at: '2026-01-01T00:00:00.000Z' } },
+    };
     expect(formatEvent(done)).toContain('run.completed    cancelled by alice: wrong incident (1 incomplete)');
   });
 
   it('shows how many calls of a finished run are in doubt', () => {
-    const done = { ...ev(9, 'run.completed'), data: { status: 'partial', stalled: 0, inDoubt: { count: 1, calls: [{ key: 'k', tool: 't', agent: 'a' }] } } };
+    const done = {
+      ...ev(9, 'run.completed'),
+      data: { status: 'partial', stalled: 0, inDoubt: { count: 1, calls: [{ key: 'k', tool: 't', agent: 'a' }] } },
+    };
     expect(formatEvent(done)).toMatch(/run\.completed\s+partial \(1 in doubt\)$/);
     expect(formatEvent({ ...done, data: { status: 'completed', stalled: 0 } })).toMatch(/run\.completed\s+completed$/);
   });

@@ -122,7 +122,10 @@ export function formatEvent(e: RunEvent): string {
       break;
     case 'approval.requested': {
       const calls = (d.calls as { index: number; tool: string; args: unknown; needsApproval: boolean }[] | undefined) ?? [];
-      detail = `${String(d.approvalId)}: ${calls.filter((c) => c.needsApproval).map((c) => `[${c.index}] ${c.tool} ${short(c.args, 80)}`).join(', ')}`;
+      detail = `${String(d.approvalId)}: ${calls
+        .filter((c) => c.needsApproval)
+        .map((c) => `[${c.index}] ${c.tool} ${short(c.args, 80)}`)
+        .join(', ')}`;
       break;
     }
     case 'approval.resolved':
@@ -150,7 +153,9 @@ export function formatEvent(e: RunEvent): string {
     default:
       detail = '';
   }
-  return escapeControl(`${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`);
+  return escapeControl(
+    `${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`,
+  );
 }
 
 /** The `count` of a run event's `inDoubt` field, 0 when there is none. */

@@ -1,8 +1,26 @@
 #!/usr/bin/env node
 import { Job, Queue, QueueEvents } from 'bullmq';
-import { DeadLetterKind, INCIDENTS_QUEUE, InvalidInputError, RUN_ID_PATTERN, runIdFor, type RunEvent, type RunResult } from '@bosun/contract';
+import {
+  DeadLetterKind,
+  INCIDENTS_QUEUE,
+  InvalidInputError,
+  RUN_ID_PATTERN,
+  runIdFor,
+  type RunEvent,
+  type RunResult,
+} from '@bosun/contract';
 import { createLogger, readEnv, ConfigError, type BosunEnv } from '@bosun/config';
-import { EventPublisher, approvalResolvedEvent, connectNats, createRedis, ensureRunsStream, waitForRedis, type Approval, type Decision, type RedisClient } from '@bosun/transport';
+import {
+  EventPublisher,
+  approvalResolvedEvent,
+  connectNats,
+  createRedis,
+  ensureRunsStream,
+  waitForRedis,
+  type Approval,
+  type Decision,
+  type RedisClient,
+} from '@bosun/transport';
 import { SeqOrder, followEvents, formatEvent } from './events.js';
 import { UsageError, parseCommand, secondsOption } from './args.js';
 import { cancelCommand, runsListCommand } from './run-control.js';
@@ -97,7 +115,9 @@ async function withRedis<T>(env: BosunEnv, fn: (redis: ReturnType<typeof createR
  */
 async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Approval): Promise<void> {
   const warn = (why: string) =>
-    process.stderr.write(`bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded\n`);
+    process.stderr.write(
+      `bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded\n`,
+    );
   let nc;
   try {
     nc = await connectNats(env.nats, { name: 'bosun-cli' });
@@ -108,7 +128,10 @@ async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Appr
   try {
     // The runs stream stores the event for late observers; the services create it, but this may
     // be the first event under the prefix.
-    await Promise.race([ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined), new Promise((r) => setTimeout(r, 5_000).unref())]);
+    await Promise.race([
+      ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined),
+      new Promise((r) => setTimeout(r, 5_000).unref()),
+    ]);
     const log = createLogger({ service: 'bosun-cli', level: 'error', destination: process.stderr });
     const events = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log });
     events.emit(approvalResolvedEvent(approval));
@@ -155,7 +178,12 @@ async function main(argv: string[]): Promise<number> {
       const ac = new AbortController();
       process.once('SIGINT', () => ac.abort());
       try {
-        const events = followEvents(nc, { prefix: env.prefix, ...(runId ? { runId } : {}), from: values.new ? 'new' : 'start', signal: ac.signal });
+        const events = followEvents(nc, {
+          prefix: env.prefix,
+          ...(runId ? { runId } : {}),
+          from: values.new ? 'new' : 'start',
+          signal: ac.signal,
+        });
         if (!runId) {
           for await (const e of events) process.stdout.write(`${formatEvent(e)}\n`);
           return 0;
@@ -173,13 +201,21 @@ async function main(argv: string[]): Promise<number> {
         const it = events[Symbol.asyncIterator]();
         let next = it.next();
         // A run that has not started yet (or is not under this prefix) has no events: say so once.
-        const quiet = setTimeout(() => process.stderr.write(`bosun watch: no events of run ${runId} under BOSUN_PREFIX=${env.prefix} yet; waiting (Ctrl-C to stop)\n`), 5_000);
+        const quiet = setTimeout(
+          () =>
+            process.stderr.write(`bosun watch: no events of run ${runId} under BOSUN_PREFIX=${env.prefix} yet; waiting (Ctrl-C to stop)\n`),
+          5_000,
+        );
         quiet.unref();
         for (;;) {
-          const r = order.gapped ? await Promise.race([next, new Promise<'gap'>((res) => setTimeout(() => res('gap'), WATCH_GAP_MS).unref())]) : await next;
+          const r = order.gapped
+            ? await Promise.race([next, new Promise<'gap'>((res) => setTimeout(() => res('gap'), WATCH_GAP_MS).unref())])
+            : await next;
           if (r === 'gap') {
             const { ready, missing } = order.skipGap();
-            process.stderr.write(`bosun watch: events ${missing.join(', ')} of run ${runId} did not arrive within ${WATCH_GAP_MS} ms; skipped\n`);
+            process.stderr.write(
+              `bosun watch: events ${missing.join(', ')} of run ${runId} did not arrive within ${WATCH_GAP_MS} ms; skipped\n`,
+            );
             if (print(ready)) break;
             continue;
           }
@@ -197,7 +233,12 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     case 'result': {
-      const { positionals, values } = parseCommand('result', rest, { wait: { type: 'boolean', default: false }, timeout: { type: 'string', default: '600' } }, 1);
+      const { positionals, values } = parseCommand(
+        'result',
+        rest,
+        { wait: { type: 'boolean', default: false }, timeout: { type: 'string', default: '600' } },
+        1,
+      );
       const id = positionals[0];
       if (!id) throw new UsageError('result needs an incident id');
       const timeoutS = secondsOption('result', 'timeout', values.timeout);
@@ -252,7 +293,8 @@ async function main(argv: string[]): Promise<number> {
     case 'deny':
     case 'audit': {
       // Operator commands: parse everything first (bad usage exits 2 before any connection).
-      const parse = <O extends Parameters<typeof parseCommand>[2]>(args: string[], options: O, positionals: number) => parseCommand(command, args, options, positionals);
+      const parse = <O extends Parameters<typeof parseCommand>[2]>(args: string[], options: O, positionals: number) =>
+        parseCommand(command, args, options, positionals);
       // Text for the terminal: what comes from outside cannot drive it. JSON: escaped where JSON.stringify leaves raw.
       const print = (text: string) => process.stdout.write(`${escapeControl(text, { keepNewlines: true })}\n`);
       const printJson = (value: unknown) => process.stdout.write(`${safeJson(value)}\n`);
@@ -287,9 +329,16 @@ async function main(argv: string[]): Promise<number> {
               process.stderr.write(`dropped dead-letter entry ${id}\n`);
             } else {
               const r = await retryDeadLetter(deps, id);
-              if (r.previous) process.stderr.write(`note: entry ${id} was already retried as ${r.previous.incidentId} (run ${r.previous.runId})\n`);
-              if (r.taskId) process.stderr.write(`retrying ${r.taskId} inside the open run ${r.runId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`);
-              else process.stderr.write(`re-running incident ${r.originalIncidentId} as ${r.incidentId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`);
+              if (r.previous)
+                process.stderr.write(`note: entry ${id} was already retried as ${r.previous.incidentId} (run ${r.previous.runId})\n`);
+              if (r.taskId)
+                process.stderr.write(
+                  `retrying ${r.taskId} inside the open run ${r.runId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`,
+                );
+              else
+                process.stderr.write(
+                  `re-running incident ${r.originalIncidentId} as ${r.incidentId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`,
+                );
               process.stdout.write(`${r.runId}\n`);
             }
             return 0;
@@ -317,7 +366,12 @@ async function main(argv: string[]): Promise<number> {
       } else if (command === 'ack') {
         const { values, positionals } = parse(
           rest,
-          { done: { type: 'boolean', default: false }, retry: { type: 'boolean', default: false }, skip: { type: 'boolean', default: false }, by: { type: 'string' } },
+          {
+            done: { type: 'boolean', default: false },
+            retry: { type: 'boolean', default: false },
+            skip: { type: 'boolean', default: false },
+            by: { type: 'string' },
+          },
           1,
         );
         const key = positionals[0];
@@ -334,7 +388,9 @@ async function main(argv: string[]): Promise<number> {
             process.stdout.write(`${JSON.stringify(r.result, null, 2)}\n`);
             return r.result.status === 'ok' ? 0 : 1;
           }
-          process.stdout.write(`tool call ${key} resolved: ${action === 'done' ? 'took effect' : 'treated as not executed'} (by ${by} at ${r.resolution.at}); ${note}\n`);
+          process.stdout.write(
+            `tool call ${key} resolved: ${action === 'done' ? 'took effect' : 'treated as not executed'} (by ${by} at ${r.resolution.at}); ${note}\n`,
+          );
           return 0;
         };
       } else if (command === 'approvals') {
@@ -393,9 +449,14 @@ async function main(argv: string[]): Promise<number> {
           return 0;
         };
       } else if (command === 'audit') {
-        const { values } = parse(rest, { run: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } }, 0);
+        const { values } = parse(
+          rest,
+          { run: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
+          0,
+        );
         const limit = Number(values.limit);
-        if (!/^\d+$/.test(values.limit) || !Number.isSafeInteger(limit) || limit < 1) throw new UsageError(`audit: --limit must be a positive integer (got "${values.limit}")`);
+        if (!/^\d+$/.test(values.limit) || !Number.isSafeInteger(limit) || limit < 1)
+          throw new UsageError(`audit: --limit must be a positive integer (got "${values.limit}")`);
         if (values.run !== undefined && values.run.trim() === '') throw new UsageError('audit: --run needs a run id');
         run = async (deps) => {
           const entries = await readAudit(deps, { limit, ...(values.run ? { runId: values.run } : {}) });

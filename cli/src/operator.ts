@@ -7,14 +7,7 @@
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '@bosun/transport';
-import {
-  DEAD_LETTER_QUEUE,
-  INCIDENTS_QUEUE,
-  TOOLS_QUEUE,
-  TOOL_CALL_JOB,
-  type ToolCallJob,
-  type ToolCallResult,
-} from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, TOOLS_QUEUE, TOOL_CALL_JOB, type ToolCallJob, type ToolCallResult } from '@bosun/contract';
 import { ApprovalError, ApprovalStore, approvalResolvedEvent, keys, type Approval, type Decision, type EmitInput } from '@bosun/transport';
 import { publishIncident } from './publish.js';
 
@@ -206,7 +199,9 @@ export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promis
     if (kind === 'poison') {
       throw new OperatorError(
         `dead letter ${jobId} is poison: its input is invalid as it stands and retrying it would fail the same way. ` +
-          'Fix the input (see `bosun dlq show ' + jobId + '`) and publish it with `bosun publish`.',
+          'Fix the input (see `bosun dlq show ' +
+          jobId +
+          '`) and publish it with `bosun publish`.',
         2,
       );
     }
@@ -233,7 +228,10 @@ export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promis
     // A run failure also carries the incident in `input`: use it when the job is gone.
     const source: unknown = original?.data ?? data.input;
     if (!isObject(source)) {
-      throw new OperatorError(`incident ${originalId} of dead letter ${jobId} is no longer in the incidents queue under BOSUN_PREFIX=${deps.prefix}: nothing to re-run`, 1);
+      throw new OperatorError(
+        `incident ${originalId} of dead letter ${jobId} is no longer in the incidents queue under BOSUN_PREFIX=${deps.prefix}: nothing to re-run`,
+        1,
+      );
     }
     const labels = isObject(source.labels) ? source.labels : {};
     for (let n = 1; n < 10_000; n++) {
@@ -247,7 +245,14 @@ export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promis
       const previous = isObject(data.retriedAs) ? (data.retriedAs as unknown as RetriedAs) : undefined;
       const { id: _id, ...stored } = data;
       await job.updateData({ ...stored, retriedAs });
-      return { deadLetterId: jobId, originalIncidentId: originalId, incidentId: id, runId: published.runId, at, ...(previous ? { previous } : {}) };
+      return {
+        deadLetterId: jobId,
+        originalIncidentId: originalId,
+        incidentId: id,
+        runId: published.runId,
+        at,
+        ...(previous ? { previous } : {}),
+      };
     }
     throw new OperatorError(`incident ${originalId} has been retried too often: no free retry id`, 1);
   } finally {
@@ -266,7 +271,11 @@ async function retryInOpenRun(deps: OperatorDeps, data: Data, jobId: string, job
   const agent = str(data.agent);
   const incidentId = str(data.incidentId);
   if (!runId || !agent || !incidentId) return null;
-  const readRun = async (): Promise<{ result?: unknown; phase?: string; delegations?: { taskId: string; agent: string; retryOf?: string; result?: { status: string } }[] } | null> => {
+  const readRun = async (): Promise<{
+    result?: unknown;
+    phase?: string;
+    delegations?: { taskId: string; agent: string; retryOf?: string; result?: { status: string } }[];
+  } | null> => {
     const raw = await deps.redis.get(keys.checkpoint(deps.prefix, `run:${runId}`));
     if (raw === null) return null;
     try {
@@ -281,12 +290,20 @@ async function retryInOpenRun(deps: OperatorDeps, data: Data, jobId: string, job
   // collects results when every child has finished).
   const taskId = str(data.taskId);
   const failed = (run.delegations ?? []).find(
-    (d) => d.taskId === taskId && d.agent === agent && d.result?.status !== 'completed' && !(run.delegations ?? []).some((r) => r.retryOf === d.taskId),
+    (d) =>
+      d.taskId === taskId &&
+      d.agent === agent &&
+      d.result?.status !== 'completed' &&
+      !(run.delegations ?? []).some((r) => r.retryOf === d.taskId),
   );
   if (!failed) return null;
   const timers = new Queue('coordinator-timers', { connection: deps.redis, prefix: deps.prefix });
   try {
-    await timers.add('retry-task', { kind: 'retry-task', runId, taskId: failed.taskId }, { jobId: `retry-task-${failed.taskId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
+    await timers.add(
+      'retry-task',
+      { kind: 'retry-task', runId, taskId: failed.taskId },
+      { jobId: `retry-task-${failed.taskId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
+    );
   } finally {
     await timers.close();
   }
@@ -304,14 +321,20 @@ async function retryInOpenRun(deps: OperatorDeps, data: Data, jobId: string, job
     if (now?.result !== undefined) return null;
     await new Promise((r) => setTimeout(r, 200));
   }
-  throw new OperatorError(`run ${runId} is open, but no coordinator took the retry of ${failed.taskId} within 15 s: is a coordinator running under BOSUN_PREFIX=${deps.prefix}?`, 1);
+  throw new OperatorError(
+    `run ${runId} is open, but no coordinator took the retry of ${failed.taskId} within 15 s: is a coordinator running under BOSUN_PREFIX=${deps.prefix}?`,
+    1,
+  );
 }
 
 /** Adds `resolution` to the in-doubt dead letter of a tool call. Returns its id, or null when there is none. */
 async function annotateInDoubt(deps: OperatorDeps, key: string, resolution: Resolution): Promise<string | null> {
   return withQueue(deps, DEAD_LETTER_QUEUE, async (queue) => {
     const matches = (job: Job | undefined | null): job is Job =>
-      !!job && (str((job.data as Data | undefined)?.kind) ?? job.name) === 'in-doubt' && isObject((job.data as Data).input) && ((job.data as Data).input as Data).key === key;
+      !!job &&
+      (str((job.data as Data | undefined)?.kind) ?? job.name) === 'in-doubt' &&
+      isObject((job.data as Data).input) &&
+      ((job.data as Data).input as Data).key === key;
     // The gateway writes it as `in-doubt-<key>`; look further only when that one is not there.
     let job: Job | undefined = await Job.fromId(queue, `in-doubt-${key}`);
     if (!matches(job)) job = (await allDeadLetterJobs(queue)).find(matches);
@@ -438,7 +461,9 @@ function callOrder(taskId: string): (a: ToolCallView, b: ToolCallView) => number
 async function toolCallsOf(deps: OperatorDeps, taskId: string): Promise<ToolCallView[]> {
   const base = keys.toolCall(deps.prefix, '');
   const found = await scanKeys(deps.redis, `${escapeGlob(keys.toolCall(deps.prefix, taskId))}-*`);
-  const own = found.map((k) => k.slice(base.length)).filter((k) => k.startsWith(`${taskId}-`) && /^-s\d+-c\d+$/.test(k.slice(taskId.length)));
+  const own = found
+    .map((k) => k.slice(base.length))
+    .filter((k) => k.startsWith(`${taskId}-`) && /^-s\d+-c\d+$/.test(k.slice(taskId.length)));
   const views: ToolCallView[] = [];
   for (const key of own) {
     const record = await deps.redis.hgetall(keys.toolCall(deps.prefix, key));
@@ -510,7 +535,13 @@ export async function showRun(deps: OperatorDeps, runId: string): Promise<RunVie
     dv.status = str(result?.status) ?? str(taskResult?.status) ?? (dv.checkpointError ? 'unknown' : task !== null ? 'running' : 'queued');
     dv.toolCalls = await toolCallsOf(deps, taskId);
     for (const c of dv.toolCalls) {
-      if (c.state === 'in-doubt') view.inDoubt.push({ key: c.key, agent: dv.agent, ...(c.tool ? { tool: c.tool } : {}), ...(c.args !== undefined ? { args: c.args } : {}) });
+      if (c.state === 'in-doubt')
+        view.inDoubt.push({
+          key: c.key,
+          agent: dv.agent,
+          ...(c.tool ? { tool: c.tool } : {}),
+          ...(c.args !== undefined ? { args: c.args } : {}),
+        });
     }
     view.delegations.push(dv);
   }
@@ -521,21 +552,26 @@ export async function showRun(deps: OperatorDeps, runId: string): Promise<RunVie
 export function formatRun(view: RunView): string {
   const lines: string[] = [];
   lines.push(`run ${view.runId}${view.incidentId ? ` (incident ${view.incidentId})` : ''}`);
-  lines.push(`  phase:     ${view.phase ?? '?'}${view.mode ? ` (${view.mode} mode${view.round !== undefined ? `, round ${view.round}` : ''})` : ''}`);
+  lines.push(
+    `  phase:     ${view.phase ?? '?'}${view.mode ? ` (${view.mode} mode${view.round !== undefined ? `, round ${view.round}` : ''})` : ''}`,
+  );
   if (view.status) lines.push(`  status:    ${view.status}`);
   lines.push(`  started:   ${view.startedAt ?? '?'}`);
   lines.push(`  deadline:  ${view.deadlineAt ?? '?'}`);
   lines.push('');
   if (view.delegations.length === 0) lines.push('no delegations yet');
   for (const d of view.delegations) {
-    const progress = [d.step !== undefined ? `step ${d.step}` : '', d.toolRounds !== undefined ? `${d.toolRounds} tool rounds` : ''].filter(Boolean).join(', ');
+    const progress = [d.step !== undefined ? `step ${d.step}` : '', d.toolRounds !== undefined ? `${d.toolRounds} tool rounds` : '']
+      .filter(Boolean)
+      .join(', ');
     lines.push(`${d.agent.padEnd(14)} ${d.status.padEnd(10)} ${d.taskId}${progress ? `  (${progress})` : ''}`);
     if (d.checkpointError) lines.push(`    ! ${d.checkpointError}`);
     if (d.pending) {
       const at = d.pending.step !== undefined ? ` at step ${d.pending.step}` : '';
       // Saved before the round went out, and not again until the next effect: the records below
       // say how far its calls got.
-      if (d.pending.kind === 'tools') lines.push(`    last saved before tool calls${at}: ${(d.pending.keys ?? []).join(', ') || '(no keys)'}`);
+      if (d.pending.kind === 'tools')
+        lines.push(`    last saved before tool calls${at}: ${(d.pending.keys ?? []).join(', ') || '(no keys)'}`);
       else if (d.pending.kind === 'model') lines.push(`    pending: model call${at}`);
       else lines.push(`    pending: ${d.pending.kind}${at}`);
     }
@@ -593,7 +629,8 @@ export async function ackToolCall(
   const recordKey = keys.toolCall(deps.prefix, key);
   const record = await deps.redis.hgetall(recordKey);
   if (Object.keys(record).length === 0) throw new OperatorError(`no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`, 1);
-  if (record.state !== 'in-doubt') throw new OperatorError(`tool call ${key} is not in doubt: its state is "${record.state ?? '(none)'}"`, 1);
+  if (record.state !== 'in-doubt')
+    throw new OperatorError(`tool call ${key} is not in doubt: its state is "${record.state ?? '(none)'}"`, 1);
   const tool = record.tool ?? '';
   const resolution: Resolution = { action, by: options.by, at: new Date().toISOString() };
 
@@ -601,7 +638,16 @@ export async function ackToolCall(
     const result: ToolCallResult =
       action === 'done'
         ? { v: 1, key, tool, status: 'ok', isError: false, text: 'Resolved by an operator: the call took effect.', durationMs: 0 }
-        : { v: 1, key, tool, status: 'error', isError: true, text: '', error: 'Resolved by an operator: treated as not executed.', durationMs: 0 };
+        : {
+            v: 1,
+            key,
+            tool,
+            status: 'error',
+            isError: true,
+            text: '',
+            error: 'Resolved by an operator: treated as not executed.',
+            durationMs: 0,
+          };
     await setIfInDoubt(deps, recordKey, key, ['state', 'done', 'result', JSON.stringify(result), 'resolution', JSON.stringify(resolution)]);
     const deadLetterId = await annotateInDoubt(deps, key, resolution);
     return { key, action, resolution, result, deadLetterId };
@@ -611,10 +657,22 @@ export async function ackToolCall(
   const args = record.argsRedacted === 'true' ? await realArgs(deps, key, record) : parseJson(record.args);
   const missing = (['tool', 'runId', 'incidentId', 'agent'] as const).filter((f) => !record[f]);
   if (missing.length > 0 || !isObject(args)) {
-    throw new OperatorError(`tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(isObject(args) ? [] : ['args'])].join(', ')}`, 1);
+    throw new OperatorError(
+      `tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(isObject(args) ? [] : ['args'])].join(', ')}`,
+      1,
+    );
   }
   // A call that needed approval is re-sent under the same approval: the gateway checks it again.
-  const call: ToolCallJob = { v: 1, key, runId: record.runId!, incidentId: record.incidentId!, agent: record.agent!, tool, args, ...(record.approvalId ? { approvalId: record.approvalId } : {}) };
+  const call: ToolCallJob = {
+    v: 1,
+    key,
+    runId: record.runId!,
+    incidentId: record.incidentId!,
+    agent: record.agent!,
+    tool,
+    args,
+    ...(record.approvalId ? { approvalId: record.approvalId } : {}),
+  };
   const queue = new Queue(TOOLS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
   const eventsConnection = deps.redis.duplicate();
   eventsConnection.on('error', () => undefined);
@@ -629,7 +687,11 @@ export async function ackToolCall(
     try {
       let n = 1;
       while (await Job.fromId(queue, `${key}-ack${n}`)) n++;
-      job = await queue.add(TOOL_CALL_JOB, call, { jobId: `${key}-ack${n}`, removeOnComplete: { age: 7 * 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+      job = await queue.add(TOOL_CALL_JOB, call, {
+        jobId: `${key}-ack${n}`,
+        removeOnComplete: { age: 7 * 24 * 3600 },
+        removeOnFail: { age: 7 * 24 * 3600 },
+      });
     } catch (err) {
       // Nothing was sent: put the call back in doubt so that it can be resolved again.
       await deps.redis.multi().hset(recordKey, { state: 'in-doubt' }).hdel(recordKey, 'resolution').exec();
@@ -696,7 +758,10 @@ export interface Stats {
 }
 
 export async function readStats(deps: OperatorDeps): Promise<Stats> {
-  const [raw, dropped] = await Promise.all([deps.redis.hgetall(keys.degraded(deps.prefix)), deps.redis.hget(keys.events(deps.prefix), 'dropped')]);
+  const [raw, dropped] = await Promise.all([
+    deps.redis.hgetall(keys.degraded(deps.prefix)),
+    deps.redis.hget(keys.events(deps.prefix), 'dropped'),
+  ]);
   const degraded = Object.entries(raw).map(([field, count]) => {
     const i = field.lastIndexOf(':');
     return { agent: i < 0 ? field : field.slice(0, i), kind: i < 0 ? '?' : field.slice(i + 1), count: Number(count) };
@@ -721,9 +786,13 @@ export function formatStats(stats: Stats): string {
 export function formatDeadLetters(entries: DeadLetterSummary[]): string {
   if (entries.length === 0) return 'dead-letter queue is empty';
   const w = Math.max(2, ...entries.map((e) => e.id.length));
-  const lines = [`${'id'.padEnd(w)}  ${'at'.padEnd(24)} ${'kind'.padEnd(9)} ${'run'.padEnd(21)} ${'agent'.padEnd(12)} ${'mark'.padEnd(8)} reason`];
+  const lines = [
+    `${'id'.padEnd(w)}  ${'at'.padEnd(24)} ${'kind'.padEnd(9)} ${'run'.padEnd(21)} ${'agent'.padEnd(12)} ${'mark'.padEnd(8)} reason`,
+  ];
   for (const e of entries) {
-    lines.push(`${e.id.padEnd(w)}  ${e.at.padEnd(24)} ${e.kind.padEnd(9)} ${(e.runId ?? '-').padEnd(21)} ${(e.agent ?? '-').padEnd(12)} ${(e.marker ?? '-').padEnd(8)} ${e.reason}`);
+    lines.push(
+      `${e.id.padEnd(w)}  ${e.at.padEnd(24)} ${e.kind.padEnd(9)} ${(e.runId ?? '-').padEnd(21)} ${(e.agent ?? '-').padEnd(12)} ${(e.marker ?? '-').padEnd(8)} ${e.reason}`,
+    );
   }
   return lines.join('\n');
 }
@@ -870,11 +939,15 @@ export function formatAudit(entries: AuditEntry[]): string {
   const wAgent = w((e) => e.agent, 5);
   const wTool = w((e) => e.tool, 4);
   const wApproval = w((e) => (e.approvalId ? `${e.approvalId} (${e.approver ?? '?'})` : '-'), 8);
-  const lines = [`${'at'.padEnd(24)} ${'status'.padEnd(10)} ${'run'.padEnd(wRun)} ${'agent'.padEnd(wAgent)} ${'tool'.padEnd(wTool)} ${'approval'.padEnd(wApproval)} args`];
+  const lines = [
+    `${'at'.padEnd(24)} ${'status'.padEnd(10)} ${'run'.padEnd(wRun)} ${'agent'.padEnd(wAgent)} ${'tool'.padEnd(wTool)} ${'approval'.padEnd(wApproval)} args`,
+  ];
   for (const e of entries) {
     const approval = e.approvalId ? `${e.approvalId} (${e.approver ?? '?'})` : '-';
     const args = typeof e.args === 'string' ? e.args : JSON.stringify(e.args ?? {});
-    lines.push(`${e.at.padEnd(24)} ${e.status.padEnd(10)} ${e.runId.padEnd(wRun)} ${e.agent.padEnd(wAgent)} ${e.tool.padEnd(wTool)} ${approval.padEnd(wApproval)} ${oneLine(args, 120)}`);
+    lines.push(
+      `${e.at.padEnd(24)} ${e.status.padEnd(10)} ${e.runId.padEnd(wRun)} ${e.agent.padEnd(wAgent)} ${e.tool.padEnd(wTool)} ${approval.padEnd(wApproval)} ${oneLine(args, 120)}`,
+    );
   }
   return lines.join('\n');
 }

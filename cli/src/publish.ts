@@ -16,7 +16,14 @@ export function readIncident(path: string): unknown {
     text = path === '-' ? readFileSync(0, 'utf8') : readFileSync(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'it is a directory' : code === 'EACCES' ? 'permission denied' : (err as Error).message;
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EISDIR'
+          ? 'it is a directory'
+          : code === 'EACCES'
+            ? 'permission denied'
+            : (err as Error).message;
     throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
   }
   try {
@@ -72,7 +79,11 @@ const REPLACE_WAIT_MS = 10_000;
  * one wins (`SET NX` on `<prefix>:republish:<jobId>:<jobTimestamp>`); the others report the
  * winner's run as already published. A job that failed for another reason is left alone.
  */
-export async function publishOrReplace(deps: { redis: RedisClient; prefix: string }, queue: Queue, input: unknown): Promise<PublishOutcome> {
+export async function publishOrReplace(
+  deps: { redis: RedisClient; prefix: string },
+  queue: Queue,
+  input: unknown,
+): Promise<PublishOutcome> {
   const first = await publishIncident(queue, input);
   if (!first.duplicate) return first;
   const id = first.incidentId;
@@ -105,7 +116,11 @@ export async function publishOrReplace(deps: { redis: RedisClient; prefix: strin
       const added = await publishIncident(queue, input);
       // A publisher that adds without this check (monitoring) may have got in first: its job runs.
       if (added.duplicate) return { ...added, state: (await (await Job.fromId(queue, id))?.getState()) ?? 'unknown' };
-      if (entry) await entry.updateData({ ...(entry.data as Record<string, unknown>), retriedAs: { incidentId: id, runId: added.runId, at: new Date().toISOString() } });
+      if (entry)
+        await entry.updateData({
+          ...(entry.data as Record<string, unknown>),
+          retriedAs: { incidentId: id, runId: added.runId, at: new Date().toISOString() },
+        });
       return { ...added, replaced: { runId, reason: stored.failedReason ?? '', deadLetterId } };
     }
     throw new Error(`incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);

@@ -23,7 +23,12 @@ async function withRuns<T>(deps: OperatorDeps, fn: (runs: RunControl) => Promise
 
 /** `bosun runs [list] [--status <state>] [--limit <n>] [--json]`. */
 export function runsListCommand(args: string[]): OperatorCommand {
-  const { values } = parseCommand('runs list', args, { status: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } }, 0);
+  const { values } = parseCommand(
+    'runs list',
+    args,
+    { status: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
+    0,
+  );
   const status = values.status;
   if (status !== undefined && !(RUN_STATES as readonly string[]).includes(status)) {
     throw new UsageError(`runs list: --status must be one of ${RUN_STATES.join(', ')} (got "${status}")`);
@@ -46,7 +51,9 @@ export function formatRuns(runs: RunSummary[], now = Date.now()): string {
   for (const r of runs) {
     const specialists = r.specialists.length > 0 ? r.specialists.join(', ') : '-';
     const reason = r.reason ? `  (${oneLine(r.reason, 80)})` : '';
-    lines.push(`${r.runId.padEnd(21)}  ${r.incidentId.padEnd(wInc)}  ${state(r).padEnd(wState)}  ${formatAge(now - Date.parse(r.createdAt)).padEnd(7)}  ${specialists}${reason}`);
+    lines.push(
+      `${r.runId.padEnd(21)}  ${r.incidentId.padEnd(wInc)}  ${state(r).padEnd(wState)}  ${formatAge(now - Date.parse(r.createdAt)).padEnd(7)}  ${specialists}${reason}`,
+    );
   }
   return lines.join('\n');
 }
@@ -60,7 +67,12 @@ const CANCEL_WAIT_S = 15;
  * cancelled (or was already), 3 when it has not ended yet, 1 for an unknown or finished run.
  */
 export function cancelCommand(args: string[]): OperatorCommand {
-  const { values, positionals } = parseCommand('cancel', args, { reason: { type: 'string' }, by: { type: 'string' }, wait: { type: 'string', default: String(CANCEL_WAIT_S) } }, 1);
+  const { values, positionals } = parseCommand(
+    'cancel',
+    args,
+    { reason: { type: 'string' }, by: { type: 'string' }, wait: { type: 'string', default: String(CANCEL_WAIT_S) } },
+    1,
+  );
   const runId = positionals[0];
   if (!runId) throw new UsageError('cancel needs a run id (see bosun runs list)');
   const reason = values.reason?.trim() || 'no reason given';
@@ -81,10 +93,16 @@ export function cancelCommand(args: string[]): OperatorCommand {
       process.stdout.write(escapeControl(`run ${runId} (incident ${outcome.incidentId}) was already cancelled ${who}`) + '\n');
       return 0;
     }
-    process.stderr.write(escapeControl(`${outcome.already ? 'already cancelling' : 'cancelling'} run ${runId} (incident ${outcome.incidentId}, ${outcome.state}) ${who}`) + '\n');
+    process.stderr.write(
+      escapeControl(
+        `${outcome.already ? 'already cancelling' : 'cancelling'} run ${runId} (incident ${outcome.incidentId}, ${outcome.state}) ${who}`,
+      ) + '\n',
+    );
     const ended = await waitForEnd(deps, outcome.incidentId, waitS * 1000);
     if (ended.kind === 'pending') {
-      process.stdout.write(`run ${runId}: the cancellation is recorded; the run has not ended yet (a coordinator ends it at its next step)\n`);
+      process.stdout.write(
+        `run ${runId}: the cancellation is recorded; the run has not ended yet (a coordinator ends it at its next step)\n`,
+      );
       return 3;
     }
     if (ended.kind === 'failed') {
@@ -97,7 +115,9 @@ export function cancelCommand(args: string[]): OperatorCommand {
       return 1;
     }
     const open = end.specialists.filter((s) => s.status !== 'completed').map((s) => s.name);
-    process.stdout.write(escapeControl(`run ${runId} cancelled ${who}; not finished: ${open.length > 0 ? open.join(', ') : 'none'}`) + '\n');
+    process.stdout.write(
+      escapeControl(`run ${runId} cancelled ${who}; not finished: ${open.length > 0 ? open.join(', ') : 'none'}`) + '\n',
+    );
     return 0;
   };
 }

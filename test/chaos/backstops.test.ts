@@ -28,7 +28,13 @@ afterAll(async () => {
 describe('no specialist ever answers', () => {
   it("ends the delegation at the task's deadline (coordinator timer) and the run partial", async () => {
     const t0 = Date.now();
-    const { job, runId } = await client.publish({ id: 'backstop-task', source: 'chaos', reason: 'HighLatency', summary: 'x', labels: { service: 'payments' } });
+    const { job, runId } = await client.publish({
+      id: 'backstop-task',
+      source: 'chaos',
+      reason: 'HighLatency',
+      summary: 'x',
+      labels: { service: 'payments' },
+    });
     const result = await client.result(job, 40_000);
     const elapsed = Date.now() - t0;
     expect(result.status).toBe('partial');
@@ -43,7 +49,13 @@ describe('no specialist ever answers', () => {
 
   it("ends the run at the run's deadline with what it has", async () => {
     const t0 = Date.now();
-    const { job, runId } = await client.publish({ id: 'backstop-run', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' } });
+    const { job, runId } = await client.publish({
+      id: 'backstop-run',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+    });
     const result = await client.result(job, 40_000);
     expect(Date.now() - t0).toBeGreaterThanOrEqual(11_000);
     expect(result.status).toBe('partial');

@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
-import { startClusterTest, startService, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
+import {
+  startClusterTest,
+  startService,
+  waitUntil,
+  type Client,
+  type ClusterTest,
+  type TestCluster,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Chaos 3 and 4: the coordinator dies while runs wait for specialists; specialist tasks that
 // never answer (a hanging tool, a process that keeps dying) become INCOMPLETE results in time.
@@ -30,7 +38,10 @@ afterAll(async () => {
 
 describe('the coordinator dies while runs wait', () => {
   it('finishes the run after a restart, without delegating twice', async () => {
-    const plan = [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }];
+    const plan = [
+      { tool: 'demo__get_pods', args: { service: 'checkout' } },
+      { tool: 'demo__get_deployments', args: { service: 'checkout' } },
+    ];
     const { job, runId } = await client.publish({
       id: 'coord-kill',
       source: 'chaos',
@@ -54,7 +65,9 @@ describe('the coordinator dies while runs wait', () => {
     expect(run.filter((e) => e.type === 'run.started')).toHaveLength(1);
     for (const agent of ['kubernetes', 'database']) {
       const q = new Queue(specialistQueue(agent), { connection: ctx.redis, prefix: ctx.prefix });
-      const jobs = (await q.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])).filter((j) => (j.data as { runId: string }).runId === runId);
+      const jobs = (await q.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])).filter(
+        (j) => (j.data as { runId: string }).runId === runId,
+      );
       await q.close();
       expect(jobs).toHaveLength(1);
     }
@@ -93,7 +106,16 @@ describe('a specialist task that never answers', () => {
       reason: 'PodCrashLooping',
       summary: 'x',
       labels: { service: 'checkout' },
-      payload: { fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_pods', args: { service: 'search' } }] } } },
+      payload: {
+        fake: {
+          calls: {
+            kubernetes: [
+              { tool: 'demo__get_pods', args: { service: 'checkout' } },
+              { tool: 'demo__get_pods', args: { service: 'search' } },
+            ],
+          },
+        },
+      },
     });
     let kills = 0;
     let finished = false;
@@ -101,7 +123,10 @@ describe('a specialist task that never answers', () => {
       while (!finished && kills < 6) {
         const since = Date.now();
         try {
-          await client.events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) >= since, 20_000);
+          await client.events.waitFor(
+            (e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) >= since,
+            20_000,
+          );
         } catch {
           return;
         }

@@ -1,5 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startClusterTest, startService, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
+import {
+  startClusterTest,
+  startService,
+  waitUntil,
+  type Client,
+  type ClusterTest,
+  type TestCluster,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Chaos 5a: a checkpoint that does not parse fails its run (or task) with a clear error and a
 // dead letter; it never crashes a worker or blocks other runs.
@@ -10,7 +18,16 @@ let cluster: TestCluster;
 let client: Client;
 let env: Record<string, string>;
 
-const slowPlan = { fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } };
+const slowPlan = {
+  fake: {
+    calls: {
+      kubernetes: [
+        { tool: 'demo__get_pods', args: { service: 'checkout' } },
+        { tool: 'demo__get_deployments', args: { service: 'checkout' } },
+      ],
+    },
+  },
+};
 
 beforeAll(async () => {
   t = await startClusterTest('chaos-corrupt', (config) => {
@@ -25,8 +42,15 @@ afterAll(async () => {
 });
 
 describe('corrupted checkpoints', () => {
-  it("fails a run whose coordinator checkpoint is not JSON, with a clear error and a dead letter, and goes on", async () => {
-    const { job, runId } = await client.publish({ id: 'corrupt-run', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' }, payload: slowPlan });
+  it('fails a run whose coordinator checkpoint is not JSON, with a clear error and a dead letter, and goes on', async () => {
+    const { job, runId } = await client.publish({
+      id: 'corrupt-run',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+      payload: slowPlan,
+    });
     await client.events.waitFor((e) => e.runId === runId && e.type === 'agent.delegated', 20_000);
     // Corrupt it once the coordinator has parked the run (its last write before the children report).
     await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked in waiting-children');
@@ -36,13 +60,26 @@ describe('corrupted checkpoints', () => {
     expect(String(failed.data.reason)).toContain('not valid JSON');
     const entries = await client.deadLetters(runId);
     expect(entries).toEqual([expect.objectContaining({ kind: 'failure', incidentId: 'corrupt-run' })]);
-    const next = await client.publish({ id: 'after-corrupt', source: 'chaos', reason: 'HighLatency', summary: 'x', labels: { service: 'payments' } });
+    const next = await client.publish({
+      id: 'after-corrupt',
+      source: 'chaos',
+      reason: 'HighLatency',
+      summary: 'x',
+      labels: { service: 'payments' },
+    });
     expect((await client.result(next.job)).status).toBe('completed');
     expect(cluster.get('coordinator').running).toBe(true);
   });
 
   it('fails a task resumed from an incompatible checkpoint with an INCOMPLETE result; the run ends partial', async () => {
-    const { job, runId } = await client.publish({ id: 'corrupt-task', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' }, payload: slowPlan });
+    const { job, runId } = await client.publish({
+      id: 'corrupt-task',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+      payload: slowPlan,
+    });
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const taskId = String(started.data.key).replace(/-s\d+-c\d+$/, '');
     // A checkpoint from an incompatible version, then the process dies: the next one must not trust it.

@@ -1,6 +1,15 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callLog, startClusterTest, startService, type CallLog, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
+import {
+  callLog,
+  startClusterTest,
+  startService,
+  type CallLog,
+  type Client,
+  type ClusterTest,
+  type TestCluster,
+  type TestContext,
+} from '../helpers/index.js';
 
 // SIGTERM drains: a service stops taking work, finishes or hands back what it holds, exits 0,
 // and the next process resumes without an in-doubt call.
@@ -45,7 +54,13 @@ afterAll(async () => {
 
 describe('SIGTERM drains', () => {
   it('a specialist hands its task back at the next step and exits 0; another resumes it at once', async () => {
-    const { job, runId } = await client.publish({ id: 'drain-spec', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan });
+    const { job, runId } = await client.publish({
+      id: 'drain-spec',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: plan,
+    });
     await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const old = cluster.get('specialist-1');
     const t0 = Date.now();
@@ -62,7 +77,13 @@ describe('SIGTERM drains', () => {
 
   it('a gateway finishes its call in flight before exiting 0; nothing is in doubt', async () => {
     const before = logged().length;
-    const { job, runId } = await client.publish({ id: 'drain-gw', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan });
+    const { job, runId } = await client.publish({
+      id: 'drain-gw',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: plan,
+    });
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const status = await cluster.get('gateway').stop(30_000);
     expect(status.code).toBe(0);

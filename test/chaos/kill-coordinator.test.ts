@@ -30,7 +30,9 @@ async function killCoordinator(s: ClusterTest): Promise<number> {
 async function childJobs(s: ClusterTest, agent: string, runId: string): Promise<number> {
   const q = new Queue(specialistQueue(agent), { connection: s.ctx.redis, prefix: s.ctx.prefix });
   try {
-    return (await q.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])).filter((j) => (j.data as { runId: string }).runId === runId).length;
+    return (await q.getJobs(['completed', 'failed', 'active', 'waiting', 'delayed'])).filter(
+      (j) => (j.data as { runId: string }).runId === runId,
+    ).length;
   } finally {
     await q.close();
   }
@@ -86,7 +88,11 @@ describe('the coordinator dies while it writes the answer (delegate mode)', () =
       payload: { fake: { slowMs: { coordinator: 2_500 } } },
     });
     for (const agent of ['kubernetes', 'database']) {
-      await s.client.events.waitFor((e) => e.runId === runId && e.type === 'agent.completed' && e.agent === agent, 30_000, `${agent} agent.completed`);
+      await s.client.events.waitFor(
+        (e) => e.runId === runId && e.type === 'agent.completed' && e.agent === agent,
+        30_000,
+        `${agent} agent.completed`,
+      );
     }
     // Both reports are in; the run is back with the coordinator, in its 2.5 s answer turn.
     await waitUntil(async () => (await job.getState()) === 'active', 10_000, 'the run back with the coordinator');

@@ -1,6 +1,17 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster, callLog, demoConfig, openClient, openContext, runCli, startService, writeConfig, type CallLog, type TestContext } from '../helpers/index.js';
+import {
+  TestCluster,
+  callLog,
+  demoConfig,
+  openClient,
+  openContext,
+  runCli,
+  startService,
+  writeConfig,
+  type CallLog,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Chaos 2: the gateway is killed while a slow mutating call is in progress. Nobody knows whether
 // it took effect: it is declared in doubt, never re-sent automatically, shown to operators, and
@@ -39,7 +50,9 @@ describe('the gateway dies during a mutating call', () => {
       source: 'chaos',
       reason: 'PodCrashLooping',
       summary: 'x',
-      payload: { fake: { calls: { kubernetes: [{ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' } }] } } },
+      payload: {
+        fake: { calls: { kubernetes: [{ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' } }] } },
+      },
     };
     const { job, runId } = await client.publish(incident);
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);

@@ -2,7 +2,20 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { TestCluster, callLog, demoConfig, openClient, openContext, startService, waitUntil, writeConfig, type CallLog, type Client, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import {
+  TestCluster,
+  callLog,
+  demoConfig,
+  openClient,
+  openContext,
+  startService,
+  waitUntil,
+  writeConfig,
+  type CallLog,
+  type Client,
+  type ServiceProcess,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Chaos 1: specialists are SIGKILLed mid-run, repeatedly. Every incident still completes, and
 // the mutating tool of a counting MCP server is called exactly once per intended call.
@@ -52,7 +65,17 @@ describe('specialists killed mid-run', () => {
       reason: 'PodCrashLooping',
       summary: 'x',
       labels: { service: 'checkout' },
-      payload: { fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_logs', args: { service: 'checkout', lines: 5 } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } },
+      payload: {
+        fake: {
+          calls: {
+            kubernetes: [
+              { tool: 'demo__get_pods', args: { service: 'checkout' } },
+              { tool: 'demo__get_logs', args: { service: 'checkout', lines: 5 } },
+              { tool: 'demo__get_deployments', args: { service: 'checkout' } },
+            ],
+          },
+        },
+      },
     };
     const { job, runId } = await client.publish(incident);
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
@@ -60,7 +83,11 @@ describe('specialists killed mid-run', () => {
     expect(holder).toBeDefined();
     const killedAt = Date.now();
     holder!.kill('SIGKILL');
-    const next = await client.events.waitFor((e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) > killedAt, 30_000, 'next step after the kill');
+    const next = await client.events.waitFor(
+      (e) => e.runId === runId && e.type === 'model.called' && e.agent === 'kubernetes' && Date.parse(e.at) > killedAt,
+      30_000,
+      'next step after the kill',
+    );
     const recoveryMs = Date.parse(next.at) - killedAt;
     process.stdout.write(`[chaos] recovery after SIGKILL: ${recoveryMs} ms (lockDuration 3000 ms, stalledInterval 1000 ms)\n`);
     const result = await client.result(job);
@@ -110,7 +137,11 @@ describe('specialists killed mid-run', () => {
     let kills = 0;
     let done = false;
     const killer = (async () => {
-      await client.events.waitFor((e) => e.type === 'tool.started' && e.incidentId.startsWith('storm-'), 30_000, 'the first storm tool call');
+      await client.events.waitFor(
+        (e) => e.type === 'tool.started' && e.incidentId.startsWith('storm-'),
+        30_000,
+        'the first storm tool call',
+      );
       for (const threshold of [0, 12, 24, 36]) {
         await waitUntil(() => done || stormCompleted() >= threshold, 120_000, `${threshold} storm runs completed`);
         if (done) break;

@@ -18,7 +18,15 @@ afterAll(async () => {
 });
 
 const plan = (service: string) => ({
-  fake: { calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service } }, { tool: 'demo__get_logs', args: { service, lines: 3 } }, { tool: 'demo__get_deployments', args: { service } }] } },
+  fake: {
+    calls: {
+      kubernetes: [
+        { tool: 'demo__get_pods', args: { service } },
+        { tool: 'demo__get_logs', args: { service, lines: 3 } },
+        { tool: 'demo__get_deployments', args: { service } },
+      ],
+    },
+  },
 });
 
 describe('Redis restarts while runs are in flight', () => {
@@ -46,7 +54,11 @@ describe('Redis restarts while runs are in flight', () => {
     const ids = Array.from({ length: 5 }, (_, i) => `redis-${i}`);
     const runIds = new Map<string, string>();
     for (const id of ids) {
-      const job = await incidents.add('incident', { id, source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('checkout') }, { jobId: id });
+      const job = await incidents.add(
+        'incident',
+        { id, source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('checkout') },
+        { jobId: id },
+      );
       runIds.set(id, runIdFor(id, job.timestamp));
     }
     // Let the runs get going, then take Redis away for a second and bring it back.
@@ -89,7 +101,13 @@ describe('NATS is unreachable', () => {
     await natsServer.stop();
 
     const client = await openClient(ctx);
-    const { job, runId } = await client.publish({ id: 'nats-down', source: 'chaos', reason: 'PodCrashLooping', summary: 'x', payload: plan('search') });
+    const { job, runId } = await client.publish({
+      id: 'nats-down',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: plan('search'),
+    });
     // The run does not wait for observers.
     const result = await client.result(job);
     expect(result.status).toBe('completed');

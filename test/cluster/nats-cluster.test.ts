@@ -1,7 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { NatsClusterServers, TestCluster, demoConfig, openClient, openContext, replayRun, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import {
+  NatsClusterServers,
+  TestCluster,
+  demoConfig,
+  openClient,
+  openContext,
+  replayRun,
+  writeConfig,
+  type Client,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Bosun on a 3-node NATS cluster with JetStream and an R3 runs stream: killing one NATS node
 // during a run loses no event in the stream.
@@ -51,7 +61,13 @@ describe('NATS cluster', () => {
         { tool: 'demo__get_deployments', args: { service: 'checkout' } },
         { tool: 'demo__get_metrics', args: { service: 'checkout' } },
       ];
-      const { job, runId } = await client.publish({ id: 'nc-1', source: 'cluster', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: plan } } } });
+      const { job, runId } = await client.publish({
+        id: 'nc-1',
+        source: 'cluster',
+        reason: 'PodCrashLooping',
+        summary: 'x',
+        payload: { fake: { calls: { kubernetes: plan } } },
+      });
       // Mid-run: kill the stream's leader node, the hardest case.
       await new Promise((r) => setTimeout(r, 700));
       const leader = (await jsm.streams.info(`${ctx.prefix}-runs`)).cluster?.leader ?? 'n0';

@@ -1,5 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RedisClusterServers, TestCluster, demoConfig, makeCertificates, openContext, runCli, secretFile, writeConfig, type TestContext } from '../helpers/index.js';
+import {
+  RedisClusterServers,
+  TestCluster,
+  demoConfig,
+  makeCertificates,
+  openContext,
+  runCli,
+  secretFile,
+  writeConfig,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Bosun on a Redis Cluster that speaks only TLS (client and bus) and requires a password: every
 // node connection the services, BullMQ and the CLI open must carry the CA and the password.
@@ -14,7 +24,10 @@ let env: Record<string, string>;
 beforeAll(async () => {
   ctx = await openContext('rcluster-tls');
   const certs = makeCertificates(ctx.dir);
-  servers = await new RedisClusterServers(ctx.dir, { tls: { cert: certs.serverCert, key: certs.serverKey, ca: certs.ca }, password: PASSWORD }).start();
+  servers = await new RedisClusterServers(ctx.dir, {
+    tls: { cert: certs.serverCert, key: certs.serverKey, ca: certs.ca },
+    password: PASSWORD,
+  }).start();
   prefix = `{${ctx.prefix}}`;
   env = {
     ...ctx.env,
@@ -40,7 +53,14 @@ describe('Redis Cluster over TLS with a password', () => {
     expect(servers.url).toMatch(/^rediss:\/\//);
     const cluster = await TestCluster.start(env, { specialists: 1 });
     try {
-      const incident = { id: 'rct-1', source: 'cluster', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } };
+      const incident = {
+        id: 'rct-1',
+        source: 'cluster',
+        reason: 'ErrorRateHigh',
+        summary: 'x',
+        labels: { service: 'checkout' },
+        payload: { fake: { stall: ['database'] } },
+      };
       const pub = await runCli(env, ['publish', '-'], JSON.stringify(incident));
       expect(pub.code, pub.stderr).toBe(0);
       const res = await runCli(env, ['result', 'rct-1', '--wait', '--timeout', '60']);

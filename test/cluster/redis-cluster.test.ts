@@ -1,6 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Cluster } from 'ioredis';
-import { RedisClusterServers, TestCluster, demoConfig, openClient, openContext, startService, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import {
+  RedisClusterServers,
+  TestCluster,
+  demoConfig,
+  openClient,
+  openContext,
+  startService,
+  writeConfig,
+  type Client,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Bosun on a real 3-master Redis Cluster, unchanged: the end-to-end run with a hash-tagged
 // prefix, and clear refusals of the two unsafe set-ups.
@@ -15,7 +25,10 @@ beforeAll(async () => {
   ctx = await openContext('rcluster');
   servers = await new RedisClusterServers(ctx.dir).start();
   prefix = `{${ctx.prefix}}`;
-  redis = new Cluster(servers.ports.map((port) => ({ host: '127.0.0.1', port })), { redisOptions: { maxRetriesPerRequest: null } });
+  redis = new Cluster(
+    servers.ports.map((port) => ({ host: '127.0.0.1', port })),
+    { redisOptions: { maxRetriesPerRequest: null } },
+  );
   baseEnv = { ...ctx.env, REDIS_URL: servers.url, BOSUN_CONFIG: writeConfig(ctx, demoConfig()) };
 }, 60_000);
 
@@ -34,7 +47,14 @@ describe('Redis Cluster', () => {
     let client: Client | undefined;
     try {
       client = await openClient(ctx, { connection: redis, prefix });
-      const { job, runId } = await client.publish({ id: 'rc-1', source: 'cluster', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } });
+      const { job, runId } = await client.publish({
+        id: 'rc-1',
+        source: 'cluster',
+        reason: 'ErrorRateHigh',
+        summary: 'x',
+        labels: { service: 'checkout' },
+        payload: { fake: { stall: ['database'] } },
+      });
       const result = await client.result(job);
       expect(result.status).toBe('partial');
       expect(result.specialists.find((s) => s.name === 'kubernetes')?.status).toBe('completed');
@@ -56,7 +76,9 @@ describe('Redis Cluster', () => {
     const p = startService('coordinator', { ...baseEnv, BOSUN_PREFIX: ctx.prefix });
     const { code } = await p.exited;
     expect(code).toBe(1);
-    expect(p.lines.join('\n')).toContain(`BOSUN_PREFIX "${ctx.prefix}" is not safe on Redis Cluster: use a hash tag such as {${ctx.prefix}}`);
+    expect(p.lines.join('\n')).toContain(
+      `BOSUN_PREFIX "${ctx.prefix}" is not safe on Redis Cluster: use a hash tag such as {${ctx.prefix}}`,
+    );
   });
 
   it('refuses a plain connection to a Cluster node, saying how to configure it', async () => {

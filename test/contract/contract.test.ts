@@ -44,7 +44,14 @@ describe('wire contract v1, from the documentation alone', () => {
     const live: WireEvent[] = [];
     const sub = ctx.nats.subscribe(`${prefix}.runs.>`, { callback: (_err, msg) => void live.push(msg.json<WireEvent>()) });
 
-    const incident = { id: 'contract-1', source: 'contract-test', reason: 'PodCrashLooping', summary: 'checkout restarting', severity: 'critical', labels: { service: 'checkout' } };
+    const incident = {
+      id: 'contract-1',
+      source: 'contract-test',
+      reason: 'PodCrashLooping',
+      summary: 'checkout restarting',
+      severity: 'critical',
+      labels: { service: 'checkout' },
+    };
     const job = await incidents.add('incident', incident, { jobId: incident.id });
     // docs/protocol.md: runId = "r" + first 20 hex digits of sha256("<incidentId>\n<job timestamp ms>").
     const runId = `r${createHash('sha256').update(`${incident.id}\n${job.timestamp}`).digest('hex').slice(0, 20)}`;
@@ -57,7 +64,10 @@ describe('wire contract v1, from the documentation alone', () => {
 
     // A late observer replays the whole run from the JetStream stream "<prefix>-runs".
     const js = jetstream(ctx.nats);
-    const consumer = await js.consumers.get(`${prefix}-runs`, { filter_subjects: `${prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
+    const consumer = await js.consumers.get(`${prefix}-runs`, {
+      filter_subjects: `${prefix}.runs.${runId}.>`,
+      deliver_policy: DeliverPolicy.All,
+    });
     // As docs/protocol.md says: the stream holds a run's events nearly in order (they come from
     // several processes); read until the last event and every seq before it are in, then sort.
     const received: WireEvent[] = [];
@@ -83,11 +93,18 @@ describe('wire contract v1, from the documentation alone', () => {
       expect(Number.isNaN(Date.parse(e.at))).toBe(false);
     }
     const types = new Set(replayed.map((e) => e.type));
-    for (const t of ['run.routed', 'agent.delegated', 'model.called', 'tool.started', 'tool.completed', 'agent.completed']) expect(types.has(t)).toBe(true);
+    for (const t of ['run.routed', 'agent.delegated', 'model.called', 'tool.started', 'tool.completed', 'agent.completed'])
+      expect(types.has(t)).toBe(true);
     // The live subscriber saw the same events (wait, with a deadline, for the last to arrive).
     const deadline = Date.now() + 10_000;
-    while (live.filter((e) => e.runId === runId).length < replayed.length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    expect(live.filter((e) => e.runId === runId).map((e) => `${e.seq}:${e.type}`).sort()).toEqual(replayed.map((e) => `${e.seq}:${e.type}`).sort());
+    while (live.filter((e) => e.runId === runId).length < replayed.length && Date.now() < deadline)
+      await new Promise((r) => setTimeout(r, 20));
+    expect(
+      live
+        .filter((e) => e.runId === runId)
+        .map((e) => `${e.seq}:${e.type}`)
+        .sort(),
+    ).toEqual(replayed.map((e) => `${e.seq}:${e.type}`).sort());
 
     sub.unsubscribe();
     await queueEvents.close();

@@ -1,7 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Queue } from 'bullmq';
 import { ApprovalStore, type Approval } from '@bosun/transport';
-import { EventCollector, demoConfig, freePort, openContext, runCli, startService, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import {
+  EventCollector,
+  demoConfig,
+  freePort,
+  openContext,
+  runCli,
+  startService,
+  writeConfig,
+  type ServiceProcess,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Operator approvals of tool calls: the CLI (`bosun approvals`, `approve`, `deny`), the
 // coordinator's HTTP API (`GET /approvals`, `POST /approvals/<id>`) and `bosun audit`, against
@@ -17,7 +27,8 @@ let collector: EventCollector;
 let coordinator: ServiceProcess | undefined;
 
 /** Runs the bosun CLI with the context's environment and `extraEnv`. */
-const bosun = (args: string[], extraEnv: Record<string, string> = {}, timeoutMs?: number) => runCli({ ...ctx.env, ...extraEnv }, args, undefined, timeoutMs);
+const bosun = (args: string[], extraEnv: Record<string, string> = {}, timeoutMs?: number) =>
+  runCli({ ...ctx.env, ...extraEnv }, args, undefined, timeoutMs);
 
 /** A pending approval of two proposed calls: [0] reads (no approval needed), [1] restarts (needs approval). */
 async function seed(id: string, runId: string): Promise<Approval> {
@@ -30,7 +41,13 @@ async function seed(id: string, runId: string): Promise<Approval> {
     taskId: `${runId}-kubernetes-1`,
     calls: [
       { index: 0, tool: 'demo__get_pods', args: { namespace: 'payments' }, needsApproval: false, key: `${runId}-kubernetes-1-s1-c0` },
-      { index: 1, tool: 'demo__restart_pod', args: { name: 'payments-7f9c', namespace: 'payments' }, needsApproval: true, key: `${runId}-kubernetes-1-s1-c1` },
+      {
+        index: 1,
+        tool: 'demo__restart_pod',
+        args: { name: 'payments-7f9c', namespace: 'payments' },
+        needsApproval: true,
+        key: `${runId}-kubernetes-1-s1-c1`,
+      },
     ],
     reason: 'The pod is crash-looping on a stale config;\nrestarting it picks up the fixed one.',
     createdAt: new Date(now - 90_000).toISOString(),
@@ -172,7 +189,11 @@ describe('bosun approvals, approve, deny', () => {
     const a = (await store.get(id2))!;
     expect(a).toMatchObject({ status: 'denied', denyReason: 'not during business hours', decidedBy: 'bob' });
     expect(a.approved).toBeUndefined();
-    const e = await collector.waitFor((x) => x.type === 'approval.resolved' && x.runId === 'rcliapproval000000002', 10_000, 'approval.resolved (denied)');
+    const e = await collector.waitFor(
+      (x) => x.type === 'approval.resolved' && x.runId === 'rcliapproval000000002',
+      10_000,
+      'approval.resolved (denied)',
+    );
     expect(e.data).toMatchObject({ approvalId: id2, status: 'denied', denyReason: 'not during business hours', decidedBy: 'bob' });
   });
 });
@@ -181,8 +202,26 @@ describe('bosun audit', () => {
   it('reads the audit stream newest first, filtered by run', async () => {
     const key = `${ctx.prefix}:audit`;
     const entry = (runId: string, tool: string, status: string, approvalId = '', approver = '') => [
-      'at', new Date().toISOString(), 'key', `${runId}-kubernetes-1-s1-c0`, 'runId', runId, 'incidentId', `inc-${runId}`, 'agent', 'kubernetes',
-      'tool', tool, 'args', JSON.stringify({ name: 'payments-7f9c', token: '[redacted]' }), 'approvalId', approvalId, 'approver', approver, 'status', status,
+      'at',
+      new Date().toISOString(),
+      'key',
+      `${runId}-kubernetes-1-s1-c0`,
+      'runId',
+      runId,
+      'incidentId',
+      `inc-${runId}`,
+      'agent',
+      'kubernetes',
+      'tool',
+      tool,
+      'args',
+      JSON.stringify({ name: 'payments-7f9c', token: '[redacted]' }),
+      'approvalId',
+      approvalId,
+      'approver',
+      approver,
+      'status',
+      status,
     ];
     await ctx.redis.xadd(key, '*', ...entry('raudit0000000000000001', 'demo__restart_pod', 'ok', 'appr-a1', 'alice'));
     await ctx.redis.xadd(key, '*', ...entry('raudit0000000000000002', 'demo__scale', 'refused'));
@@ -222,7 +261,14 @@ describe('the coordinator HTTP API', () => {
   let job: Job;
 
   const call = (path: string, init: RequestInit = {}, token: string | null = TOKEN) =>
-    fetch(`${base}${path}`, { ...init, headers: { ...(token === null ? {} : { authorization: `Bearer ${token}` }), 'content-type': 'application/json', ...(init.headers ?? {}) } });
+    fetch(`${base}${path}`, {
+      ...init,
+      headers: {
+        ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+        'content-type': 'application/json',
+        ...(init.headers ?? {}),
+      },
+    });
 
   beforeAll(async () => {
     const port = await freePort();
@@ -305,7 +351,10 @@ describe('the coordinator HTTP API', () => {
     const listed = (await (await call('/approvals')).json()) as Approval[];
     expect(listed).toEqual([]);
 
-    const again = await call(`/approvals/${id}`, { method: 'POST', body: JSON.stringify({ decision: 'deny', reason: 'changed my mind', by: 'carol' }) });
+    const again = await call(`/approvals/${id}`, {
+      method: 'POST',
+      body: JSON.stringify({ decision: 'deny', reason: 'changed my mind', by: 'carol' }),
+    });
     expect(again.status).toBe(409);
     expect(((await again.json()) as { error: string }).error).toContain('http-operator');
     expect((await store.get(id))!.status).toBe('approved');
@@ -314,7 +363,10 @@ describe('the coordinator HTTP API', () => {
   it('denies with a reason and a named operator', async () => {
     const id2 = 'appr-http-2';
     await seed(id2, 'rhttpapproval00000002');
-    const r = await call(`/approvals/${id2}`, { method: 'POST', body: JSON.stringify({ decision: 'deny', reason: 'use a rollout instead', by: 'dave' }) });
+    const r = await call(`/approvals/${id2}`, {
+      method: 'POST',
+      body: JSON.stringify({ decision: 'deny', reason: 'use a rollout instead', by: 'dave' }),
+    });
     expect(r.status).toBe(200);
     expect(await r.json()).toMatchObject({ status: 'denied', denyReason: 'use a rollout instead', decidedBy: 'dave' });
   });

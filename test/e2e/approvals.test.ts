@@ -3,7 +3,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue, type Job } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
 import { ApprovalStore, type Approval } from '@bosun/transport';
-import { TestCluster, callLog, demoConfig, openClient, openContext, startService, writeConfig, type CallLog, type Client, type TestContext } from '../helpers/index.js';
+import {
+  TestCluster,
+  callLog,
+  demoConfig,
+  openClient,
+  openContext,
+  startService,
+  writeConfig,
+  type CallLog,
+  type Client,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Human approval of mutating calls, with the services as separate processes: approve all,
 // approve some, deny, time out, and restart every process while an approval is pending.
@@ -23,8 +34,18 @@ const logged = (tool: string): Record<string, unknown>[] => toolLog.calls(tool).
 const restart = (reason: string) => ({ tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason } });
 const rollback = { tool: 'demo__rollback_deployment', args: { service: 'checkout', toVersion: 'v41' } };
 
-function publish(id: string, calls: { tool: string; args: Record<string, unknown> }[], parallel = false): Promise<{ job: Job; runId: string }> {
-  return client.publish({ id, source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: calls }, ...(parallel ? { parallel: ['kubernetes'] } : {}) } } });
+function publish(
+  id: string,
+  calls: { tool: string; args: Record<string, unknown> }[],
+  parallel = false,
+): Promise<{ job: Job; runId: string }> {
+  return client.publish({
+    id,
+    source: 'test',
+    reason: 'PodCrashLooping',
+    summary: 'x',
+    payload: { fake: { calls: { kubernetes: calls }, ...(parallel ? { parallel: ['kubernetes'] } : {}) } },
+  });
 }
 
 async function requested(runId: string): Promise<Approval> {
@@ -83,7 +104,16 @@ describe('approvals', () => {
     const a = await requested(runId);
     expect(a.status).toBe('pending');
     // Each call with the key it will run under (the approval authorises that key, once).
-    expect(a.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args: restart('ap-all').args, needsApproval: true, key: `${a.taskId}-s2-c0`, digest: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
+    expect(a.calls).toEqual([
+      {
+        index: 0,
+        tool: 'demo__restart_pod',
+        args: restart('ap-all').args,
+        needsApproval: true,
+        key: `${a.taskId}-s2-c0`,
+        digest: expect.stringMatching(/^[0-9a-f]{64}$/),
+      },
+    ]);
     await parked(a);
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-all')).toHaveLength(0);
     await approvals.decide(a.id, { approve: true, by: 'alice' });
@@ -95,12 +125,20 @@ describe('approvals', () => {
     expect(told).toContain('by alice');
     // The audit stream has the call with its approval and approver.
     const audit = await ctx.redis.xrange(`${ctx.prefix}:audit`, '-', '+');
-    const entry = audit.map(([, f]) => Object.fromEntries(f.reduce<[string, string][]>((acc, v, i, arr) => (i % 2 === 0 ? [...acc, [v, arr[i + 1]!]] : acc), []))).find((e) => e.approvalId === a.id);
+    const entry = audit
+      .map(([, f]) =>
+        Object.fromEntries(f.reduce<[string, string][]>((acc, v, i, arr) => (i % 2 === 0 ? [...acc, [v, arr[i + 1]!]] : acc), [])),
+      )
+      .find((e) => e.approvalId === a.id);
     expect(entry).toMatchObject({ tool: 'demo__restart_pod', status: 'ok', approver: 'alice', runId });
   });
 
   it('executes only the calls approved with --only, and tells the model which were not', async () => {
-    const { job, runId } = await publish('ap-some', [restart('ap-some'), { tool: 'demo__rollback_deployment', args: { service: 'search', toVersion: 'v8' } }], true);
+    const { job, runId } = await publish(
+      'ap-some',
+      [restart('ap-some'), { tool: 'demo__rollback_deployment', args: { service: 'search', toVersion: 'v8' } }],
+      true,
+    );
     const a = await requested(runId);
     expect(a.calls.map((c) => [c.index, c.tool, c.needsApproval])).toEqual([
       [0, 'demo__restart_pod', true],
@@ -156,7 +194,10 @@ describe('approvals', () => {
     await approvals.decide(a.id, { approve: true, by: 'dave' });
     const gateway = cluster.add(startService('gateway', env));
     await gateway.ready();
-    await Promise.all([cluster.add(startService('coordinator', env)).ready(), cluster.add(startService('specialist', env, { name: 'specialist-2' })).ready()]);
+    await Promise.all([
+      cluster.add(startService('coordinator', env)).ready(),
+      cluster.add(startService('specialist', env, { name: 'specialist-2' })).ready(),
+    ]);
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-restart')).toHaveLength(1);

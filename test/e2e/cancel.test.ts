@@ -35,7 +35,11 @@ const ofRun = (runId: string, type: RunEvent['type']) => t.client.events.forRun(
 /** The task job's result, once the specialist has ended it. */
 async function taskEnded(taskId: string): Promise<{ status: string; error?: string }> {
   let job: Job | undefined;
-  await waitUntil(async () => (job = await Job.fromId(tasks, taskId)) !== undefined && (await job.getState()) === 'completed', 30_000, `task ${taskId} ended`);
+  await waitUntil(
+    async () => (job = await Job.fromId(tasks, taskId)) !== undefined && (await job.getState()) === 'completed',
+    30_000,
+    `task ${taskId} ended`,
+  );
   return job!.returnvalue as { status: string; error?: string };
 }
 
@@ -106,9 +110,19 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
 
   it('cancels a run parked on an approval over HTTP: the approval is denied, the call never runs; cancelling again is fine', async () => {
     const restart = { tool: 'demo__restart_pod', args: { service: 'cancel-parked', pod: 'cancel-parked-1', reason: 'parked-1' } };
-    const { job, runId } = await t.client.publish({ id: 'parked-1', source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: [restart] } } } });
+    const { job, runId } = await t.client.publish({
+      id: 'parked-1',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: { fake: { calls: { kubernetes: [restart] } } },
+    });
     ids.parked = runId;
-    const requested = await t.client.events.waitFor((e) => e.runId === runId && e.type === 'approval.requested', 20_000, 'approval.requested');
+    const requested = await t.client.events.waitFor(
+      (e) => e.runId === runId && e.type === 'approval.requested',
+      20_000,
+      'approval.requested',
+    );
     const approvalId = String(requested.data.approvalId);
     const taskId = String(requested.data.taskId);
     await waitUntil(async () => (await (await Job.fromId(tasks, taskId))?.getState()) === 'delayed', 10_000, 'the task parked');
@@ -119,40 +133,64 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     const r = await post(`/runs/${runId}/cancel`, { reason: 'maintenance is over', by: 'bob' });
     expect(r.status).toBe(202);
     const outcome = (await r.json()) as CancelOutcome;
-    expect(outcome).toMatchObject({ runId, incidentId: 'parked-1', state: 'parked', already: false, cancelled: { by: 'bob', reason: 'maintenance is over' } });
+    expect(outcome).toMatchObject({
+      runId,
+      incidentId: 'parked-1',
+      state: 'parked',
+      already: false,
+      cancelled: { by: 'bob', reason: 'maintenance is over' },
+    });
 
     const result = await t.client.result(job, 30_000);
     expect(result).toMatchObject({ status: 'cancelled', cancelled: { by: 'bob', reason: 'maintenance is over' } });
     expect(result.answer).toContain('Not finished: kubernetes.');
     // Nobody is left to approve work that will not be done, and the woken task stops.
-    expect(await approvals.get(approvalId)).toMatchObject({ status: 'denied', decidedBy: 'bob', denyReason: 'the run was cancelled: maintenance is over' });
+    expect(await approvals.get(approvalId)).toMatchObject({
+      status: 'denied',
+      decidedBy: 'bob',
+      denyReason: 'the run was cancelled: maintenance is over',
+    });
     expect(await taskEnded(taskId)).toMatchObject({ status: 'stalled', error: 'cancelled' });
     expect(toolLog.count('restart_pod')).toBe(0);
 
     const again = await post(`/runs/${runId}/cancel`, { reason: 'twice', by: 'carol' });
     expect(again.status).toBe(200);
-    expect(await again.json()).toMatchObject({ already: true, state: 'cancelled', cancelled: { by: 'bob', reason: 'maintenance is over' } });
+    expect(await again.json()).toMatchObject({
+      already: true,
+      state: 'cancelled',
+      cancelled: { by: 'bob', reason: 'maintenance is over' },
+    });
     const cli = await bosun(['cancel', runId]);
     expect(cli.code, cli.stderr).toBe(0);
     expect(cli.stdout).toContain(`run ${runId} (incident parked-1) was already cancelled by bob at `);
   });
 
   it('cancels a run whose coordinator is still routing (no child job is made) and one not started yet', async () => {
-    const routing = await t.client.publish({ id: 'slow-coord', source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { slowMs: { coordinator: 15_000 } } } });
+    const routing = await t.client.publish({
+      id: 'slow-coord',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: { fake: { slowMs: { coordinator: 15_000 } } },
+    });
     ids.routing = routing.runId;
     await t.client.events.waitFor((e) => e.runId === routing.runId && e.type === 'run.started', 20_000, 'run.started');
     // The coordinator takes one run at a time: this one waits behind the first.
     const waiting = await t.client.publish({ id: 'not-started', source: 'test', reason: 'PodCrashLooping', summary: 'x' });
     ids.waiting = waiting.runId;
     expect(await waiting.job.getState()).toBe('waiting');
-    const listed = async (status: string) => ((await (await get(`/runs?status=${status}`)).json()) as RunSummary[]).map((r) => [r.runId, r.state]);
+    const listed = async (status: string) =>
+      ((await (await get(`/runs?status=${status}`)).json()) as RunSummary[]).map((r) => [r.runId, r.state]);
     expect(await listed('waiting')).toEqual([[waiting.runId, 'waiting']]);
     expect(await listed('active')).toEqual([[routing.runId, 'active']]);
 
     const w = await post(`/runs/${waiting.runId}/cancel`, { reason: 'duplicate' });
     expect(w.status).toBe(202);
     expect(await w.json()).toMatchObject({ state: 'waiting', cancelled: { by: 'http-operator', reason: 'duplicate' } });
-    expect(await (await get(`/runs/${waiting.runId}`)).json()).toMatchObject({ state: 'waiting', cancelRequested: { by: 'http-operator', reason: 'duplicate' } });
+    expect(await (await get(`/runs/${waiting.runId}`)).json()).toMatchObject({
+      state: 'waiting',
+      cancelRequested: { by: 'http-operator', reason: 'duplicate' },
+    });
     // Not waiting for the end: the routing run ends only after its model call.
     const r = await bosun(['cancel', routing.runId, '--wait', '0']);
     expect(r.code, r.stdout + r.stderr).toBe(3);
@@ -166,19 +204,32 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     expect(await Job.fromId(tasks, `${routing.runId}-d0-kubernetes`)).toBeUndefined();
 
     const second = await t.client.result(waiting.job, 30_000);
-    expect(second).toMatchObject({ status: 'cancelled', specialists: [], stalled: 0, cancelled: { by: 'http-operator', reason: 'duplicate' } });
+    expect(second).toMatchObject({
+      status: 'cancelled',
+      specialists: [],
+      stalled: 0,
+      cancelled: { by: 'http-operator', reason: 'duplicate' },
+    });
     expect(second.answer).toContain('It was cancelled before anything was delegated: nothing was checked.');
     expect(ofRun(waiting.runId, 'model.called')).toEqual([]);
   });
 
   it('refuses to cancel a finished run (exit 1, 409) or an unknown one (exit 1, 404), and answers 400 for a bad body', async () => {
-    const { job, runId } = await t.client.publish({ id: 'done-1', source: 'test', reason: 'HighLatency', summary: 'slow', labels: { service: 'payments' } });
+    const { job, runId } = await t.client.publish({
+      id: 'done-1',
+      source: 'test',
+      reason: 'HighLatency',
+      summary: 'slow',
+      labels: { service: 'payments' },
+    });
     ids.done = runId;
     expect((await t.client.result(job)).status).toBe('completed');
 
     const cli = await bosun(['cancel', runId, '--reason', 'too late']);
     expect(cli.code).toBe(1);
-    expect(cli.stderr).toContain(`bosun: cancel: run ${runId} (incident done-1) has already finished: completed; there is nothing to cancel`);
+    expect(cli.stderr).toContain(
+      `bosun: cancel: run ${runId} (incident done-1) has already finished: completed; there is nothing to cancel`,
+    );
     const http = await post(`/runs/${runId}/cancel`, { reason: 'too late' });
     expect(http.status).toBe(409);
     expect(await http.json()).toMatchObject({ code: 'finished' });
@@ -189,7 +240,12 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     expect(unknown.stderr).toContain('no run r0000000000000000000f');
     expect((await post('/runs/r0000000000000000000f/cancel', {})).status).toBe(404);
 
-    for (const [body, field] of [[{ reason: 5 }, 'reason:'], [{ by: '' }, 'by:'], [{ why: 'x' }, 'why:'], ['{nope', 'body:']] as const) {
+    for (const [body, field] of [
+      [{ reason: 5 }, 'reason:'],
+      [{ by: '' }, 'by:'],
+      [{ why: 'x' }, 'why:'],
+      ['{nope', 'body:'],
+    ] as const) {
       const bad = await post(`/runs/${ids.slow}/cancel`, body);
       expect(bad.status, JSON.stringify(body)).toBe(400);
       expect(((await bad.json()) as { error: string }).error).toMatch(new RegExp(`^${field}`));
@@ -205,7 +261,9 @@ describe('bosun runs list and GET /runs', () => {
     expect(cancelled.map((r) => r.runId)).toEqual([ids.waiting, ids.routing, ids.parked, ids.slow]);
     expect(cancelled.every((r) => r.state === 'cancelled' && r.finishedAt !== undefined)).toBe(true);
     const completed = JSON.parse((await bosun(['runs', '--status', 'completed', '--json'])).stdout) as RunSummary[];
-    expect(completed).toEqual([expect.objectContaining({ runId: ids.done, incidentId: 'done-1', state: 'completed', specialists: ['database'] })]);
+    expect(completed).toEqual([
+      expect.objectContaining({ runId: ids.done, incidentId: 'done-1', state: 'completed', specialists: ['database'] }),
+    ]);
 
     const table = await bosun(['runs', '--limit', '2']);
     expect(table.code, table.stderr).toBe(0);

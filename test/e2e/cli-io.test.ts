@@ -27,7 +27,11 @@ async function withWorker<T>(processor: (job: Job) => Promise<unknown>, fn: () =
 
 async function finished(id: string, state: 'completed' | 'failed'): Promise<Job> {
   let job: Job | undefined;
-  await waitUntil(async () => (job = await Job.fromId(incidents, id)) !== undefined && (await job.getState()) === state, 15_000, `incident ${id} ${state}`);
+  await waitUntil(
+    async () => (job = await Job.fromId(incidents, id)) !== undefined && (await job.getState()) === state,
+    15_000,
+    `incident ${id} ${state}`,
+  );
   return job!;
 }
 
@@ -86,7 +90,17 @@ describe('output through a pipe', () => {
     const job = await withWorker(
       async (j): Promise<RunResult> => {
         const now = new Date().toISOString();
-        return { v: 1, runId: runIdFor(String(j.id), j.timestamp), incidentId: String(j.id), status: 'completed', answer, specialists: [], stalled: 0, startedAt: now, finishedAt: now };
+        return {
+          v: 1,
+          runId: runIdFor(String(j.id), j.timestamp),
+          incidentId: String(j.id),
+          status: 'completed',
+          answer,
+          specialists: [],
+          stalled: 0,
+          startedAt: now,
+          finishedAt: now,
+        };
       },
       async () => {
         await incidents.add('incident', { id: 'big-1', source: 't', reason: 'R', summary: 's' }, { jobId: 'big-1' });
@@ -120,14 +134,20 @@ describe('bosun publish of an incident whose job failed', () => {
         throw new Error('boom: the run checkpoint cannot be used');
       },
       async () => {
-        await incidents.add('incident', { id: 'failed-1', source: 't', reason: 'R', summary: 's' }, { jobId: 'failed-1', removeOnFail: false });
+        await incidents.add(
+          'incident',
+          { id: 'failed-1', source: 't', reason: 'R', summary: 's' },
+          { jobId: 'failed-1', removeOnFail: false },
+        );
         return finished('failed-1', 'failed');
       },
     );
     const r = await bosun(['publish', '-'], JSON.stringify({ id: 'failed-1', source: 't', reason: 'R', summary: 'fixed' }));
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toContain(`incident failed-1 was already published (run ${runIdFor('failed-1', failed.timestamp)}), and its job failed: boom: the run checkpoint cannot be used. Nothing was published`);
+    expect(r.stderr).toContain(
+      `incident failed-1 was already published (run ${runIdFor('failed-1', failed.timestamp)}), and its job failed: boom: the run checkpoint cannot be used. Nothing was published`,
+    );
     expect(r.stderr).toContain('bosun dlq retry');
     const still = await Job.fromId(incidents, 'failed-1');
     expect(still?.timestamp).toBe(failed.timestamp);

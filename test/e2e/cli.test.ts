@@ -45,7 +45,14 @@ describe('bosun CLI', () => {
   });
 
   it('publishes from stdin, prints the run id, and prints the result with --wait', async () => {
-    const incident = { id: 'cli-1', source: 'cli', reason: 'ErrorRateHigh', summary: 'errors', labels: { service: 'checkout' }, payload: { fake: { stall: ['database'] } } };
+    const incident = {
+      id: 'cli-1',
+      source: 'cli',
+      reason: 'ErrorRateHigh',
+      summary: 'errors',
+      labels: { service: 'checkout' },
+      payload: { fake: { stall: ['database'] } },
+    };
     const pub = await bosun(['publish', '-'], JSON.stringify(incident));
     expect(pub.code).toBe(0);
     const runId = pub.stdout.trim();
@@ -89,7 +96,13 @@ describe('bosun CLI', () => {
   });
 
   it('bosun watch prints control characters from incident text escaped, one line per event', async () => {
-    const incident = { id: 'cli-esc', source: 'cli', reason: 'PodCrashLooping', summary: 'pods \u001b[2J\u001b[31mRED\u0000 restart\nfake line', labels: { service: 'checkout' } };
+    const incident = {
+      id: 'cli-esc',
+      source: 'cli',
+      reason: 'PodCrashLooping',
+      summary: 'pods \u001b[2J\u001b[31mRED\u0000 restart\nfake line',
+      labels: { service: 'checkout' },
+    };
     const pub = await bosun(['publish', '-'], JSON.stringify(incident));
     expect(pub.code, pub.stderr).toBe(0);
     const runId = pub.stdout.trim();
@@ -99,20 +112,30 @@ describe('bosun CLI', () => {
     const started = watch.stdout.split('\n').find((l) => l.includes('run.started'));
     expect(started).toContain('pods \\x1b[2J\\x1b[31mRED\\x00 restart fake line');
     expect(watch.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
-    expect(watch.stdout.trim().split('\n').every((l) => l.includes(runId))).toBe(true);
+    expect(
+      watch.stdout
+        .trim()
+        .split('\n')
+        .every((l) => l.includes(runId)),
+    ).toBe(true);
   });
 });
 
 describe('bosun publish of a rejected incident, fixed', () => {
   let incidents: Queue;
   let dlq: Queue;
-  const fixed = (id: string) => JSON.stringify({ id, source: 'cli', reason: 'HighLatency', summary: 'payments slow', labels: { service: 'payments' } });
+  const fixed = (id: string) =>
+    JSON.stringify({ id, source: 'cli', reason: 'HighLatency', summary: 'payments slow', labels: { service: 'payments' } });
 
   /** Adds a job the coordinator rejects as poison (no reason, summary not a string), and waits for the rejection. */
   async function rejected(id: string): Promise<{ job: Job; deadLetterId: string }> {
     const job = await incidents.add('incident', { id, source: 'cli', summary: 42 }, { jobId: id, removeOnFail: false });
     const deadLetterId = `poison-${id}-${job.timestamp}`;
-    await waitUntil(async () => (await job.getState()) === 'failed' && (await Job.fromId(dlq, deadLetterId)) !== undefined, 30_000, `${id} rejected as poison`);
+    await waitUntil(
+      async () => (await job.getState()) === 'failed' && (await Job.fromId(dlq, deadLetterId)) !== undefined,
+      30_000,
+      `${id} rejected as poison`,
+    );
     return { job, deadLetterId };
   }
 
@@ -132,7 +155,9 @@ describe('bosun publish of a rejected incident, fixed', () => {
     expect(r.code, r.stderr).toBe(0);
     const runId = r.stdout.trim();
     expect(runId).not.toBe(runIdFor('fixme-1', old.timestamp));
-    expect(r.stderr).toContain(`incident fixme-1 replaces the rejected incident of that id (run ${runIdFor('fixme-1', old.timestamp)}, poison: invalid incident:`);
+    expect(r.stderr).toContain(
+      `incident fixme-1 replaces the rejected incident of that id (run ${runIdFor('fixme-1', old.timestamp)}, poison: invalid incident:`,
+    );
     const res = await bosun(['result', 'fixme-1', '--wait', '--timeout', '60']);
     expect(res.code, res.stderr).toBe(0);
     expect(JSON.parse(res.stdout)).toMatchObject({ runId, status: 'completed' });

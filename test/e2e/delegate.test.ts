@@ -32,7 +32,13 @@ afterAll(async () => {
 
 describe('delegate mode, end to end', () => {
   it('delegates to the routed specialists through delegate_* tools and answers from their reports', async () => {
-    const { job, runId } = await client.publish({ id: 'deleg-1', source: 'test', reason: 'ErrorRateHigh', summary: 'checkout errors', labels: { service: 'checkout' } });
+    const { job, runId } = await client.publish({
+      id: 'deleg-1',
+      source: 'test',
+      reason: 'ErrorRateHigh',
+      summary: 'checkout errors',
+      labels: { service: 'checkout' },
+    });
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(result.specialists.map((s) => s.name).sort()).toEqual(['database', 'kubernetes']);
@@ -46,8 +52,20 @@ describe('delegate mode, end to end', () => {
   });
 
   it('parks a waiting run: with one coordinator slot, a second incident is routed while the first waits', async () => {
-    const a = await client.publish({ id: 'park-a', source: 'test', reason: 'PodCrashLooping', summary: 'a', labels: { service: 'checkout' } });
-    const b = await client.publish({ id: 'park-b', source: 'test', reason: 'PodCrashLooping', summary: 'b', labels: { service: 'checkout' } });
+    const a = await client.publish({
+      id: 'park-a',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'a',
+      labels: { service: 'checkout' },
+    });
+    const b = await client.publish({
+      id: 'park-b',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'b',
+      labels: { service: 'checkout' },
+    });
     await Promise.all([a.job.waitUntilFinished(client.queueEvents, 60_000), b.job.waitUntilFinished(client.queueEvents, 60_000)]);
     const runs = [...(await client.events.complete(a.runId)), ...(await client.events.complete(b.runId))];
     const done = runs.filter((e) => e.type === 'run.completed').map((e) => Date.parse(e.at));

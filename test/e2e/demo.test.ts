@@ -15,7 +15,12 @@ afterAll(async () => {
 
 describe('npm start (bosun demo --once)', () => {
   it('starts the cluster as separate processes, shows events live, prints each result and exits 0', async () => {
-    const child = reap(spawn(process.execPath, [ENTRY.cli, 'demo', '--once'], { env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = reap(
+      spawn(process.execPath, [ENTRY.cli, 'demo', '--once'], {
+        env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));

@@ -35,7 +35,17 @@ describe('bosun dlq retry inside an open run', () => {
         source: 'test',
         reason: 'ErrorRateHigh',
         summary: 'x',
-        payload: { fake: { stall: ['database'], calls: { kubernetes: [{ tool: 'demo__get_pods', args: { service: 'checkout' } }, { tool: 'demo__get_deployments', args: { service: 'checkout' } }] } } },
+        payload: {
+          fake: {
+            stall: ['database'],
+            calls: {
+              kubernetes: [
+                { tool: 'demo__get_pods', args: { service: 'checkout' } },
+                { tool: 'demo__get_deployments', args: { service: 'checkout' } },
+              ],
+            },
+          },
+        },
       };
       const { job, runId } = await client.publish(incident);
       await events.waitFor((e) => e.runId === runId && e.type === 'agent.stalled' && e.agent === 'database', 20_000);
@@ -48,7 +58,10 @@ describe('bosun dlq retry inside an open run', () => {
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout.trim()).toBe(runId);
       expect(r.stderr).toMatch(new RegExp(`retrying ${runId}-d2-database inside the open run ${runId}`));
-      const redelegated = await events.waitFor((e) => e.runId === runId && e.type === 'agent.delegated' && e.data.retryOf !== undefined, 10_000);
+      const redelegated = await events.waitFor(
+        (e) => e.runId === runId && e.type === 'agent.delegated' && e.data.retryOf !== undefined,
+        10_000,
+      );
       expect(redelegated.data).toMatchObject({ taskId: `${runId}-d2-database`, retryOf: `${runId}-d1-database` });
       const linked = (await dlq.getJob(String(entry.id)))!.data as DeadLetter;
       expect(linked.retriedAs).toMatchObject({ runId, taskId: `${runId}-d2-database` });

@@ -71,7 +71,13 @@ afterAll(async () => {
 
 describe('an approval is bound to the calls it approved', () => {
   it('runs the approved rollback once; a tool-call job with a new key and the same approval is refused, audited and reported', async () => {
-    const { job, runId } = await t.client.publish({ id: 'bound-1', source: 'test', reason: 'PodCrashLooping', summary: 'x', payload: { fake: { calls: { kubernetes: [rollback] } } } });
+    const { job, runId } = await t.client.publish({
+      id: 'bound-1',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      payload: { fake: { calls: { kubernetes: [rollback] } } },
+    });
     const a = await requested(runId);
     await approvals.decide(a.id, { approve: true, by: 'alice' });
     expect((await t.client.result(job, 30_000)).status).toBe('completed');
@@ -79,7 +85,16 @@ describe('an approval is bound to the calls it approved', () => {
 
     // The same run, tool, arguments and approval, under a key the approval never named.
     const replayKey = `${a.taskId}-s99-c0`;
-    const replay: ToolCallJob = { v: 1, key: replayKey, runId, incidentId: 'bound-1', agent: 'kubernetes', tool: rollback.tool, args: rollback.args, approvalId: a.id };
+    const replay: ToolCallJob = {
+      v: 1,
+      key: replayKey,
+      runId,
+      incidentId: 'bound-1',
+      agent: 'kubernetes',
+      tool: rollback.tool,
+      args: rollback.args,
+      approvalId: a.id,
+    };
     const queue = new Queue(TOOLS_QUEUE, { connection: t.ctx.redis, prefix: t.ctx.prefix });
     const queueEvents = new QueueEvents(TOOLS_QUEUE, { connection: t.ctx.redis.duplicate(), prefix: t.ctx.prefix });
     try {
@@ -104,7 +119,14 @@ describe('an approval is bound to the calls it approved', () => {
 
 describe('names that are JavaScript object properties', () => {
   it('a route of ["constructor", "kubernetes"] ends partial, with kubernetes delegated and constructor a failed part', async () => {
-    const { job, runId } = await t.client.publish({ id: 'proto-route', source: 'test', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' }, payload: { fake: { route: ['constructor', 'kubernetes'] } } });
+    const { job, runId } = await t.client.publish({
+      id: 'proto-route',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+      payload: { fake: { route: ['constructor', 'kubernetes'] } },
+    });
     const result = await t.client.result(job, 30_000);
     expect(result.status).toBe('partial');
     expect(result.specialists.map((s) => [s.name, s.status])).toEqual([
@@ -120,7 +142,13 @@ describe('names that are JavaScript object properties', () => {
 
 describe('a specialist refused by policy leaves a trace', () => {
   it('a read-only specialist proposing restart_pod: refused by the gateway, tool.failed, audited as refused, pod not restarted', async () => {
-    const { job, runId } = await t.client.publish({ id: 'ro-restart', source: 'test', reason: 'HighLatency', summary: 'x', payload: { fake: { route: ['database'], calls: { database: [restart] } } } });
+    const { job, runId } = await t.client.publish({
+      id: 'ro-restart',
+      source: 'test',
+      reason: 'HighLatency',
+      summary: 'x',
+      payload: { fake: { route: ['database'], calls: { database: [restart] } } },
+    });
     const result = await t.client.result(job, 30_000);
     expect(result.status).toBe('completed');
     const run = await t.client.events.complete(runId);
@@ -129,11 +157,15 @@ describe('a specialist refused by policy leaves a trace', () => {
     expect(String(failed?.data.error)).toMatch(/may change things and agent "database" is read-only/);
     expect(run.some((e) => e.type === 'tool.started' && e.data.tool === 'demo__restart_pod')).toBe(false);
     const audited = (await auditEntries()).filter((e) => e.runId === runId);
-    expect(audited.map((e) => [e.agent, e.tool, e.status, e.key])).toEqual([['database', 'demo__restart_pod', 'refused', failed?.data.key]]);
+    expect(audited.map((e) => [e.agent, e.tool, e.status, e.key])).toEqual([
+      ['database', 'demo__restart_pod', 'refused', failed?.data.key],
+    ]);
     expect(toolLog.count('restart_pod')).toBe(0);
     // The model hears why, and that it must use the tools it was given.
     const taskId = String(run.find((e) => e.type === 'agent.delegated')?.data.taskId);
-    const ckpt = JSON.parse((await t.ctx.redis.get(keys.checkpoint(t.ctx.prefix, `task:${taskId}`))) ?? '{}') as { messages: { role: string; responses?: { name: string; output: unknown; isError?: boolean }[] }[] };
+    const ckpt = JSON.parse((await t.ctx.redis.get(keys.checkpoint(t.ctx.prefix, `task:${taskId}`))) ?? '{}') as {
+      messages: { role: string; responses?: { name: string; output: unknown; isError?: boolean }[] }[];
+    };
     const answer = ckpt.messages.flatMap((m) => m.responses ?? []).find((r) => r.name === 'demo__restart_pod');
     expect(answer?.isError).toBe(true);
     expect(String(answer?.output)).toMatch(/is not available to this agent.*read-only/);
@@ -142,13 +174,29 @@ describe('a specialist refused by policy leaves a trace', () => {
 
 describe('secrets', () => {
   it('a password argument reaches the tool, and never shows in events, the approval, the call record, the audit or the logs', async () => {
-    const { job, runId } = await t.client.publish({ id: 'secret-1', source: 'test', reason: 'CredentialsExpired', summary: 'rotate', payload: { fake: { route: ['keeper'] } } });
+    const { job, runId } = await t.client.publish({
+      id: 'secret-1',
+      source: 'test',
+      reason: 'CredentialsExpired',
+      summary: 'rotate',
+      payload: { fake: { route: ['keeper'] } },
+    });
     const a = await requested(runId);
-    expect(a.calls).toEqual([expect.objectContaining({ index: 0, tool: 'vault__set_credentials', args: { user: 'svc-checkout', password: '[redacted]' }, needsApproval: true })]);
+    expect(a.calls).toEqual([
+      expect.objectContaining({
+        index: 0,
+        tool: 'vault__set_credentials',
+        args: { user: 'svc-checkout', password: '[redacted]' },
+        needsApproval: true,
+      }),
+    ]);
     await approvals.decide(a.id, { approve: true, by: 'alice' });
     expect((await t.client.result(job, 30_000)).status).toBe('completed');
     // The tool got the real value, exactly once.
-    const received = readFileSync(vaultLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { password: string });
+    const received = readFileSync(vaultLog, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { password: string });
     expect(received).toEqual([{ user: 'svc-checkout', password: PASSWORD }]);
 
     const run = await t.client.events.complete(runId);
@@ -175,24 +223,66 @@ describe('secrets', () => {
     const args = { user: 'svc-ack', password: PASSWORD };
     const at = new Date().toISOString();
     // The task's checkpoint keeps the model's turn as proposed; the gateway's record shows it redacted.
-    const ckpt = { v: 1, taskId, step: 1, toolRounds: 1, invalidOutputs: 0, askedToFinish: false, messages: [{ role: 'user', text: 'rotate' }, { role: 'model', calls: [{ id: 'c0', name: 'vault__set_credentials', args }] }], pending: { kind: 'tools', step: 1, keys: [key], at } };
+    const ckpt = {
+      v: 1,
+      taskId,
+      step: 1,
+      toolRounds: 1,
+      invalidOutputs: 0,
+      askedToFinish: false,
+      messages: [
+        { role: 'user', text: 'rotate' },
+        { role: 'model', calls: [{ id: 'c0', name: 'vault__set_credentials', args }] },
+      ],
+      pending: { kind: 'tools', step: 1, keys: [key], at },
+    };
     await redis.set(keys.checkpoint(prefix, `task:${taskId}`), JSON.stringify(ckpt));
-    const approval = await approvals.request({ id: `ap-${taskId}-s1`, runId, incidentId: 'inc-ack', agent: 'keeper', taskId, calls: [{ index: 0, tool: 'vault__set_credentials', args, needsApproval: true, key }], reason: 'rotate', createdAt: at, timeoutAt: new Date(Date.now() + 60_000).toISOString() });
+    const approval = await approvals.request({
+      id: `ap-${taskId}-s1`,
+      runId,
+      incidentId: 'inc-ack',
+      agent: 'keeper',
+      taskId,
+      calls: [{ index: 0, tool: 'vault__set_credentials', args, needsApproval: true, key }],
+      reason: 'rotate',
+      createdAt: at,
+      timeoutAt: new Date(Date.now() + 60_000).toISOString(),
+    });
     await approvals.decide(approval.id, { approve: true, by: 'alice' });
-    const record = { state: 'in-doubt', tool: 'vault__set_credentials', runId, incidentId: 'inc-ack', agent: 'keeper', startedAt: at, readOnly: 'false', approvalId: approval.id, argsRedacted: 'true' };
+    const record = {
+      state: 'in-doubt',
+      tool: 'vault__set_credentials',
+      runId,
+      incidentId: 'inc-ack',
+      agent: 'keeper',
+      startedAt: at,
+      readOnly: 'false',
+      approvalId: approval.id,
+      argsRedacted: 'true',
+    };
     await redis.hset(keys.toolCall(prefix, key), { ...record, args: JSON.stringify({ user: 'svc-ack', password: '[redacted]' }) });
 
     const ack = await runCli(t.env, ['ack', key, '--retry', '--by', 'ops'], undefined, 60_000);
     expect(ack.code, ack.stderr).toBe(0);
     expect(JSON.parse(ack.stdout)).toMatchObject({ key, status: 'ok', isError: false });
-    const received = readFileSync(vaultLog, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { user: string; password: string });
+    const received = readFileSync(vaultLog, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { user: string; password: string });
     expect(received.filter((r) => r.user === 'svc-ack')).toEqual([{ user: 'svc-ack', password: PASSWORD }]);
     expect(JSON.stringify(await redis.hgetall(keys.toolCall(prefix, key)))).not.toContain(PASSWORD);
 
     // A call with no task checkpoint (through the gateway's MCP face): its secrets are nowhere to
     // re-send from. Refused with what to do instead; the call stays in doubt.
     const faceKey = `mcp-${randomUUID()}`;
-    await redis.hset(keys.toolCall(prefix, faceKey), { ...record, runId: 'mcp', incidentId: 'mcp', agent: 'mcp-client', approvalId: '', args: JSON.stringify({ user: 'svc-face', password: '[redacted]' }) });
+    await redis.hset(keys.toolCall(prefix, faceKey), {
+      ...record,
+      runId: 'mcp',
+      incidentId: 'mcp',
+      agent: 'mcp-client',
+      approvalId: '',
+      args: JSON.stringify({ user: 'svc-face', password: '[redacted]' }),
+    });
     const refused = await runCli(t.env, ['ack', faceKey, '--retry'], undefined, 60_000);
     expect(refused.code).toBe(1);
     expect(refused.stderr).toContain(`tool call ${faceKey} cannot be re-sent: its arguments hold secrets`);

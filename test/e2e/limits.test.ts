@@ -4,7 +4,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from 'bullmq';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { INCIDENT_LIMITS, TRUNCATION_MARKER } from '@bosun/contract';
-import { OwnServer, TestCluster, demoConfig, openClient, openContext, runCli, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import {
+  OwnServer,
+  TestCluster,
+  demoConfig,
+  openClient,
+  openContext,
+  runCli,
+  writeConfig,
+  type Client,
+  type TestContext,
+} from '../helpers/index.js';
 
 // What the cluster does with input and output past its limits: an incident under another job id,
 // nested 10,000 levels or larger than the envelope allows is a counted poison dead letter (and
@@ -94,7 +104,9 @@ describe('input nested 10,000 levels deep', () => {
     const head = '"source":"test","reason":"PodCrashLooping","summary":"deep"';
     const payload = await addRaw('deep-payload', `{"id":"deep-payload",${head},"payload":${deep(10_000)}}`);
     const labels = await addRaw('deep-labels', `{"id":"deep-labels",${head},"labels":{"service":${deep(10_000)}}}`);
-    expect(await failure(payload)).toBe(`invalid incident: payload: must nest objects and arrays at most ${INCIDENT_LIMITS.payloadDepth} levels deep`);
+    expect(await failure(payload)).toBe(
+      `invalid incident: payload: must nest objects and arrays at most ${INCIDENT_LIMITS.payloadDepth} levels deep`,
+    );
     expect(await failure(labels)).toBe('invalid incident: labels.service: Invalid input: expected string, received object');
     const entries = (await client.deadLetters()).filter((d) => d.kind === 'poison' && d.incidentId?.startsWith('deep-'));
     expect(entries.map((d) => d.incidentId).sort()).toEqual(['deep-labels', 'deep-payload']);
@@ -105,7 +117,13 @@ describe('input nested 10,000 levels deep', () => {
     }
     expect(await poisonCount()).toBe(before + 2);
     // The coordinator lives on and takes the next incident.
-    const { job } = await client.publish({ id: 'after-deep', source: 'test', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' } });
+    const { job } = await client.publish({
+      id: 'after-deep',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'x',
+      labels: { service: 'checkout' },
+    });
     expect((await client.result(job)).status).toBe('completed');
   });
 });
@@ -130,7 +148,9 @@ describe('incident size', () => {
     expect(r1.stderr).toContain(`invalid incident: summary: must be at most ${INCIDENT_LIMITS.summaryChars} characters`);
     const r2 = await runCli(env, ['publish', deepFile]);
     expect(r2.code).toBe(2);
-    expect(r2.stderr).toContain(`invalid incident: payload: must nest objects and arrays at most ${INCIDENT_LIMITS.payloadDepth} levels deep`);
+    expect(r2.stderr).toContain(
+      `invalid incident: payload: must nest objects and arrays at most ${INCIDENT_LIMITS.payloadDepth} levels deep`,
+    );
     expect(r2.stderr).not.toMatch(/call stack/);
     expect(await client.incidents.getJob('cli-huge')).toBeUndefined();
     expect(await client.incidents.getJob('cli-deep')).toBeUndefined();
@@ -141,7 +161,13 @@ describe('events larger than the NATS max payload', () => {
   it('are cut to fit, so every event of the run arrives, valid and in seq, and bosun watch ends', async () => {
     // Within the incident's limits, and nearly four times what one message may carry here.
     const summary = `checkout is down: ${'S'.repeat(60_000)}`;
-    const { job, runId } = await client.publish({ id: 'wide-1', source: 'test', reason: 'PodCrashLooping', summary, labels: { service: 'checkout' } });
+    const { job, runId } = await client.publish({
+      id: 'wide-1',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary,
+      labels: { service: 'checkout' },
+    });
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     // The run result (a job return value in Redis) keeps everything.

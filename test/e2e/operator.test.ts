@@ -15,7 +15,8 @@ let incidents: Queue;
 let callLog: string;
 
 /** Runs the bosun CLI with the context's environment and `extraEnv`. */
-const bosun = (args: string[], extraEnv: Record<string, string> = {}, timeoutMs?: number) => runCli({ ...ctx.env, ...extraEnv }, args, undefined, timeoutMs);
+const bosun = (args: string[], extraEnv: Record<string, string> = {}, timeoutMs?: number) =>
+  runCli({ ...ctx.env, ...extraEnv }, args, undefined, timeoutMs);
 
 function deadLetter(kind: string, at: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { v: 1, kind, marker: STALL_MARKER, at, reason: `${kind} happened\nover two lines`, ...extra };
@@ -34,7 +35,12 @@ async function seedInDoubt(key: string, tool: string, args: Record<string, unkno
   });
   const job = await dlq.add(
     'in-doubt',
-    deadLetter('in-doubt', new Date().toISOString(), { runId: 'rindoubt0000000000000', incidentId: 'inc-in-doubt', agent, input: { key, tool, args } }),
+    deadLetter('in-doubt', new Date().toISOString(), {
+      runId: 'rindoubt0000000000000',
+      incidentId: 'inc-in-doubt',
+      agent,
+      input: { key, tool, args },
+    }),
     { jobId: `in-doubt-${key}` },
   );
   return String(job.id);
@@ -70,9 +76,21 @@ describe('bosun dlq', () => {
   const ids: Record<string, string> = {};
 
   beforeAll(async () => {
-    ids.old = String((await dlq.add('stall', deadLetter('stall', '2026-01-01T00:00:01.000Z', { runId: 'rold', agent: 'database', incidentId: 'inc-old' }))).id);
-    ids.poison = String((await dlq.add('poison', deadLetter('poison', '2026-01-01T00:00:03.000Z', { incidentId: 'bad one', input: { id: 'bad one' } }))).id);
-    ids.newest = String((await dlq.add('timeout', deadLetter('timeout', '2026-01-01T00:00:05.000Z', { runId: 'rnew', agent: 'kubernetes', reason: 'x'.repeat(300) }))).id);
+    ids.old = String(
+      (await dlq.add('stall', deadLetter('stall', '2026-01-01T00:00:01.000Z', { runId: 'rold', agent: 'database', incidentId: 'inc-old' })))
+        .id,
+    );
+    ids.poison = String(
+      (await dlq.add('poison', deadLetter('poison', '2026-01-01T00:00:03.000Z', { incidentId: 'bad one', input: { id: 'bad one' } }))).id,
+    );
+    ids.newest = String(
+      (
+        await dlq.add(
+          'timeout',
+          deadLetter('timeout', '2026-01-01T00:00:05.000Z', { runId: 'rnew', agent: 'kubernetes', reason: 'x'.repeat(300) }),
+        )
+      ).id,
+    );
   });
 
   it('lists the entries newest first, filters by kind, and prints JSON', async () => {
@@ -108,7 +126,10 @@ describe('bosun dlq', () => {
   it('shows one entry in full, and drops it', async () => {
     const show = await bosun(['dlq', 'show', ids.poison!]);
     expect(show.code, show.stderr).toBe(0);
-    expect(JSON.parse(show.stdout)).toEqual({ id: ids.poison, ...deadLetter('poison', '2026-01-01T00:00:03.000Z', { incidentId: 'bad one', input: { id: 'bad one' } }) });
+    expect(JSON.parse(show.stdout)).toEqual({
+      id: ids.poison,
+      ...deadLetter('poison', '2026-01-01T00:00:03.000Z', { incidentId: 'bad one', input: { id: 'bad one' } }),
+    });
 
     const missing = await bosun(['dlq', 'show', 'no-such-entry']);
     expect(missing.code).toBe(1);
@@ -124,9 +145,21 @@ describe('bosun dlq', () => {
   });
 
   it('retries a stall by publishing the incident again as <id>-retry<n>, linked to the entry', async () => {
-    const original = { id: 'inc-retry', source: 'test', reason: 'PodCrashLooping', summary: 'crash', severity: 'critical', labels: { service: 'checkout' }, payload: { a: 1 } };
+    const original = {
+      id: 'inc-retry',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'crash',
+      severity: 'critical',
+      labels: { service: 'checkout' },
+      payload: { a: 1 },
+    };
     await incidents.add('incident', original, { jobId: original.id });
-    const entry = await dlq.add('stall', deadLetter('stall', new Date().toISOString(), { runId: 'rorig', incidentId: original.id, agent: 'database' }), { jobId: 'stall-rorig-d0-database' });
+    const entry = await dlq.add(
+      'stall',
+      deadLetter('stall', new Date().toISOString(), { runId: 'rorig', incidentId: original.id, agent: 'database' }),
+      { jobId: 'stall-rorig-d0-database' },
+    );
     const id = String(entry.id);
 
     const r = await bosun(['dlq', 'retry', id]);
@@ -154,7 +187,11 @@ describe('bosun dlq', () => {
 
   it('keeps a retry id within 128 characters', async () => {
     const longId = `long-${'y'.repeat(123)}`;
-    await incidents.add('incident', { id: longId, source: 'test', reason: 'OOMKilled', summary: 's', severity: 'warning' }, { jobId: longId });
+    await incidents.add(
+      'incident',
+      { id: longId, source: 'test', reason: 'OOMKilled', summary: 's', severity: 'warning' },
+      { jobId: longId },
+    );
     const entry = await dlq.add('failure', deadLetter('failure', new Date().toISOString(), { runId: 'rlong', incidentId: longId }));
     const r = await bosun(['dlq', 'retry', String(entry.id)]);
     expect(r.code, r.stderr).toBe(0);
@@ -171,7 +208,10 @@ describe('bosun dlq', () => {
     expect(poison.stderr).toContain('bosun publish');
 
     const key = 'rdlq-d0-kubernetes-s1-c0';
-    const doubt = await dlq.add('in-doubt', deadLetter('in-doubt', new Date().toISOString(), { input: { key, tool: 'demo__restart_pod', args: {} } }));
+    const doubt = await dlq.add(
+      'in-doubt',
+      deadLetter('in-doubt', new Date().toISOString(), { input: { key, tool: 'demo__restart_pod', args: {} } }),
+    );
     const r = await bosun(['dlq', 'retry', String(doubt.id)]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`bosun ack ${key} --retry`);
@@ -202,7 +242,13 @@ describe('bosun runs show', () => {
       messages: [],
       delegations: [
         { taskId: k8s, agent: 'kubernetes', round: 0, task: 'look at pods', deadlineAt: '2026-02-01T10:05:00.000Z' },
-        { taskId: db, agent: 'database', round: 0, task: 'look at queries', result: { v: 1, taskId: db, agent: 'database', status: 'completed', output: { summary: 'ok' }, attempts: 1 } },
+        {
+          taskId: db,
+          agent: 'database',
+          round: 0,
+          task: 'look at queries',
+          result: { v: 1, taskId: db, agent: 'database', status: 'completed', output: { summary: 'ok' }, attempts: 1 },
+        },
         { taskId: queued, agent: 'network', round: 0, task: 'look at the network' },
       ],
     };
@@ -224,9 +270,21 @@ describe('bosun runs show', () => {
       state: 'done',
       tool: 'demo__get_pods',
       args: '{"service":"checkout"}',
-      result: JSON.stringify({ v: 1, key: `${k8s}-s1-c0`, tool: 'demo__get_pods', status: 'ok', isError: false, text: 'pods', durationMs: 3 }),
+      result: JSON.stringify({
+        v: 1,
+        key: `${k8s}-s1-c0`,
+        tool: 'demo__get_pods',
+        status: 'ok',
+        isError: false,
+        text: 'pods',
+        durationMs: 3,
+      }),
     });
-    await ctx.redis.hset(`${ctx.prefix}:toolcall:${k8s}-s3-c0`, { state: 'inflight', tool: 'demo__get_logs', args: '{"service":"checkout"}' });
+    await ctx.redis.hset(`${ctx.prefix}:toolcall:${k8s}-s3-c0`, {
+      state: 'inflight',
+      tool: 'demo__get_logs',
+      args: '{"service":"checkout"}',
+    });
     await ctx.redis.hset(`${ctx.prefix}:toolcall:${k8s}-s3-c1`, {
       state: 'in-doubt',
       tool: 'demo__restart_pod',
@@ -266,13 +324,19 @@ describe('bosun runs show', () => {
       ['database', 'completed'],
       ['network', 'queued'],
     ]);
-    expect(view.delegations[0]).toMatchObject({ step: 3, toolRounds: 2, pending: { kind: 'tools', step: 3, keys: [`${k8s}-s3-c0`, `${k8s}-s3-c1`] } });
+    expect(view.delegations[0]).toMatchObject({
+      step: 3,
+      toolRounds: 2,
+      pending: { kind: 'tools', step: 3, keys: [`${k8s}-s3-c0`, `${k8s}-s3-c1`] },
+    });
     expect(view.delegations[0].toolCalls.map((c: any) => [c.key, c.state])).toEqual([
       [`${k8s}-s1-c0`, 'done'],
       [`${k8s}-s3-c0`, 'inflight'],
       [`${k8s}-s3-c1`, 'in-doubt'],
     ]);
-    expect(view.inDoubt).toEqual([{ key: `${k8s}-s3-c1`, agent: 'kubernetes', tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-1' } }]);
+    expect(view.inDoubt).toEqual([
+      { key: `${k8s}-s3-c1`, agent: 'kubernetes', tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-1' } },
+    ]);
   });
 
   it('fails clearly on a missing or corrupt checkpoint', async () => {
@@ -297,7 +361,15 @@ describe('bosun ack', () => {
     expect(r.code, r.stderr).toBe(0);
     const record = await ctx.redis.hgetall(`${ctx.prefix}:toolcall:${key}`);
     expect(record.state).toBe('done');
-    expect(JSON.parse(record.result!)).toEqual({ v: 1, key, tool: 'demo__restart_pod', status: 'ok', isError: false, text: 'Resolved by an operator: the call took effect.', durationMs: 0 });
+    expect(JSON.parse(record.result!)).toEqual({
+      v: 1,
+      key,
+      tool: 'demo__restart_pod',
+      status: 'ok',
+      isError: false,
+      text: 'Resolved by an operator: the call took effect.',
+      durationMs: 0,
+    });
     expect(JSON.parse(record.resolution!)).toMatchObject({ action: 'done', by: 'alice' });
     expect((await dataOf(dl)).resolution).toMatchObject({ action: 'done', by: 'alice' });
     const list = await bosun(['dlq', 'list', '--kind', 'in-doubt']);
@@ -371,7 +443,11 @@ describe('bosun ack', () => {
     const again = await bosun(['ack', key, '--retry']);
     expect(again.code).toBe(1);
     expect(again.stderr).toContain('is not in doubt: its state is "done"');
-    expect(readFileSync(callLog, 'utf8').split('\n').filter((l) => l.includes('"restart_pod"'))).toHaveLength(1);
+    expect(
+      readFileSync(callLog, 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('"restart_pod"')),
+    ).toHaveLength(1);
   }, 180_000);
 });
 

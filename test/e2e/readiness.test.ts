@@ -30,7 +30,8 @@ const REDIS_PASSWORD = 'redis-pass-3b7c9e1a';
 let ctx: TestContext;
 let env: Record<string, string>;
 
-const check = (kind: Kind, extra: Record<string, string> = {}, args: string[] = ['--check']): Promise<CliRun> => runEntry(ENTRY[kind], { ...env, ...extra }, args);
+const check = (kind: Kind, extra: Record<string, string> = {}, args: string[] = ['--check']): Promise<CliRun> =>
+  runEntry(ENTRY[kind], { ...env, ...extra }, args);
 
 /** Runs one after the other: a 2-core machine gains nothing from starting them all at once. */
 async function inTurn(...runs: (() => Promise<CliRun>)[]): Promise<CliRun[]> {
@@ -97,11 +98,19 @@ describe('--check', () => {
       () => check('specialist', { BOSUN_HEALTH_PORT: '99999' }),
       () => check('specialist', {}, ['--check', '--only', 'kubernetes,nosuch']),
     );
-    expect(route.stderr).toMatch(/^coordinator: check failed: .*bad-route\.json: coordinator\.routes\.DiskFull: unknown specialist "storage"/);
-    expect(emptyToken.stderr).toMatch(/^coordinator: check failed: .*bosun\.json: coordinator\.http\.operatorToken is empty after substitution\n$/);
-    expect(missingVar.stderr).toMatch(/^tool-gateway: check failed: .*bosun\.json: gateway\.mcpServer\.token: environment variable BOSUN_GATEWAY_TOKEN is not set\n$/);
+    expect(route.stderr).toMatch(
+      /^coordinator: check failed: .*bad-route\.json: coordinator\.routes\.DiskFull: unknown specialist "storage"/,
+    );
+    expect(emptyToken.stderr).toMatch(
+      /^coordinator: check failed: .*bosun\.json: coordinator\.http\.operatorToken is empty after substitution\n$/,
+    );
+    expect(missingVar.stderr).toMatch(
+      /^tool-gateway: check failed: .*bosun\.json: gateway\.mcpServer\.token: environment variable BOSUN_GATEWAY_TOKEN is not set\n$/,
+    );
     expect(badNumber.stderr).toContain('tool-gateway: check failed: ');
-    expect(badNumber.stderr).toContain('gateway.mcpServer.port: ${BOSUN_MCP_PORT:-0} must give a number (environment variable BOSUN_MCP_PORT; its value is not shown)');
+    expect(badNumber.stderr).toContain(
+      'gateway.mcpServer.port: ${BOSUN_MCP_PORT:-0} must give a number (environment variable BOSUN_MCP_PORT; its value is not shown)',
+    );
     expect(healthPort.stderr).toBe('specialist: check failed: BOSUN_HEALTH_PORT: "99999" must be a port number\n');
     expect(only.stderr).toMatch(/^specialist: check failed: --only: unknown specialist\(s\) nosuch/);
     for (const run of [route, emptyToken, missingVar, badNumber, healthPort, only]) {
@@ -113,7 +122,11 @@ describe('--check', () => {
 
   it('an MCP server that cannot start fails the gateway check, naming it', async () => {
     const config = demoConfig();
-    config.mcpServers.broken = { transport: 'stdio', command: join(ctx.dir, 'no-such-server'), env: { API_TOKEN: '${BOSUN_GATEWAY_TOKEN}' } };
+    config.mcpServers.broken = {
+      transport: 'stdio',
+      command: join(ctx.dir, 'no-such-server'),
+      env: { API_TOKEN: '${BOSUN_GATEWAY_TOKEN}' },
+    };
     const run = await check('gateway', { BOSUN_CONFIG: writeConfig(ctx, config, 'broken-server.json') });
     expect(run.code).toBe(1);
     expect(run.stderr).toMatch(/^tool-gateway: check failed: cannot connect to MCP server broken: /);
@@ -132,14 +145,24 @@ describe('--check', () => {
       ]);
       expect(redis.code).toBe(1);
       // The password in the URL is a secret: the message names the server without it.
-      expect(redis.stderr).toMatch(new RegExp(`^coordinator: check failed: Redis at redis://127\\.0\\.0\\.1:${redisPort}/? did not answer within 5000 ms .*Start it or set REDIS_URL\\.`));
+      expect(redis.stderr).toMatch(
+        new RegExp(
+          `^coordinator: check failed: Redis at redis://127\\.0\\.0\\.1:${redisPort}/? did not answer within 5000 ms .*Start it or set REDIS_URL\\.`,
+        ),
+      );
       expect(nats.code).toBe(1);
-      expect(nats.stderr).toMatch(new RegExp(`^specialist: check failed: NATS at nats://127\\.0\\.0\\.1:${natsPort}/? is unreachable .*Start it or set NATS_URL\\.`));
+      expect(nats.stderr).toMatch(
+        new RegExp(`^specialist: check failed: NATS at nats://127\\.0\\.0\\.1:${natsPort}/? is unreachable .*Start it or set NATS_URL\\.`),
+      );
       for (const run of [redis, nats]) {
         expect(run.stdout).toBe('');
         expectNoSecret(run);
       }
-      await waitUntil(async () => (await check('gateway', { NATS_URL: `nats://127.0.0.1:${plainNatsPort}` })).stderr.includes('JetStream does not'), 10_000, 'the check reports NATS without JetStream');
+      await waitUntil(
+        async () => (await check('gateway', { NATS_URL: `nats://127.0.0.1:${plainNatsPort}` })).stderr.includes('JetStream does not'),
+        10_000,
+        'the check reports NATS without JetStream',
+      );
     } finally {
       plain.kill();
     }

@@ -2,7 +2,17 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
-import { TestCluster, callLog, demoConfig, openClient, openContext, writeConfig, type CallLog, type Client, type TestContext } from '../helpers/index.js';
+import {
+  TestCluster,
+  callLog,
+  demoConfig,
+  openClient,
+  openContext,
+  writeConfig,
+  type CallLog,
+  type Client,
+  type TestContext,
+} from '../helpers/index.js';
 
 // The v0 cluster end to end: gateway, coordinator and two specialist processes, real Redis,
 // NATS and the demo MCP server over stdio, the fake model, route mode.
@@ -35,7 +45,13 @@ afterAll(async () => {
 
 describe('route mode, end to end', () => {
   it('runs an incident through coordinator, specialist and gateway and returns the run result', async () => {
-    const { job, runId } = await client.publish({ id: 'crash-1', source: 'test', reason: 'PodCrashLooping', summary: 'checkout crashlooping', labels: { service: 'checkout' } });
+    const { job, runId } = await client.publish({
+      id: 'crash-1',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'checkout crashlooping',
+      labels: { service: 'checkout' },
+    });
     const result = await client.result(job);
     expect(result).toMatchObject({ v: 1, runId, incidentId: 'crash-1', status: 'completed', stalled: 0 });
     expect(result.specialists).toHaveLength(1);
@@ -50,7 +66,15 @@ describe('route mode, end to end', () => {
     const types = run.map((e) => e.type);
     expect(types[0]).toBe('run.started');
     expect(types[types.length - 1]).toBe('run.completed');
-    for (const t of ['run.routed', 'agent.delegated', 'agent.started', 'model.called', 'tool.started', 'tool.completed', 'agent.completed'] as const) {
+    for (const t of [
+      'run.routed',
+      'agent.delegated',
+      'agent.started',
+      'model.called',
+      'tool.started',
+      'tool.completed',
+      'agent.completed',
+    ] as const) {
       expect(types).toContain(t);
     }
     expect(types.filter((t) => t === 'tool.completed')).toHaveLength(3);
@@ -102,7 +126,13 @@ describe('route mode, end to end', () => {
     expect(entry?.input).toEqual(bad);
     expect(entry?.reason).toMatch(/id: must be 1 to 128 characters/);
     // The coordinator is still up and takes the next incident.
-    const { job: next } = await client.publish({ id: 'after-poison', source: 'test', reason: 'HighLatency', summary: 'slow', labels: { service: 'payments' } });
+    const { job: next } = await client.publish({
+      id: 'after-poison',
+      source: 'test',
+      reason: 'HighLatency',
+      summary: 'slow',
+      labels: { service: 'payments' },
+    });
     expect((await client.result(next)).status).toBe('completed');
   });
 
@@ -123,7 +153,9 @@ describe('route mode, end to end', () => {
     expect(result.specialists.find((s) => s.name === 'kubernetes')?.status).toBe('completed');
     const routed = await client.events.waitFor((e) => e.runId === runId && e.type === 'run.routed', 5_000);
     expect(routed.data.unknown).toEqual(['nonexistent']);
-    expect((await client.deadLetters()).filter((d) => d.runId === runId)).toEqual([expect.objectContaining({ kind: 'failure', agent: 'nonexistent' })]);
+    expect((await client.deadLetters()).filter((d) => d.runId === runId)).toEqual([
+      expect.objectContaining({ kind: 'failure', agent: 'nonexistent' }),
+    ]);
     expect(cluster.processes.every((p) => p.running)).toBe(true);
   });
 
@@ -164,7 +196,9 @@ describe('route mode, end to end', () => {
 
   it('spreads work over both specialist processes', async () => {
     const published = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => client.publish({ id: `load-${i}`, source: 'test', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' } })),
+      Array.from({ length: 12 }, (_, i) =>
+        client.publish({ id: `load-${i}`, source: 'test', reason: 'ErrorRateHigh', summary: 'x', labels: { service: 'checkout' } }),
+      ),
     );
     const results = await Promise.all(published.map((p) => client.result(p.job, 90_000)));
     expect(results.every((r) => r.status === 'completed')).toBe(true);

@@ -12,7 +12,11 @@ beforeAll(async () => {
   const config = demoConfig();
   config.specialists.kubernetes.routing = {
     enabled: true,
-    groups: { pods: ['demo__get_pods', 'demo__get_logs'], history: ['demo__get_deployments'], changes: ['demo__restart_pod', 'demo__rollback_deployment'] },
+    groups: {
+      pods: ['demo__get_pods', 'demo__get_logs'],
+      history: ['demo__get_deployments'],
+      changes: ['demo__restart_pod', 'demo__rollback_deployment'],
+    },
     alwaysOn: ['pods'],
   };
   cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) }, { specialists: 1 });
@@ -28,12 +32,24 @@ describe('tool routing, end to end', () => {
     const client = await openClient(ctx);
     const { events } = client;
     try {
-      const { job, runId } = await client.publish({ id: 'route-1', source: 'test', reason: 'PodCrashLooping', summary: 'x', labels: { service: 'checkout' } });
+      const { job, runId } = await client.publish({
+        id: 'route-1',
+        source: 'test',
+        reason: 'PodCrashLooping',
+        summary: 'x',
+        labels: { service: 'checkout' },
+      });
       const result = await client.result(job, 30_000);
       expect(result.status).toBe('completed');
       const done = await events.waitFor((e) => e.runId === runId && e.type === 'agent.completed', 10_000);
       // The default plan: get_pods and get_logs (always on), then get_deployments (loaded on demand).
-      expect(done.data.routing).toEqual({ groupsOffered: ['pods', 'history', 'changes'], groupsLoaded: ['pods'], reloads: 0, skipped: ['changes'], nudged: false });
+      expect(done.data.routing).toEqual({
+        groupsOffered: ['pods', 'history', 'changes'],
+        groupsLoaded: ['pods'],
+        reloads: 0,
+        skipped: ['changes'],
+        nudged: false,
+      });
       const run = await events.complete(runId);
       const loads = run.filter((e) => e.type === 'tool.routing' && e.data.action === 'load');
       expect(loads.map((e) => e.data.loaded)).toEqual([['demo__get_deployments']]);

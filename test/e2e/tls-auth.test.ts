@@ -11,7 +11,17 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OwnServer, TestCluster, freePort, demoConfig, makeCertificates, runCli, secretFile, startService, type TestCertificates } from '../helpers/index.js';
+import {
+  OwnServer,
+  TestCluster,
+  freePort,
+  demoConfig,
+  makeCertificates,
+  runCli,
+  secretFile,
+  startService,
+  type TestCertificates,
+} from '../helpers/index.js';
 
 const REDIS_PASSWORD = 'redis-acl-pw-4f9c2e';
 const NATS_PASSWORD = 'nats-user-pw-8b1d7a';
@@ -35,10 +45,33 @@ beforeAll(async () => {
     // No plain port; TLS with client certificates required (tls-auth-clients defaults to yes);
     // an ACL user for Bosun, and a different password on the default user.
     args: (port, d) => [
-      '--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--dir', d, '--save', '', '--appendonly', 'no',
-      '--tls-cert-file', certs.serverCert, '--tls-key-file', certs.serverKey, '--tls-ca-cert-file', certs.ca,
-      '--requirepass', `default-${REDIS_PASSWORD}`,
-      '--user', 'bosun', 'on', `>${REDIS_PASSWORD}`, '~*', '&*', '+@all',
+      '--port',
+      '0',
+      '--tls-port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--dir',
+      d,
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--tls-cert-file',
+      certs.serverCert,
+      '--tls-key-file',
+      certs.serverKey,
+      '--tls-ca-cert-file',
+      certs.ca,
+      '--requirepass',
+      `default-${REDIS_PASSWORD}`,
+      '--user',
+      'bosun',
+      'on',
+      `>${REDIS_PASSWORD}`,
+      '~*',
+      '&*',
+      '+@all',
     ],
   }).start();
   nats = new OwnServer('nats', dir, {
@@ -98,7 +131,13 @@ function expectNoSecret(output: string): void {
 describe('TLS and credentials for Redis and NATS', () => {
   it('runs an incident end to end through Redis and NATS that require TLS, client certificates and passwords', async () => {
     cluster = await TestCluster.start(env, { specialists: 1 });
-    const incident = { id: 'tls-1', source: 'test', reason: 'PodCrashLooping', summary: 'checkout crash-looping', labels: { service: 'checkout' } };
+    const incident = {
+      id: 'tls-1',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'checkout crash-looping',
+      labels: { service: 'checkout' },
+    };
     const pub = await runCli(env, ['publish', '-'], JSON.stringify(incident));
     expect(pub.code, pub.stderr).toBe(0);
     const runId = pub.stdout.trim();
@@ -115,34 +154,61 @@ describe('TLS and credentials for Redis and NATS', () => {
     expect(lines[0]).toContain('run.started');
     expect(lines.at(-1)).toContain('run.completed');
 
-    const everything = [pub, res, watch].map((r) => r.stdout + r.stderr).join('\n') + cluster.processes.map((p) => p.lines.join('\n')).join('\n');
+    const everything =
+      [pub, res, watch].map((r) => r.stdout + r.stderr).join('\n') + cluster.processes.map((p) => p.lines.join('\n')).join('\n');
     expectNoSecret(everything);
   });
 
   const refusals: [string, () => Record<string, string>, RegExp][] = [
-    ['a wrong Redis password', () => ({ REDIS_PASSWORD_FILE: secretFile(dir, 'wrong-redis', WRONG_PASSWORD) }), /Redis: authentication failed \(WRONGPASS [^)]*\) — check REDIS_USERNAME and REDIS_PASSWORD_FILE/],
-    ['a Redis server certificate from an unknown CA', () => ({ REDIS_TLS_CA_FILE: certs.otherCa }), /Redis TLS: certificate signed by an unknown CA \(SELF_SIGNED_CERT_IN_CHAIN\) — check REDIS_TLS_CA_FILE/],
-    ['a wrong NATS password', () => ({ NATS_PASSWORD_FILE: secretFile(dir, 'wrong-nats', WRONG_PASSWORD) }), /NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE/],
-    ['a NATS server certificate from an unknown CA', () => ({ NATS_TLS_CA_FILE: certs.otherCa }), /NATS TLS: certificate signed by an unknown CA \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\) — check NATS_TLS_CA_FILE/],
-    ['a TLS file that does not exist', () => ({ REDIS_TLS_CA_FILE: join(dir, 'nope', 'ca.crt') }), /REDIS_TLS_CA_FILE: cannot read \S+nope\/ca\.crt \(no such file\)/],
+    [
+      'a wrong Redis password',
+      () => ({ REDIS_PASSWORD_FILE: secretFile(dir, 'wrong-redis', WRONG_PASSWORD) }),
+      /Redis: authentication failed \(WRONGPASS [^)]*\) — check REDIS_USERNAME and REDIS_PASSWORD_FILE/,
+    ],
+    [
+      'a Redis server certificate from an unknown CA',
+      () => ({ REDIS_TLS_CA_FILE: certs.otherCa }),
+      /Redis TLS: certificate signed by an unknown CA \(SELF_SIGNED_CERT_IN_CHAIN\) — check REDIS_TLS_CA_FILE/,
+    ],
+    [
+      'a wrong NATS password',
+      () => ({ NATS_PASSWORD_FILE: secretFile(dir, 'wrong-nats', WRONG_PASSWORD) }),
+      /NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE/,
+    ],
+    [
+      'a NATS server certificate from an unknown CA',
+      () => ({ NATS_TLS_CA_FILE: certs.otherCa }),
+      /NATS TLS: certificate signed by an unknown CA \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\) — check NATS_TLS_CA_FILE/,
+    ],
+    [
+      'a TLS file that does not exist',
+      () => ({ REDIS_TLS_CA_FILE: join(dir, 'nope', 'ca.crt') }),
+      /REDIS_TLS_CA_FILE: cannot read \S+nope\/ca\.crt \(no such file\)/,
+    ],
   ];
 
-  it.each(refusals)('%s stops a service at start-up with exit code 1, naming the setting, printing no secret', async (_name, change, message) => {
-    const p = startService('coordinator', { ...env, ...change() }, { name: 'coordinator-refused' });
-    const { code } = await p.exited;
-    const output = p.lines.join('\n');
-    expect(code, output).toBe(1);
-    expect(output).toMatch(message);
-    // The plain line on stderr, for people and scripts.
-    expect(p.lines.some((l) => l.startsWith('coordinator: ') && message.test(l))).toBe(true);
-    expectNoSecret(output);
-  });
+  it.each(refusals)(
+    '%s stops a service at start-up with exit code 1, naming the setting, printing no secret',
+    async (_name, change, message) => {
+      const p = startService('coordinator', { ...env, ...change() }, { name: 'coordinator-refused' });
+      const { code } = await p.exited;
+      const output = p.lines.join('\n');
+      expect(code, output).toBe(1);
+      expect(output).toMatch(message);
+      // The plain line on stderr, for people and scripts.
+      expect(p.lines.some((l) => l.startsWith('coordinator: ') && message.test(l))).toBe(true);
+      expectNoSecret(output);
+    },
+  );
 
   it('NATS away at start-up and refusing the password later: the service keeps running and says why', async () => {
     const late = new OwnServer('nats', dir, {
       args: (port, d) => {
         const conf = join(d, 'nats.conf');
-        writeFileSync(conf, `listen: 127.0.0.1:${port}\nauthorization { users = [ { user: bosun, password: "another-${NATS_PASSWORD}" } ] }\n`);
+        writeFileSync(
+          conf,
+          `listen: 127.0.0.1:${port}\nauthorization { users = [ { user: bosun, password: "another-${NATS_PASSWORD}" } ] }\n`,
+        );
         return ['-c', conf];
       },
     });
@@ -153,7 +219,9 @@ describe('TLS and credentials for Redis and NATS', () => {
       await p.ready();
       await p.waitForLine(/NATS unreachable; events are buffered until it answers/);
       await late.start();
-      await p.waitForLine(/"err":"NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE".*NATS refused the connection settings; events are buffered until it accepts them/);
+      await p.waitForLine(
+        /"err":"NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE".*NATS refused the connection settings; events are buffered until it accepts them/,
+      );
       expect(p.running).toBe(true);
       expectNoSecret(p.lines.join('\n'));
     } finally {
@@ -163,13 +231,19 @@ describe('TLS and credentials for Redis and NATS', () => {
   });
 
   it('the CLI says the same, with exit code 1', async () => {
-    const redisRefused = await runCli({ ...env, REDIS_PASSWORD_FILE: secretFile(dir, 'wrong-redis-cli', WRONG_PASSWORD) }, ['result', 'tls-1']);
+    const redisRefused = await runCli({ ...env, REDIS_PASSWORD_FILE: secretFile(dir, 'wrong-redis-cli', WRONG_PASSWORD) }, [
+      'result',
+      'tls-1',
+    ]);
     expect(redisRefused.code).toBe(1);
-    expect(redisRefused.stderr).toMatch(/^bosun: Redis: authentication failed \(WRONGPASS [^)]*\) — check REDIS_USERNAME and REDIS_PASSWORD_FILE$/m);
+    expect(redisRefused.stderr).toMatch(
+      /^bosun: Redis: authentication failed \(WRONGPASS [^)]*\) — check REDIS_USERNAME and REDIS_PASSWORD_FILE$/m,
+    );
     const natsRefused = await runCli({ ...env, NATS_TLS_CA_FILE: certs.otherCa }, ['watch', 'r0123456789abcdef0123']);
     expect(natsRefused.code).toBe(1);
-    expect(natsRefused.stderr).toMatch(/^bosun: NATS TLS: certificate signed by an unknown CA \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\) — check NATS_TLS_CA_FILE$/m);
+    expect(natsRefused.stderr).toMatch(
+      /^bosun: NATS TLS: certificate signed by an unknown CA \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\) — check NATS_TLS_CA_FILE$/m,
+    );
     expectNoSecret(redisRefused.stdout + redisRefused.stderr + natsRefused.stdout + natsRefused.stderr);
   });
 });
-

@@ -38,12 +38,17 @@ export class EventCollector {
    */
   async complete(runId: string, timeoutMs = 15_000): Promise<RunEvent[]> {
     const deadline = Date.now() + timeoutMs;
-    const end = await this.waitFor((e) => e.runId === runId && (e.type === 'run.completed' || e.type === 'run.failed'), timeoutMs, `end of run ${runId}`);
+    const end = await this.waitFor(
+      (e) => e.runId === runId && (e.type === 'run.completed' || e.type === 'run.failed'),
+      timeoutMs,
+      `end of run ${runId}`,
+    );
     for (;;) {
       const bySeq = new Map(this.events.filter((e) => e.runId === runId).map((e) => [e.seq, e]));
       const missing = Array.from({ length: end.seq }, (_, i) => i + 1).filter((s) => !bySeq.has(s));
       if (missing.length === 0) return [...bySeq.values()].sort((a, b) => a.seq - b.seq);
-      if (Date.now() > deadline) throw new Error(`run ${runId}: events ${missing.join(', ')} of 1..${end.seq} did not arrive within ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new Error(`run ${runId}: events ${missing.join(', ')} of 1..${end.seq} did not arrive within ${timeoutMs} ms`);
       await new Promise((r) => setTimeout(r, 50));
     }
   }
@@ -53,7 +58,18 @@ export class EventCollector {
     const seen = this.events.find(pred);
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ${what} within ${timeoutMs} ms (saw ${this.events.length} events: ${this.events.slice(-10).map((e) => e.type).join(', ')})`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `no ${what} within ${timeoutMs} ms (saw ${this.events.length} events: ${this.events
+                .slice(-10)
+                .map((e) => e.type)
+                .join(', ')})`,
+            ),
+          ),
+        timeoutMs,
+      );
       this.waiters.push({
         pred,
         resolve: (e) => {

@@ -163,9 +163,13 @@ export async function replayRun(
   let seqs: number[] = [];
   while (Date.now() < deadline) {
     try {
-      const consumer = await js.consumers.get(`${prefix}-runs`, { filter_subjects: `${prefix}.runs.${runId}.>`, deliver_policy: DeliverPolicy.All });
+      const consumer = await js.consumers.get(`${prefix}-runs`, {
+        filter_subjects: `${prefix}.runs.${runId}.>`,
+        deliver_policy: DeliverPolicy.All,
+      });
       const got: { type: string; seq: number }[] = [];
-      for await (const m of await consumer.fetch({ max_messages: options.maxMessages ?? 500, expires: 1_000 })) got.push(m.json<{ type: string; seq: number }>());
+      for await (const m of await consumer.fetch({ max_messages: options.maxMessages ?? 500, expires: 1_000 }))
+        got.push(m.json<{ type: string; seq: number }>());
       // Each service flushes its own buffer when it reconnects: order by seq, as documented.
       got.sort((a, b) => a.seq - b.seq);
       types = got.map((e) => e.type);

@@ -53,7 +53,13 @@ export class ServiceProcess {
     const seen = this.lines.find((l) => re.test(l));
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`${this.name}: no line matching ${re} within ${timeoutMs} ms. Last lines:\n${this.lines.slice(-15).join('\n')}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(`${this.name}: no line matching ${re} within ${timeoutMs} ms. Last lines:\n${this.lines.slice(-15).join('\n')}`),
+          ),
+        timeoutMs,
+      );
       this.waiters.push({
         re,
         resolve: (l) => {
@@ -63,7 +69,11 @@ export class ServiceProcess {
       });
       void this.exited.then(({ code, signal }) => {
         clearTimeout(timer);
-        reject(new Error(`${this.name} exited (code ${String(code)}, signal ${String(signal)}) before printing ${re}. Last lines:\n${this.lines.slice(-15).join('\n')}`));
+        reject(
+          new Error(
+            `${this.name} exited (code ${String(code)}, signal ${String(signal)}) before printing ${re}. Last lines:\n${this.lines.slice(-15).join('\n')}`,
+          ),
+        );
       });
     });
   }
@@ -102,7 +112,10 @@ export function startService(
 export class TestCluster {
   readonly processes: ServiceProcess[] = [];
 
-  static async start(env: Record<string, string>, options: { specialists?: number; specialistArgs?: string[][] } = {}): Promise<TestCluster> {
+  static async start(
+    env: Record<string, string>,
+    options: { specialists?: number; specialistArgs?: string[][] } = {},
+  ): Promise<TestCluster> {
     const cluster = new TestCluster();
     const gateway = cluster.add(startService('gateway', env));
     await gateway.ready();

@@ -83,7 +83,20 @@ export class OwnServer {
     const args = this.options.args
       ? this.options.args(this.port, this.dir)
       : this.kind === 'redis'
-        ? ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.dir, '--appendonly', 'yes', '--appendfsync', 'always', '--save', '']
+        ? [
+            '--port',
+            String(this.port),
+            '--bind',
+            '127.0.0.1',
+            '--dir',
+            this.dir,
+            '--appendonly',
+            'yes',
+            '--appendfsync',
+            'always',
+            '--save',
+            '',
+          ]
         : ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.dir, ...(this.config ? ['-c', this.config] : [])];
     this.child = reap(spawn(this.kind === 'redis' ? 'redis-server' : 'nats-server', args, { stdio: 'ignore' }));
     await waitUntil(() => answers(this.port), 10_000, `${this.kind}-server answers on ${this.port}`, 100);
@@ -146,25 +159,63 @@ export class RedisClusterServers {
 
   async start(): Promise<this> {
     const { tls, password } = this.options;
-    const serverTls = tls ? ['--tls-cluster', 'yes', '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca] : [];
+    const serverTls = tls
+      ? ['--tls-cluster', 'yes', '--tls-cert-file', tls.cert, '--tls-key-file', tls.key, '--tls-ca-cert-file', tls.ca]
+      : [];
     const serverAuth = password ? ['--requirepass', password, '--masterauth', password] : [];
-    const cli = [...(tls ? ['--tls', '--cacert', tls.ca, '--cert', tls.cert, '--key', tls.key] : []), ...(password ? ['--no-auth-warning', '-a', password] : [])];
+    const cli = [
+      ...(tls ? ['--tls', '--cacert', tls.ca, '--cert', tls.cert, '--key', tls.key] : []),
+      ...(password ? ['--no-auth-warning', '-a', password] : []),
+    ];
     // Ports the OS reports free, for clients and for the cluster bus (which defaults to port + 10000).
     for (let i = 0; i < 6; i++) (i < 3 ? this.ports : this.busPorts).push(await freePort());
     for (const [i, port] of this.ports.entries()) {
       const listen = tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
       this.children.push(
-        reap(spawn(
-          'redis-server',
-          [...listen, '--cluster-port', String(this.busPorts[i]), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--dir', this.dir, '--save', '', '--appendonly', 'no', ...serverTls, ...serverAuth],
-          { stdio: 'ignore' },
-        )),
+        reap(
+          spawn(
+            'redis-server',
+            [
+              ...listen,
+              '--cluster-port',
+              String(this.busPorts[i]),
+              '--bind',
+              '127.0.0.1',
+              '--cluster-enabled',
+              'yes',
+              '--cluster-config-file',
+              `nodes-${port}.conf`,
+              '--dir',
+              this.dir,
+              '--save',
+              '',
+              '--appendonly',
+              'no',
+              ...serverTls,
+              ...serverAuth,
+            ],
+            { stdio: 'ignore' },
+          ),
+        ),
       );
     }
     for (const port of this.ports) await waitUntil(() => answers(port), 10_000, `redis-server (cluster) answers on ${port}`, 100);
-    const created = await run('redis-cli', [...cli, '--cluster', 'create', ...this.ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes']);
+    const created = await run('redis-cli', [
+      ...cli,
+      '--cluster',
+      'create',
+      ...this.ports.map((p) => `127.0.0.1:${p}`),
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ]);
     if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out}`);
-    await waitUntil(async () => (await run('redis-cli', [...cli, '-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'), 20_000, 'the Redis Cluster is at cluster_state:ok', 100);
+    await waitUntil(
+      async () => (await run('redis-cli', [...cli, '-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'),
+      20_000,
+      'the Redis Cluster is at cluster_state:ok',
+      100,
+    );
     return this;
   }
 
@@ -202,11 +253,29 @@ export class NatsClusterServers {
     const store = join(this.dir, `n${i}`);
     mkdirSync(store, { recursive: true });
     const routes = this.routePorts.map((p) => `nats://127.0.0.1:${p}`).join(',');
-    this.children[i] = reap(spawn(
-      'nats-server',
-      ['-a', '127.0.0.1', '-p', String(this.clientPorts[i]), '-n', `n${i}`, '-js', '-sd', store, '--cluster_name', 'bosun-test', '--cluster', `nats://127.0.0.1:${this.routePorts[i]}`, '--routes', routes],
-      { stdio: 'ignore' },
-    ));
+    this.children[i] = reap(
+      spawn(
+        'nats-server',
+        [
+          '-a',
+          '127.0.0.1',
+          '-p',
+          String(this.clientPorts[i]),
+          '-n',
+          `n${i}`,
+          '-js',
+          '-sd',
+          store,
+          '--cluster_name',
+          'bosun-test',
+          '--cluster',
+          `nats://127.0.0.1:${this.routePorts[i]}`,
+          '--routes',
+          routes,
+        ],
+        { stdio: 'ignore' },
+      ),
+    );
   }
 
   async start(): Promise<this> {

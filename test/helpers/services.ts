@@ -44,7 +44,11 @@ export async function resolveServices(): Promise<{ urls: ServiceUrls; stop: () =
       stops.push(async () => void (await c.stop()));
     }
     if (!natsUp) {
-      const c = await new GenericContainer('nats:2.10-alpine').withCommand(['-js']).withExposedPorts(4222).withWaitStrategy(Wait.forLogMessage(/Server is ready/)).start();
+      const c = await new GenericContainer('nats:2.10-alpine')
+        .withCommand(['-js'])
+        .withExposedPorts(4222)
+        .withWaitStrategy(Wait.forLogMessage(/Server is ready/))
+        .start();
       natsUrl = `nats://${c.getHost()}:${c.getMappedPort(4222)}`;
       stops.push(async () => void (await c.stop()));
     }

@@ -25,14 +25,50 @@ function openssl(args: string[], cwd: string): void {
 
 /** A CA (key + self-signed certificate) named `name` in `dir`. */
 function makeCa(dir: string, name: string): void {
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=Bosun test ${name}`], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      `${name}.key`,
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=Bosun test ${name}`,
+    ],
+    dir,
+  );
 }
 
 /** A key and a certificate `name` signed by CA `ca`, with the given extensions. */
 function makeSigned(dir: string, name: string, ca: string, cn: string, extensions: string): void {
   openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`], dir);
   writeFileSync(join(dir, `${name}.ext`), extensions);
-  openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}.crt`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', `${name}.ext`], dir);
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      `${ca}.crt`,
+      '-CAkey',
+      `${ca}.key`,
+      '-CAcreateserial',
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '2',
+      '-extfile',
+      `${name}.ext`,
+    ],
+    dir,
+  );
 }
 
 /**

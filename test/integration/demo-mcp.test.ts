@@ -192,11 +192,9 @@ describe('demo MCP server test behaviours', () => {
 
   it('a mutation cancelled during the delay changes nothing', async () => {
     const controller = new AbortController();
-    const pending = conn.client.callTool(
-      { name: 'rollback_deployment', arguments: { service: 'checkout', toVersion: 'v41' } },
-      undefined,
-      { signal: controller.signal },
-    );
+    const pending = conn.client.callTool({ name: 'rollback_deployment', arguments: { service: 'checkout', toVersion: 'v41' } }, undefined, {
+      signal: controller.signal,
+    });
     setTimeout(() => controller.abort(new Error('test gave up')), SLOW_MS / 3);
     await expect(pending).rejects.toThrow();
     // Wait past the delay, so a rollback that ignored the cancellation would have happened by now.

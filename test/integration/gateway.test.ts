@@ -43,14 +43,21 @@ async function audited(key: string): Promise<string[]> {
 
 function logged(tool: string): number {
   if (!existsSync(callLog)) return 0;
-  return readFileSync(callLog, 'utf8').split('\n').filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
+  return readFileSync(callLog, 'utf8')
+    .split('\n')
+    .filter((l) => l && (JSON.parse(l) as { tool: string }).tool === tool).length;
 }
 
 beforeAll(async () => {
   ctx = await openContext('gateway');
   callLog = join(ctx.dir, 'calls.jsonl');
   httpPort = await freePort();
-  httpServer = reap(spawn(process.execPath, [everythingBin, 'streamableHttp'], { env: { ...process.env, PORT: String(httpPort) }, stdio: ['ignore', 'ignore', 'pipe'] }));
+  httpServer = reap(
+    spawn(process.execPath, [everythingBin, 'streamableHttp'], {
+      env: { ...process.env, PORT: String(httpPort) },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    }),
+  );
   await new Promise<void>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('server-everything (HTTP) did not start')), 20_000);
     httpServer.stderr?.on('data', (b: Buffer) => {
@@ -65,8 +72,17 @@ beforeAll(async () => {
     demo: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_CALL_LOG: callLog } },
     everything: { transport: 'stdio', command: process.execPath, args: [everythingBin, 'stdio'] },
     memory: { transport: 'stdio', command: process.execPath, args: [memoryBin], env: { MEMORY_FILE_PATH: join(ctx.dir, 'memory.jsonl') } },
-    hang: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_HANG_TOOLS: 'restart_pod,get_pods', DEMO_MCP_CALL_LOG: join(ctx.dir, 'hang-calls.jsonl') } },
-    web: { transport: 'http', url: `http://127.0.0.1:${httpPort}/mcp`, headers: { Authorization: 'Bearer ${GW_TEST_TOKEN:-not-a-secret}' } },
+    hang: {
+      transport: 'stdio',
+      command: process.execPath,
+      args: [ENTRY.demoMcp],
+      env: { DEMO_MCP_HANG_TOOLS: 'restart_pod,get_pods', DEMO_MCP_CALL_LOG: join(ctx.dir, 'hang-calls.jsonl') },
+    },
+    web: {
+      transport: 'http',
+      url: `http://127.0.0.1:${httpPort}/mcp`,
+      headers: { Authorization: 'Bearer ${GW_TEST_TOKEN:-not-a-secret}' },
+    },
   };
   raw.specialists = {
     ops: { ...raw.specialists.kubernetes, tools: ['demo__*', 'everything__*', 'memory__*', 'web__*', 'hang__*'] },
@@ -116,7 +132,9 @@ describe('tool gateway against real MCP servers', () => {
     const httpEcho = await call('k-web-echo', 'web__echo', { message: 'over http' });
     expect(httpEcho.status).toBe('ok');
     expect(httpEcho.text).toContain('over http');
-    const created = await call('k-mem', 'memory__create_entities', { entities: [{ name: 'checkout', entityType: 'service', observations: ['crashlooping'] }] });
+    const created = await call('k-mem', 'memory__create_entities', {
+      entities: [{ name: 'checkout', entityType: 'service', observations: ['crashlooping'] }],
+    });
     expect(created.status).toBe('ok');
     const graph = await call('k-mem-read', 'memory__read_graph', {});
     expect(graph.text).toContain('crashlooping');
@@ -201,7 +219,11 @@ describe('tool gateway against real MCP servers', () => {
     const pending = call('k-died-mid-call', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-2xk8p' });
     // Killed once the server has the call (its call log says so), not after a guessed delay.
     const hangLog = join(ctx.dir, 'hang-calls.jsonl');
-    await waitUntil(() => existsSync(hangLog) && readFileSync(hangLog, 'utf8').includes('checkout-7c9d6f8b4-2xk8p'), 10_000, 'the hang server received the call');
+    await waitUntil(
+      () => existsSync(hangLog) && readFileSync(hangLog, 'utf8').includes('checkout-7c9d6f8b4-2xk8p'),
+      10_000,
+      'the hang server received the call',
+    );
     process.kill(hang.pid!, 'SIGKILL');
     const result = await pending;
     expect(result.error).toMatch(/^IN DOUBT: .*its connection failed before the answer came/);

@@ -22,17 +22,48 @@ import { ROOT } from '../helpers/paths.js';
 type Obj = Record<string, any>;
 
 /** Variables every Bosun process must get from its deployment. */
-const REQUIRED_ENV = ['REDIS_URL', 'NATS_URL', 'BOSUN_PREFIX', 'BOSUN_CONFIG', 'BOSUN_HEALTH_PORT', 'BOSUN_GRACE_MS', 'LOG_LEVEL', 'GEMINI_API_KEY'];
+const REQUIRED_ENV = [
+  'REDIS_URL',
+  'NATS_URL',
+  'BOSUN_PREFIX',
+  'BOSUN_CONFIG',
+  'BOSUN_HEALTH_PORT',
+  'BOSUN_GRACE_MS',
+  'LOG_LEVEL',
+  'GEMINI_API_KEY',
+];
 /** TLS and credentials for Redis and NATS: unset means plain connections without credentials. */
 const CONNECTION_ENV = [
-  'REDIS_USERNAME', 'REDIS_PASSWORD', 'REDIS_PASSWORD_FILE', 'REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE',
-  'NATS_USER', 'NATS_PASSWORD', 'NATS_PASSWORD_FILE', 'NATS_TOKEN', 'NATS_TOKEN_FILE', 'NATS_NKEY_SEED_FILE', 'NATS_CREDS_FILE',
-  'NATS_TLS_CA_FILE', 'NATS_TLS_CERT_FILE', 'NATS_TLS_KEY_FILE',
+  'REDIS_USERNAME',
+  'REDIS_PASSWORD',
+  'REDIS_PASSWORD_FILE',
+  'REDIS_TLS_CA_FILE',
+  'REDIS_TLS_CERT_FILE',
+  'REDIS_TLS_KEY_FILE',
+  'NATS_USER',
+  'NATS_PASSWORD',
+  'NATS_PASSWORD_FILE',
+  'NATS_TOKEN',
+  'NATS_TOKEN_FILE',
+  'NATS_NKEY_SEED_FILE',
+  'NATS_CREDS_FILE',
+  'NATS_TLS_CA_FILE',
+  'NATS_TLS_CERT_FILE',
+  'NATS_TLS_KEY_FILE',
 ];
 /** The connection variables every Kubernetes Deployment is wired with (files from a mounted Secret). */
 const K8S_CONNECTION_ENV = [
-  'REDIS_USERNAME', 'REDIS_PASSWORD_FILE', 'REDIS_TLS_CA_FILE', 'REDIS_TLS_CERT_FILE', 'REDIS_TLS_KEY_FILE',
-  'NATS_USER', 'NATS_PASSWORD_FILE', 'NATS_CREDS_FILE', 'NATS_TLS_CA_FILE', 'NATS_TLS_CERT_FILE', 'NATS_TLS_KEY_FILE',
+  'REDIS_USERNAME',
+  'REDIS_PASSWORD_FILE',
+  'REDIS_TLS_CA_FILE',
+  'REDIS_TLS_CERT_FILE',
+  'REDIS_TLS_KEY_FILE',
+  'NATS_USER',
+  'NATS_PASSWORD_FILE',
+  'NATS_CREDS_FILE',
+  'NATS_TLS_CA_FILE',
+  'NATS_TLS_CERT_FILE',
+  'NATS_TLS_KEY_FILE',
 ];
 /** Secrets given inline rather than as files: if set, from a Secret (k8s) or passed through (compose). */
 const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
@@ -108,7 +139,10 @@ function composeExample(text: string): { text: string; parsed: Obj | undefined }
   const start = lines.findIndex((l) => l.trim() === '# example: tls-and-credentials');
   const end = lines.findIndex((l, i) => i > start && l.trim() === '# end of example');
   if (start < 0 || end < 0) return { text: '', parsed: undefined };
-  const body = lines.slice(start + 1, end).map((l) => l.replace(/^# ?/, '')).join('\n');
+  const body = lines
+    .slice(start + 1, end)
+    .map((l) => l.replace(/^# ?/, ''))
+    .join('\n');
   try {
     return { text: body, parsed: parse(body) as Obj };
   } catch {
@@ -117,7 +151,9 @@ function composeExample(text: string): { text: string; parsed: Obj | undefined }
 }
 
 function load(): Model {
-  const k8sFiles = readdirSync(K8S_DIR).filter((f) => !f.startsWith('.')).sort();
+  const k8sFiles = readdirSync(K8S_DIR)
+    .filter((f) => !f.startsWith('.'))
+    .sort();
   const docs = k8sFiles.filter((f) => /\.ya?ml$/.test(f)).flatMap(readDocs);
   return {
     k8sFiles,
@@ -170,7 +206,9 @@ function resolveEnv(m: Model, namespace: string, c: Obj): { env: Map<string, Env
   const secretData = (name: string): Obj | undefined => {
     const s = findObj(m, 'Secret', namespace, name);
     if (!s) return undefined;
-    const decoded = Object.fromEntries(Object.entries((s.data ?? {}) as Obj).map(([k, v]) => [k, Buffer.from(String(v), 'base64').toString('utf8')]));
+    const decoded = Object.fromEntries(
+      Object.entries((s.data ?? {}) as Obj).map(([k, v]) => [k, Buffer.from(String(v), 'base64').toString('utf8')]),
+    );
     return { ...decoded, ...(s.stringData ?? {}) };
   };
   for (const ef of (c.envFrom ?? []) as Obj[]) {
@@ -180,7 +218,8 @@ function resolveEnv(m: Model, namespace: string, c: Obj): { env: Map<string, Env
       problems.push(`container ${c.name}: envFrom ${ef.configMapRef ? 'ConfigMap' : 'Secret'} ${ref.name} does not exist`);
       continue;
     }
-    for (const [k, v] of Object.entries(data)) env.set(`${ef.prefix ?? ''}${k}`, { value: String(v), from: ef.configMapRef ? 'configmap' : 'secret' });
+    for (const [k, v] of Object.entries(data))
+      env.set(`${ef.prefix ?? ''}${k}`, { value: String(v), from: ef.configMapRef ? 'configmap' : 'secret' });
   }
   for (const e of (c.env ?? []) as Obj[]) {
     if (e.valueFrom?.configMapKeyRef || e.valueFrom?.secretKeyRef) {
@@ -189,7 +228,8 @@ function resolveEnv(m: Model, namespace: string, c: Obj): { env: Map<string, Env
       const data = isCm ? configMapData(ref.name) : secretData(ref.name);
       const what = `${isCm ? 'ConfigMap' : 'Secret'} ${ref.name}`;
       if (!data) problems.push(`container ${c.name}: ${e.name} refers to ${what}, which does not exist`);
-      else if (!(ref.key in data)) problems.push(`container ${c.name}: ${e.name} refers to key ${ref.key} of ${what}, which has no such key`);
+      else if (!(ref.key in data))
+        problems.push(`container ${c.name}: ${e.name} refers to key ${ref.key} of ${what}, which has no such key`);
       env.set(e.name, { value: data?.[ref.key] === undefined ? undefined : String(data[ref.key]), from: isCm ? 'configmap' : 'secret' });
     } else if (e.valueFrom) {
       problems.push(`container ${c.name}: ${e.name} uses a valueFrom these checks do not know`);
@@ -234,7 +274,8 @@ function mountedConfig(m: Model, d: Obj, c: Obj, env: Map<string, EnvValue>): { 
 /** The command line of a container (command + args) and of a compose service (entrypoint + command). */
 const k8sArgv = (c: Obj): string[] => [...(c.command ?? []), ...(c.args ?? [])].map(String);
 function composeArgv(s: Obj): string[] {
-  const part = (v: unknown) => (v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : String(v).split(/\s+/).filter(Boolean));
+  const part = (v: unknown) =>
+    v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : String(v).split(/\s+/).filter(Boolean);
   return [...part(s.entrypoint), ...part(s.command)];
 }
 
@@ -252,7 +293,11 @@ function onlyOf(argv: string[]): string[] | undefined {
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const v = a === '--only' ? argv[i + 1] : a.startsWith('--only=') ? a.slice('--only='.length) : undefined;
-    if (v !== undefined) return v.split(',').map((s) => s.trim()).filter(Boolean);
+    if (v !== undefined)
+      return v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
   }
   return undefined;
 }
@@ -280,8 +325,13 @@ function durationSeconds(v: unknown): number {
 function requiredPlaceholders(config: Obj): string[] {
   const out = new Set<string>();
   for (const server of Object.values((config.mcpServers ?? {}) as Obj)) {
-    const values = [...((server.args ?? []) as unknown[]), ...Object.values((server.env ?? {}) as Obj), ...Object.values((server.headers ?? {}) as Obj)];
-    for (const v of values) for (const match of String(v).matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}/g)) if (match[2] === undefined) out.add(match[1]!);
+    const values = [
+      ...((server.args ?? []) as unknown[]),
+      ...Object.values((server.env ?? {}) as Obj),
+      ...Object.values((server.headers ?? {}) as Obj),
+    ];
+    for (const v of values)
+      for (const match of String(v).matchAll(/\$\{([A-Za-z_][A-Za-z0-9_]*)(:-[^}]*)?\}/g)) if (match[2] === undefined) out.add(match[1]!);
   }
   return [...out];
 }
@@ -290,7 +340,10 @@ function requiredPlaceholders(config: Obj): string[] {
 function appRoot(dockerfile: string): string | undefined {
   const lines = instructions(dockerfile);
   const last = lines.map((l) => l.op).lastIndexOf('FROM');
-  return lines.slice(last).filter((l) => l.op === 'WORKDIR').at(-1)?.rest;
+  return lines
+    .slice(last)
+    .filter((l) => l.op === 'WORKDIR')
+    .at(-1)?.rest;
 }
 
 /**
@@ -326,7 +379,8 @@ function checkK8sObjects(m: Model): string[] {
   const namespaces = new Set(kinds(m, 'Namespace').map((n) => n.metadata?.name));
   for (const { file, obj } of m.k8s) {
     if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) problems.push(`${file}: a document lacks apiVersion, kind or metadata.name`);
-    if (obj.kind !== 'Namespace' && !namespaces.has(obj.metadata?.namespace)) problems.push(`${file}: ${id(obj)} is in namespace ${obj.metadata?.namespace}, which namespace.yaml does not create`);
+    if (obj.kind !== 'Namespace' && !namespaces.has(obj.metadata?.namespace))
+      problems.push(`${file}: ${id(obj)} is in namespace ${obj.metadata?.namespace}, which namespace.yaml does not create`);
   }
   return problems;
 }
@@ -335,11 +389,13 @@ function checkKustomization(m: Model): string[] {
   const problems: string[] = [];
   const resources = (m.kustomization.resources ?? []) as string[];
   if (m.kustomization.kind !== 'Kustomization') problems.push('kustomization.yaml is missing or not a Kustomization');
-  for (const f of m.k8sFiles) if (f !== 'kustomization.yaml' && !resources.includes(f)) problems.push(`kustomization.yaml does not list ${f}`);
+  for (const f of m.k8sFiles)
+    if (f !== 'kustomization.yaml' && !resources.includes(f)) problems.push(`kustomization.yaml does not list ${f}`);
   for (const r of resources) if (!m.k8sFiles.includes(r)) problems.push(`kustomization.yaml lists ${r}, which is not in infra/k8s`);
   if (new Set(resources).size !== resources.length) problems.push('kustomization.yaml lists a file twice');
   const images = new Set(deployments(m).flatMap((d) => containers(d).map((c) => String(c.image).split(':')[0])));
-  for (const img of (m.kustomization.images ?? []) as Obj[]) if (!images.has(img.name)) problems.push(`kustomization.yaml sets image ${img.name}, which no container uses`);
+  for (const img of (m.kustomization.images ?? []) as Obj[])
+    if (!images.has(img.name)) problems.push(`kustomization.yaml sets image ${img.name}, which no container uses`);
   return problems;
 }
 
@@ -375,7 +431,10 @@ function checkConfigHash(m: Model): string[] {
   const want = expectedConfigHash(m);
   return deployments(m)
     .filter((d) => d.spec?.template?.metadata?.annotations?.[HASH_ANNOTATION] !== want)
-    .map((d) => `${id(d)}: annotation ${HASH_ANNOTATION} is ${d.spec?.template?.metadata?.annotations?.[HASH_ANNOTATION]}, want ${want} (sha256 of infra/k8s/configmap.yaml)`);
+    .map(
+      (d) =>
+        `${id(d)}: annotation ${HASH_ANNOTATION} is ${d.spec?.template?.metadata?.annotations?.[HASH_ANNOTATION]}, want ${want} (sha256 of infra/k8s/configmap.yaml)`,
+    );
 }
 
 function checkK8sEnv(m: Model): string[] {
@@ -389,12 +448,17 @@ function checkK8sEnv(m: Model): string[] {
         if (!v) problems.push(`${id(d)}: ${name} is not set`);
         else if (v.value === undefined || (v.value === '' && name !== 'GEMINI_API_KEY')) problems.push(`${id(d)}: ${name} has no value`);
       }
-      if (env.get('GEMINI_API_KEY') && env.get('GEMINI_API_KEY')!.from !== 'secret') problems.push(`${id(d)}: GEMINI_API_KEY must come from a Secret`);
-      for (const name of m.codeEnv) if (!env.has(name) && !OPTIONAL_ENV.includes(name)) problems.push(`${id(d)}: the code reads ${name}, which is neither set nor known to have a fitting default`);
+      if (env.get('GEMINI_API_KEY') && env.get('GEMINI_API_KEY')!.from !== 'secret')
+        problems.push(`${id(d)}: GEMINI_API_KEY must come from a Secret`);
+      for (const name of m.codeEnv)
+        if (!env.has(name) && !OPTIONAL_ENV.includes(name))
+          problems.push(`${id(d)}: the code reads ${name}, which is neither set nor known to have a fitting default`);
       const grace = Number(env.get('BOSUN_GRACE_MS')?.value ?? GRACE_DEFAULT_MS);
       if (!(Number.isInteger(grace) && grace > 0)) problems.push(`${id(d)}: BOSUN_GRACE_MS is not a positive integer`);
       const cfg = mountedConfig(m, d, c, env);
-      if (cfg.text) for (const v of requiredPlaceholders(parse(cfg.text) as Obj)) if (!env.has(v)) problems.push(`${id(d)}: the config needs \${${v}}, which is not set`);
+      if (cfg.text)
+        for (const v of requiredPlaceholders(parse(cfg.text) as Obj))
+          if (!env.has(v)) problems.push(`${id(d)}: the config needs \${${v}}, which is not set`);
     }
   }
   return problems;
@@ -407,7 +471,10 @@ function checkProbes(m: Model): string[] {
       const { env } = resolveEnv(m, ns(d), c);
       const port = Number(env.get('BOSUN_HEALTH_PORT')?.value);
       const portOf = (p: unknown) => (typeof p === 'number' ? p : ((c.ports ?? []) as Obj[]).find((x) => x.name === p)?.containerPort);
-      for (const [probe, path] of [['readinessProbe', '/readyz'], ['livenessProbe', '/healthz']] as const) {
+      for (const [probe, path] of [
+        ['readinessProbe', '/readyz'],
+        ['livenessProbe', '/healthz'],
+      ] as const) {
         const get = c[probe]?.httpGet;
         if (!get) {
           problems.push(`${id(d)}: ${c.name} has no ${probe} with httpGet`);
@@ -427,7 +494,8 @@ function checkTerminationGrace(m: Model): string[] {
     const termination = Number(podSpec(d).terminationGracePeriodSeconds ?? 30);
     for (const c of containers(d)) {
       const grace = graceMs(resolveEnv(m, ns(d), c).env.get('BOSUN_GRACE_MS')?.value);
-      if (!(termination > grace / 1000)) problems.push(`${id(d)}: terminationGracePeriodSeconds ${termination} does not exceed BOSUN_GRACE_MS ${grace} ms`);
+      if (!(termination > grace / 1000))
+        problems.push(`${id(d)}: terminationGracePeriodSeconds ${termination} does not exceed BOSUN_GRACE_MS ${grace} ms`);
     }
   }
   return problems;
@@ -441,10 +509,12 @@ function checkSelectors(m: Model): string[] {
     const labels = (d.spec?.template?.metadata?.labels ?? {}) as Obj;
     if (Object.keys(sel).length === 0) problems.push(`${id(d)}: no selector.matchLabels`);
     if (d.spec?.selector?.matchExpressions) problems.push(`${id(d)}: matchExpressions are not checked here; use matchLabels`);
-    if (!selects(sel, labels)) problems.push(`${id(d)}: selector ${JSON.stringify(sel)} does not match its pod labels ${JSON.stringify(labels)}`);
+    if (!selects(sel, labels))
+      problems.push(`${id(d)}: selector ${JSON.stringify(sel)} does not match its pod labels ${JSON.stringify(labels)}`);
     for (const other of deployments(m)) {
       if (other === d || ns(other) !== ns(d)) continue;
-      if (Object.keys(sel).length > 0 && selects(sel, other.spec?.template?.metadata?.labels ?? {})) problems.push(`${id(d)}: selector also matches the pods of ${id(other)}`);
+      if (Object.keys(sel).length > 0 && selects(sel, other.spec?.template?.metadata?.labels ?? {}))
+        problems.push(`${id(d)}: selector also matches the pods of ${id(other)}`);
     }
   }
   return problems;
@@ -454,7 +524,9 @@ function checkResources(m: Model): string[] {
   const problems: string[] = [];
   for (const d of deployments(m)) {
     for (const c of containers(d)) {
-      for (const kind of ['requests', 'limits']) for (const r of ['cpu', 'memory']) if (c.resources?.[kind]?.[r] === undefined) problems.push(`${id(d)}: ${c.name} has no resources.${kind}.${r}`);
+      for (const kind of ['requests', 'limits'])
+        for (const r of ['cpu', 'memory'])
+          if (c.resources?.[kind]?.[r] === undefined) problems.push(`${id(d)}: ${c.name} has no resources.${kind}.${r}`);
     }
   }
   return problems;
@@ -495,7 +567,10 @@ function checkSpecialistDeployments(m: Model): string[] {
   const specs = specialistDeployments(m);
   const covered = new Map<string, string[]>();
   for (const { d, only, known } of specs) {
-    if (!only || only.length !== 1) problems.push(`${id(d)}: a specialist Deployment must run exactly one specialist (--only <name>), got ${only ? only.join(',') : 'all'}`);
+    if (!only || only.length !== 1)
+      problems.push(
+        `${id(d)}: a specialist Deployment must run exactly one specialist (--only <name>), got ${only ? only.join(',') : 'all'}`,
+      );
     for (const n of only ?? []) {
       if (!known.includes(n)) problems.push(`${id(d)}: --only ${n} is not a specialist of its config (known: ${known.join(', ')})`);
       covered.set(n, [...(covered.get(n) ?? []), id(d)]);
@@ -513,7 +588,13 @@ function redisTarget(url: string): { hostPort: string; host: string; db: number;
   try {
     const u = new URL(url);
     const port = u.port || '6379';
-    return { hostPort: `${u.hostname}:${port}`, host: u.hostname, db: Number(u.pathname.replace(/^\//, '') || 0), tls: u.protocol === 'rediss:', password: u.password !== '' };
+    return {
+      hostPort: `${u.hostname}:${port}`,
+      host: u.hostname,
+      db: Number(u.pathname.replace(/^\//, '') || 0),
+      tls: u.protocol === 'rediss:',
+      password: u.password !== '',
+    };
   } catch {
     return undefined;
   }
@@ -536,8 +617,10 @@ function checkScaledObjects(m: Model): string[] {
     if (targets.has(key)) problems.push(`${where}: ${ref.name} is already scaled by ${targets.get(key)}`);
     targets.set(key, where);
     if (d.spec?.replicas !== undefined) problems.push(`${where}: ${id(d)} sets spec.replicas, which fights the HPA KEDA creates`);
-    if (!(Number(so.spec?.minReplicaCount ?? 0) >= 1)) problems.push(`${where}: minReplicaCount must be at least 1 (tasks in flight are not in the wait list)`);
-    if (!(Number(so.spec?.maxReplicaCount ?? 100) >= Number(so.spec?.minReplicaCount ?? 0))) problems.push(`${where}: maxReplicaCount is below minReplicaCount`);
+    if (!(Number(so.spec?.minReplicaCount ?? 0) >= 1))
+      problems.push(`${where}: minReplicaCount must be at least 1 (tasks in flight are not in the wait list)`);
+    if (!(Number(so.spec?.maxReplicaCount ?? 100) >= Number(so.spec?.minReplicaCount ?? 0)))
+      problems.push(`${where}: maxReplicaCount is below minReplicaCount`);
     const c = ref.envSourceContainerName ? containers(d).find((x) => x.name === ref.envSourceContainerName) : containers(d)[0];
     if (!c) {
       problems.push(`${where}: envSourceContainerName ${ref.envSourceContainerName} is not a container of ${id(d)}`);
@@ -564,8 +647,12 @@ function checkScaledObjects(m: Model): string[] {
       } else {
         const [, p, name] = match as unknown as [string, string, string];
         if (p !== prefix) problems.push(`${where}: listName ${md.listName} has prefix ${p}, but ${id(d)} runs with BOSUN_PREFIX ${prefix}`);
-        if (!spec.known.includes(name)) problems.push(`${where}: listName ${md.listName} names specialist ${name}, which the config does not have`);
-        if (!isDeepStrictEqual(spec.only, [name])) problems.push(`${where}: listName ${md.listName} is queue specialist-${name}, but ${id(d)} runs --only ${spec.only?.join(',') ?? '(all)'}`);
+        if (!spec.known.includes(name))
+          problems.push(`${where}: listName ${md.listName} names specialist ${name}, which the config does not have`);
+        if (!isDeepStrictEqual(spec.only, [name]))
+          problems.push(
+            `${where}: listName ${md.listName} is queue specialist-${name}, but ${id(d)} runs --only ${spec.only?.join(',') ?? '(all)'}`,
+          );
         scaledSpecialists.add(name);
       }
       if (!/^[1-9]\d*$/.test(String(md.listLength))) problems.push(`${where}: listLength ${md.listLength} is not a positive integer`);
@@ -577,27 +664,37 @@ function checkScaledObjects(m: Model): string[] {
         else {
           if (address !== target.hostPort) problems.push(`${where}: trigger address ${address} is not REDIS_URL's ${target.hostPort}`);
           // KEDA's operator resolves the name from its own namespace.
-          if (!target.host.includes('.') && target.host !== 'localhost') problems.push(`${where}: Redis host ${target.host} is not fully qualified; KEDA runs in another namespace`);
-          if (Number(md.databaseIndex ?? 0) !== target.db) problems.push(`${where}: databaseIndex ${md.databaseIndex ?? 0} is not REDIS_URL's database ${target.db}`);
-          if ((String(md.enableTLS ?? 'false') === 'true') !== target.tls) problems.push(`${where}: enableTLS ${md.enableTLS ?? 'false'} does not match REDIS_URL's scheme`);
-          if (target.password && !md.passwordFromEnv && !t.authenticationRef) problems.push(`${where}: REDIS_URL has a password but the trigger has no passwordFromEnv or authenticationRef`);
+          if (!target.host.includes('.') && target.host !== 'localhost')
+            problems.push(`${where}: Redis host ${target.host} is not fully qualified; KEDA runs in another namespace`);
+          if (Number(md.databaseIndex ?? 0) !== target.db)
+            problems.push(`${where}: databaseIndex ${md.databaseIndex ?? 0} is not REDIS_URL's database ${target.db}`);
+          if ((String(md.enableTLS ?? 'false') === 'true') !== target.tls)
+            problems.push(`${where}: enableTLS ${md.enableTLS ?? 'false'} does not match REDIS_URL's scheme`);
+          if (target.password && !md.passwordFromEnv && !t.authenticationRef)
+            problems.push(`${where}: REDIS_URL has a password but the trigger has no passwordFromEnv or authenticationRef`);
         }
       }
     }
   }
-  for (const { known } of specialistDeployments(m).slice(0, 1)) for (const n of known) if (!scaledSpecialists.has(n)) problems.push(`specialist ${n} has no ScaledObject on its wait list`);
+  for (const { known } of specialistDeployments(m).slice(0, 1))
+    for (const n of known) if (!scaledSpecialists.has(n)) problems.push(`specialist ${n} has no ScaledObject on its wait list`);
   return problems;
 }
 
 function checkSecret(m: Model): string[] {
   const secretNames = new Set<string>();
-  for (const d of deployments(m)) for (const c of containers(d)) for (const e of (c.env ?? []) as Obj[]) if (e.name === 'GEMINI_API_KEY' && e.valueFrom?.secretKeyRef) secretNames.add(`${ns(d)}/${e.valueFrom.secretKeyRef.name}`);
+  for (const d of deployments(m))
+    for (const c of containers(d))
+      for (const e of (c.env ?? []) as Obj[])
+        if (e.name === 'GEMINI_API_KEY' && e.valueFrom?.secretKeyRef) secretNames.add(`${ns(d)}/${e.valueFrom.secretKeyRef.name}`);
   const problems: string[] = [];
   if (secretNames.size === 0) problems.push('no Deployment takes GEMINI_API_KEY from a Secret');
   for (const key of secretNames) {
     const [namespace, name] = key.split('/') as [string, string];
     const s = findObj(m, 'Secret', namespace, name);
-    const value = s?.stringData?.GEMINI_API_KEY ?? (s?.data?.GEMINI_API_KEY === undefined ? undefined : Buffer.from(String(s.data.GEMINI_API_KEY), 'base64').toString());
+    const value =
+      s?.stringData?.GEMINI_API_KEY ??
+      (s?.data?.GEMINI_API_KEY === undefined ? undefined : Buffer.from(String(s.data.GEMINI_API_KEY), 'base64').toString());
     if (value === undefined) problems.push(`Secret ${key} has no GEMINI_API_KEY`);
     else if (value !== '') problems.push(`Secret ${key} ships with a non-empty GEMINI_API_KEY; the committed placeholder must stay empty`);
   }
@@ -616,7 +713,8 @@ function mountedSecretFile(m: Model, d: Obj, c: Obj, path: string): { volume?: O
   const secret = findObj(m, 'Secret', ns(d), volume.secret.secretName);
   if (!secret) return { problem: `${path}: Secret ${volume.secret.secretName} (volume ${name}) does not exist` };
   const secretKey = item?.key ?? key;
-  if (!Object.hasOwn({ ...(secret.data ?? {}), ...(secret.stringData ?? {}) }, secretKey)) return { problem: `${path}: Secret ${volume.secret.secretName} has no key ${secretKey}` };
+  if (!Object.hasOwn({ ...(secret.data ?? {}), ...(secret.stringData ?? {}) }, secretKey))
+    return { problem: `${path}: Secret ${volume.secret.secretName} has no key ${secretKey}` };
   return { volume };
 }
 
@@ -632,7 +730,8 @@ function checkConnectionFiles(m: Model): string[] {
       const { env } = resolveEnv(m, ns(d), c);
       for (const name of K8S_CONNECTION_ENV) if (!env.has(name)) problems.push(`${id(d)}: ${name} is not set`);
       for (const [name, v] of env) {
-        if (INLINE_SECRET_ENV.includes(name) && v.from !== 'secret') problems.push(`${id(d)}: ${name} is a secret and must come from a Secret (better: ${name}_FILE)`);
+        if (INLINE_SECRET_ENV.includes(name) && v.from !== 'secret')
+          problems.push(`${id(d)}: ${name} is a secret and must come from a Secret (better: ${name}_FILE)`);
         if (!name.endsWith('_FILE') || !m.codeEnv.includes(name) || !v.value) continue;
         const found = mountedSecretFile(m, d, c, v.value);
         if (found.problem) {
@@ -640,9 +739,13 @@ function checkConnectionFiles(m: Model): string[] {
           continue;
         }
         const mode = Number(found.volume!.secret.defaultMode ?? 0o644);
-        if (mode & 0o004) problems.push(`${id(d)}: ${name}: volume ${found.volume!.name} makes the files world-readable (defaultMode ${mode.toString(8)})`);
+        if (mode & 0o004)
+          problems.push(`${id(d)}: ${name}: volume ${found.volume!.name} makes the files world-readable (defaultMode ${mode.toString(8)})`);
         const fsGroup = podSpec(d).securityContext?.fsGroup;
-        if (fsGroup === undefined || !(mode & 0o040)) problems.push(`${id(d)}: ${name}: the process (uid ${podSpec(d).securityContext?.runAsUser}) cannot read volume ${found.volume!.name}: set fsGroup and a group-readable defaultMode`);
+        if (fsGroup === undefined || !(mode & 0o040))
+          problems.push(
+            `${id(d)}: ${name}: the process (uid ${podSpec(d).securityContext?.runAsUser}) cannot read volume ${found.volume!.name}: set fsGroup and a group-readable defaultMode`,
+          );
       }
     }
   }
@@ -653,14 +756,19 @@ function checkConnectionFiles(m: Model): string[] {
 function checkConnectionSecret(m: Model): string[] {
   const problems: string[] = [];
   const names = new Set<string>();
-  for (const d of deployments(m)) for (const v of (podSpec(d).volumes ?? []) as Obj[]) if (v.secret) names.add(`${ns(d)}/${v.secret.secretName}`);
+  for (const d of deployments(m))
+    for (const v of (podSpec(d).volumes ?? []) as Obj[]) if (v.secret) names.add(`${ns(d)}/${v.secret.secretName}`);
   if (names.size === 0) problems.push('no Deployment mounts a Secret for the connection files');
   for (const key of names) {
     const [namespace, name] = key.split('/') as [string, string];
     const s = findObj(m, 'Secret', namespace, name);
     if (!s) continue;
-    const data = { ...Object.fromEntries(Object.entries((s.data ?? {}) as Obj).map(([k, v]) => [k, Buffer.from(String(v), 'base64').toString()])), ...((s.stringData ?? {}) as Obj) };
-    for (const [k, v] of Object.entries(data)) if (v !== '') problems.push(`Secret ${key} ships with a non-empty ${k}; the committed placeholder must stay empty`);
+    const data = {
+      ...Object.fromEntries(Object.entries((s.data ?? {}) as Obj).map(([k, v]) => [k, Buffer.from(String(v), 'base64').toString()])),
+      ...((s.stringData ?? {}) as Obj),
+    };
+    for (const [k, v] of Object.entries(data))
+      if (v !== '') problems.push(`Secret ${key} ships with a non-empty ${k}; the committed placeholder must stay empty`);
   }
   return problems;
 }
@@ -671,7 +779,10 @@ function checkK8sMcpPaths(m: Model): string[] {
     for (const c of containers(d)) {
       const { env } = resolveEnv(m, ns(d), c);
       const cfg = mountedConfig(m, d, c, env);
-      if (cfg.text) problems.push(...mcpPathProblems(parse(cfg.text) as Obj, env.get('BOSUN_CONFIG')!.value!, appRoot(m.dockerfile)).map((p) => `${id(d)}: ${p}`));
+      if (cfg.text)
+        problems.push(
+          ...mcpPathProblems(parse(cfg.text) as Obj, env.get('BOSUN_CONFIG')!.value!, appRoot(m.dockerfile)).map((p) => `${id(d)}: ${p}`),
+        );
     }
   }
   return problems;
@@ -681,7 +792,8 @@ function checkK8sMcpPaths(m: Model): string[] {
 
 const composeServices = (m: Model): Obj => (m.compose.services ?? {}) as Obj;
 /** The Bosun services of compose: those running a services/<name>/dist/main.js. */
-const bosunServices = (m: Model): [string, Obj][] => Object.entries(composeServices(m)).filter(([, s]) => serviceOf(composeArgv(s)) !== undefined);
+const bosunServices = (m: Model): [string, Obj][] =>
+  Object.entries(composeServices(m)).filter(([, s]) => serviceOf(composeArgv(s)) !== undefined);
 
 function composeEnv(s: Obj): Map<string, string | undefined> {
   const env = new Map<string, string | undefined>();
@@ -702,7 +814,8 @@ function checkComposeInfra(m: Model): string[] {
   else {
     if (!/^redis:7(\b|[.-])/.test(String(redis.image))) problems.push(`redis image ${redis.image} is not redis:7`);
     const argv = composeArgv(redis);
-    if (argv[argv.indexOf('--appendonly') + 1] !== 'yes' || !argv.includes('--appendonly')) problems.push('redis runs without --appendonly yes');
+    if (argv[argv.indexOf('--appendonly') + 1] !== 'yes' || !argv.includes('--appendonly'))
+      problems.push('redis runs without --appendonly yes');
   }
   if (!nats) problems.push('no nats service');
   else {
@@ -745,12 +858,19 @@ function checkComposeEnv(m: Model): string[] {
     const env = composeEnv(s);
     for (const v of REQUIRED_ENV) {
       if (!env.has(v)) problems.push(`${name}: ${v} is not set`);
-      else if (v !== 'GEMINI_API_KEY' && !interpolate(env.get(v))) problems.push(`${name}: ${v} has no value (or an interpolation without default)`);
+      else if (v !== 'GEMINI_API_KEY' && !interpolate(env.get(v)))
+        problems.push(`${name}: ${v} has no value (or an interpolation without default)`);
     }
     const key = env.get('GEMINI_API_KEY');
-    if (key !== undefined && !/^\$\{GEMINI_API_KEY(:?-)?\}$/.test(key)) problems.push(`${name}: GEMINI_API_KEY must be passed through as \${GEMINI_API_KEY:-}, never written here`);
-    for (const v of m.codeEnv) if (!env.has(v) && !OPTIONAL_ENV.includes(v)) problems.push(`${name}: the code reads ${v}, which is neither set nor known to have a fitting default`);
-    for (const [v, scheme] of [['REDIS_URL', 'redis:'], ['NATS_URL', 'nats:']] as const) {
+    if (key !== undefined && !/^\$\{GEMINI_API_KEY(:?-)?\}$/.test(key))
+      problems.push(`${name}: GEMINI_API_KEY must be passed through as \${GEMINI_API_KEY:-}, never written here`);
+    for (const v of m.codeEnv)
+      if (!env.has(v) && !OPTIONAL_ENV.includes(v))
+        problems.push(`${name}: the code reads ${v}, which is neither set nor known to have a fitting default`);
+    for (const [v, scheme] of [
+      ['REDIS_URL', 'redis:'],
+      ['NATS_URL', 'nats:'],
+    ] as const) {
       const url = interpolate(env.get(v));
       try {
         const u = new URL(url ?? '');
@@ -775,7 +895,11 @@ function checkComposeConfig(m: Model): string[] {
       continue;
     }
     const mount = ((s.volumes ?? []) as unknown[])
-      .map((v) => (typeof v === 'string' ? { source: v.split(':')[0]!, target: v.split(':')[1]! } : { source: String((v as Obj).source), target: String((v as Obj).target) }))
+      .map((v) =>
+        typeof v === 'string'
+          ? { source: v.split(':')[0]!, target: v.split(':')[1]! }
+          : { source: String((v as Obj).source), target: String((v as Obj).target) },
+      )
       .find((v) => v.target === path);
     let text: string | undefined;
     if (mount) {
@@ -820,7 +944,8 @@ function checkComposeStopGrace(m: Model): string[] {
   for (const [name, s] of bosunServices(m)) {
     const stop = s.stop_grace_period === undefined ? 10 : durationSeconds(s.stop_grace_period);
     const grace = graceMs(interpolate(composeEnv(s).get('BOSUN_GRACE_MS')));
-    if (!(stop > grace / 1000)) problems.push(`${name}: stop_grace_period ${s.stop_grace_period ?? '10s (default)'} does not exceed BOSUN_GRACE_MS ${grace} ms`);
+    if (!(stop > grace / 1000))
+      problems.push(`${name}: stop_grace_period ${s.stop_grace_period ?? '10s (default)'} does not exceed BOSUN_GRACE_MS ${grace} ms`);
   }
   return problems;
 }
@@ -842,8 +967,10 @@ function checkComposeDependsOn(m: Model): string[] {
     for (const [dep, condition] of deps) {
       const target = services[dep] as Obj | undefined;
       if (!target) problems.push(`${name}: depends on ${dep}, which is not a service`);
-      else if (condition === 'service_healthy' && (!target.healthcheck || target.healthcheck.disable)) problems.push(`${name}: waits for ${dep} to be healthy, but ${dep} has no healthcheck`);
-      else if (!['service_started', 'service_healthy', 'service_completed_successfully'].includes(condition)) problems.push(`${name}: unknown depends_on condition ${condition}`);
+      else if (condition === 'service_healthy' && (!target.healthcheck || target.healthcheck.disable))
+        problems.push(`${name}: waits for ${dep} to be healthy, but ${dep} has no healthcheck`);
+      else if (!['service_started', 'service_healthy', 'service_completed_successfully'].includes(condition))
+        problems.push(`${name}: unknown depends_on condition ${condition}`);
     }
     if (serviceOf(composeArgv(s)) && deps.length === 0) problems.push(`${name}: depends on nothing; it needs Redis`);
   }
@@ -859,7 +986,8 @@ function checkComposeConnections(m: Model): string[] {
   const problems: string[] = [];
   const { text, parsed } = m.composeExample;
   if (!parsed) return ['compose.yaml: the example "tls-and-credentials" is missing or does not parse'];
-  for (const v of CONNECTION_ENV) if (!new RegExp(`\\b${v}\\b`).test(text)) problems.push(`compose.yaml: the example does not mention ${v}`);
+  for (const v of CONNECTION_ENV)
+    if (!new RegExp(`\\b${v}\\b`).test(text)) problems.push(`compose.yaml: the example does not mention ${v}`);
   const svc = (parsed['x-bosun'] ?? {}) as Obj;
   const env = composeEnv(svc);
   const given = new Set(((svc.secrets ?? []) as unknown[]).map((x) => (typeof x === 'string' ? x : String((x as Obj).source))));
@@ -875,7 +1003,9 @@ function checkComposeConnections(m: Model): string[] {
   if (!/^tls:\/\//.test(env.get('NATS_URL') ?? '')) problems.push('compose.yaml example: NATS_URL is not tls://');
   for (const [name, s] of bosunServices(m)) {
     const e = composeEnv(s);
-    for (const v of INLINE_SECRET_ENV) if (e.has(v) && !new RegExp(`^\\$\\{${v}(:?-)?\\}$`).test(e.get(v) ?? '')) problems.push(`${name}: ${v} must be passed through as \${${v}:-}, never written here`);
+    for (const v of INLINE_SECRET_ENV)
+      if (e.has(v) && !new RegExp(`^\\$\\{${v}(:?-)?\\}$`).test(e.get(v) ?? ''))
+        problems.push(`${name}: ${v} must be passed through as \${${v}:-}, never written here`);
   }
   return problems;
 }
@@ -909,7 +1039,9 @@ function checkDockerfile(m: Model): string[] {
   const ins = instructions(m.dockerfile);
   const froms = ins.map((x, i) => ({ ...x, i })).filter((x) => x.op === 'FROM');
   if (froms.length < 2) problems.push(`${froms.length} stage(s); want a multi-stage build`);
-  for (const f of froms) if (!/^(--platform=\S+\s+)?node:24(\b|[.-])/.test(f.rest)) problems.push(`stage "FROM ${f.rest}" is not Node 24 (the LTS the e2e and chaos suites also run on)`);
+  for (const f of froms)
+    if (!/^(--platform=\S+\s+)?node:24(\b|[.-])/.test(f.rest))
+      problems.push(`stage "FROM ${f.rest}" is not Node 24 (the LTS the e2e and chaos suites also run on)`);
   const lastFrom = froms.at(-1)?.i ?? 0;
   const build = ins.slice(0, lastFrom);
   const runs = build.filter((x) => x.op === 'RUN').map((x) => x.rest);
@@ -922,16 +1054,20 @@ function checkDockerfile(m: Model): string[] {
   if (prune < 0) problems.push('the build stage does not run npm prune --omit=dev');
   if (ci >= 0 && tsc >= 0 && prune >= 0 && !(ci < tsc && tsc < prune)) problems.push('want npm ci, then tsc -b, then npm prune --omit=dev');
   const copies = build.filter((x) => x.op === 'COPY').map((x) => x.rest.split(/\s+/).filter((t) => !t.startsWith('--')));
-  const copied = (src: string, dest?: (d: string) => boolean) => copies.some((c) => c.slice(0, -1).includes(src) && (!dest || dest(c.at(-1)!)));
-  for (const f of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.base.json']) if (!copied(f)) problems.push(`the build stage does not copy ${f}`);
+  const copied = (src: string, dest?: (d: string) => boolean) =>
+    copies.some((c) => c.slice(0, -1).includes(src) && (!dest || dest(c.at(-1)!)));
+  for (const f of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.base.json'])
+    if (!copied(f)) problems.push(`the build stage does not copy ${f}`);
   for (const ws of m.workspaces) {
     if (!copied(`${ws}/package.json`)) problems.push(`the build stage does not copy ${ws}/package.json`);
     if (!copied(`${ws}/tsconfig.json`)) problems.push(`the build stage does not copy ${ws}/tsconfig.json`);
-    if (!copied(`${ws}/src`, (d) => d.replace(/\/$/, '') === `${ws}/src`)) problems.push(`the build stage does not copy ${ws}/src to ${ws}/src`);
+    if (!copied(`${ws}/src`, (d) => d.replace(/\/$/, '') === `${ws}/src`))
+      problems.push(`the build stage does not copy ${ws}/src to ${ws}/src`);
   }
   const firstStage = /\bAS\s+(\S+)/i.exec(froms[0]?.rest ?? '')?.[1];
   const final = ins.slice(lastFrom);
-  if (!final.some((x) => x.op === 'COPY' && firstStage && new RegExp(`--from=${firstStage}\\b`).test(x.rest))) problems.push(`the final stage does not copy from the build stage ${firstStage}`);
+  if (!final.some((x) => x.op === 'COPY' && firstStage && new RegExp(`--from=${firstStage}\\b`).test(x.rest)))
+    problems.push(`the final stage does not copy from the build stage ${firstStage}`);
   if (!final.some((x) => x.op === 'CMD' || x.op === 'ENTRYPOINT')) problems.push('the final stage has no CMD');
   return problems;
 }
@@ -942,7 +1078,9 @@ const model = load();
 
 describe('infra/k8s', () => {
   it('every YAML file parses, without warnings', () => {
-    const problems = model.k8sFiles.filter((f) => /\.ya?ml$/.test(f)).flatMap((f) => yamlProblems(f, readFileSync(join(K8S_DIR, f), 'utf8')));
+    const problems = model.k8sFiles
+      .filter((f) => /\.ya?ml$/.test(f))
+      .flatMap((f) => yamlProblems(f, readFileSync(join(K8S_DIR, f), 'utf8')));
     expect(problems).toEqual([]);
     expect(model.k8s.length).toBeGreaterThan(0);
   });
@@ -957,24 +1095,29 @@ describe('infra/k8s', () => {
   it('every container has resource requests and limits', () => expect(checkResources(model)).toEqual([]));
   it('the Deployments run the three services, from entry points that exist', () => expect(checkK8sCommands(model)).toEqual([]));
   it('one Deployment per specialist of the config, each with --only <name>', () => expect(checkSpecialistDeployments(model)).toEqual([]));
-  it("one ScaledObject per specialist, on its Deployment and its BullMQ wait list", () => expect(checkScaledObjects(model)).toEqual([]));
+  it('one ScaledObject per specialist, on its Deployment and its BullMQ wait list', () => expect(checkScaledObjects(model)).toEqual([]));
   it('the Secret ships with an empty GEMINI_API_KEY', () => expect(checkSecret(model)).toEqual([]));
-  it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () => expect(checkConnectionFiles(model)).toEqual([]));
+  it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () =>
+    expect(checkConnectionFiles(model)).toEqual([]));
   it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));
   it("the config's relative MCP server paths resolve inside the image", () => expect(checkK8sMcpPaths(model)).toEqual([]));
 });
 
 describe('infra/compose.yaml', () => {
-  it('parses, without warnings', () => expect(yamlProblems('compose.yaml', readFileSync(join(INFRA_DIR, 'compose.yaml'), 'utf8'))).toEqual([]));
+  it('parses, without warnings', () =>
+    expect(yamlProblems('compose.yaml', readFileSync(join(INFRA_DIR, 'compose.yaml'), 'utf8'))).toEqual([]));
   it('redis:7 with appendonly, nats:2.10 with JetStream on a volume', () => expect(checkComposeInfra(model)).toEqual([]));
-  it('the Bosun services build from a Dockerfile that exists and run entry points that exist', () => expect(checkComposeBuild(model)).toEqual([]));
+  it('the Bosun services build from a Dockerfile that exists and run entry points that exist', () =>
+    expect(checkComposeBuild(model)).toEqual([]));
   it('env wiring is complete', () => expect(checkComposeEnv(model)).toEqual([]));
   it('the config is mounted at BOSUN_CONFIG and its MCP server paths resolve', () => expect(checkComposeConfig(model)).toEqual([]));
   it('healthchecks call the health endpoints at BOSUN_HEALTH_PORT', () => expect(checkComposeHealth(model)).toEqual([]));
   it('stop_grace_period exceeds BOSUN_GRACE_MS', () => expect(checkComposeStopGrace(model)).toEqual([]));
   it('at least two specialist processes', () => expect(checkComposeReplicas(model)).toEqual([]));
-  it('depends_on names existing services, with healthchecks where it waits for health', () => expect(checkComposeDependsOn(model)).toEqual([]));
-  it('shows how to pass TLS and credentials: the example names every variable, its paths its secrets', () => expect(checkComposeConnections(model)).toEqual([]));
+  it('depends_on names existing services, with healthchecks where it waits for health', () =>
+    expect(checkComposeDependsOn(model)).toEqual([]));
+  it('shows how to pass TLS and credentials: the example names every variable, its paths its secrets', () =>
+    expect(checkComposeConnections(model)).toEqual([]));
 });
 
 describe('infra/Dockerfile', () => {
@@ -1009,85 +1152,295 @@ const mutations: Mutation[] = [
   ['an object outside the namespace', (m) => void (dep(m, 'coordinator').metadata.namespace = 'elsewhere'), checkK8sObjects],
   ['a file missing from the kustomization', (m) => m.k8sFiles.push('pdb.yaml'), checkKustomization],
   ['a kustomization resource that does not exist', (m) => m.kustomization.resources.push('nope.yaml'), checkKustomization],
-  ['the embedded config drifts from the demo config', (m) => void (cm(m, 'bosun-config').data['bosun.yaml'] += '\nworkers: { maxStalledCount: 5 }\n'), checkConfigMapConfig],
-  ['BOSUN_CONFIG points where nothing is mounted', (m) => void (envEntry(m, 'gateway', 'BOSUN_CONFIG').value = '/etc/bosun/bosun.yaml'), checkConfigMapConfig],
-  ['the config volume names a missing ConfigMap', (m) => void (podSpec(dep(m, 'coordinator')).volumes.find((v: Obj) => v.configMap).configMap.name = 'nope'), checkConfigMapConfig],
+  [
+    'the embedded config drifts from the demo config',
+    (m) => void (cm(m, 'bosun-config').data['bosun.yaml'] += '\nworkers: { maxStalledCount: 5 }\n'),
+    checkConfigMapConfig,
+  ],
+  [
+    'BOSUN_CONFIG points where nothing is mounted',
+    (m) => void (envEntry(m, 'gateway', 'BOSUN_CONFIG').value = '/etc/bosun/bosun.yaml'),
+    checkConfigMapConfig,
+  ],
+  [
+    'the config volume names a missing ConfigMap',
+    (m) => void (podSpec(dep(m, 'coordinator')).volumes.find((v: Obj) => v.configMap).configMap.name = 'nope'),
+    checkConfigMapConfig,
+  ],
   ['configmap.yaml changes without a new hash', (m) => void (m.configmapText += '\n# edited\n'), checkConfigHash],
-  ['an env var missing', (m) => void (container(m, 'coordinator').env = (container(m, 'coordinator').env as Obj[]).filter((e) => e.name !== 'NATS_URL')), checkK8sEnv],
-  ['BOSUN_HEALTH_PORT missing', (m) => void (container(m, 'gateway').env = (container(m, 'gateway').env as Obj[]).filter((e) => e.name !== 'BOSUN_HEALTH_PORT')), checkK8sEnv],
-  ['an env var pointing at a missing ConfigMap key', (m) => void (envEntry(m, 'coordinator', 'REDIS_URL').valueFrom.configMapKeyRef.key = 'REDIS'), checkK8sEnv],
-  ['an env var pointing at a missing ConfigMap', (m) => void (envEntry(m, 'coordinator', 'BOSUN_PREFIX').valueFrom.configMapKeyRef.name = 'nope'), checkK8sEnv],
-  ['an env var pointing at a missing Secret', (m) => void (envEntry(m, 'coordinator', 'GEMINI_API_KEY').valueFrom.secretKeyRef.name = 'nope'), checkK8sEnv],
-  ['the Gemini key written as a plain value', (m) => void (Object.assign(envEntry(m, 'coordinator', 'GEMINI_API_KEY'), { value: 'x', valueFrom: undefined })), checkK8sEnv],
+  [
+    'an env var missing',
+    (m) => void (container(m, 'coordinator').env = (container(m, 'coordinator').env as Obj[]).filter((e) => e.name !== 'NATS_URL')),
+    checkK8sEnv,
+  ],
+  [
+    'BOSUN_HEALTH_PORT missing',
+    (m) => void (container(m, 'gateway').env = (container(m, 'gateway').env as Obj[]).filter((e) => e.name !== 'BOSUN_HEALTH_PORT')),
+    checkK8sEnv,
+  ],
+  [
+    'an env var pointing at a missing ConfigMap key',
+    (m) => void (envEntry(m, 'coordinator', 'REDIS_URL').valueFrom.configMapKeyRef.key = 'REDIS'),
+    checkK8sEnv,
+  ],
+  [
+    'an env var pointing at a missing ConfigMap',
+    (m) => void (envEntry(m, 'coordinator', 'BOSUN_PREFIX').valueFrom.configMapKeyRef.name = 'nope'),
+    checkK8sEnv,
+  ],
+  [
+    'an env var pointing at a missing Secret',
+    (m) => void (envEntry(m, 'coordinator', 'GEMINI_API_KEY').valueFrom.secretKeyRef.name = 'nope'),
+    checkK8sEnv,
+  ],
+  [
+    'the Gemini key written as a plain value',
+    (m) => void Object.assign(envEntry(m, 'coordinator', 'GEMINI_API_KEY'), { value: 'x', valueFrom: undefined }),
+    checkK8sEnv,
+  ],
   ['the code reads a new variable', (m) => m.codeEnv.push('BOSUN_SOMETHING_NEW'), checkK8sEnv],
-  ['the config needs an unset ${VAR}', (m) => void (cm(m, 'bosun-config').data['bosun.yaml'] = cm(m, 'bosun-config').data['bosun.yaml'].replace('${DEMO_MCP_SLOW_MS:-0}', '${DEMO_TOKEN}')), checkK8sEnv],
+  [
+    'the config needs an unset ${VAR}',
+    (m) =>
+      void (cm(m, 'bosun-config').data['bosun.yaml'] = cm(m, 'bosun-config').data['bosun.yaml'].replace(
+        '${DEMO_MCP_SLOW_MS:-0}',
+        '${DEMO_TOKEN}',
+      )),
+    checkK8sEnv,
+  ],
   ['readiness on /healthz', (m) => void (container(m, 'coordinator').readinessProbe.httpGet.path = '/healthz'), checkProbes],
-  ['liveness on /readyz (would kill draining pods)', (m) => void (container(m, 'gateway').livenessProbe.httpGet.path = '/readyz'), checkProbes],
+  [
+    'liveness on /readyz (would kill draining pods)',
+    (m) => void (container(m, 'gateway').livenessProbe.httpGet.path = '/readyz'),
+    checkProbes,
+  ],
   ['a probe on another port', (m) => void (container(m, 'coordinator').livenessProbe.httpGet.port = 9090), checkProbes],
   ['BOSUN_HEALTH_PORT not the probed port', (m) => void (envEntry(m, 'gateway', 'BOSUN_HEALTH_PORT').value = '9000'), checkProbes],
   ['no liveness probe', (m) => void delete container(m, 'coordinator').livenessProbe, checkProbes],
-  ['termination grace equal to the drain time', (m) => void (podSpec(dep(m, 'coordinator')).terminationGracePeriodSeconds = 30), checkTerminationGrace],
-  ['a drain longer than the termination grace', (m) => void (envEntry(m, 'gateway', 'BOSUN_GRACE_MS').value = '60000'), checkTerminationGrace],
-  ['a selector that misses its pods', (m) => void (dep(m, 'coordinator').spec.selector.matchLabels['app.kubernetes.io/component'] = 'other'), checkSelectors],
-  ['a selector that also takes another Deployment’s pods', (m) => void delete dep(m, specialistDep(m)).spec.selector.matchLabels['bosun.dev/specialist'], checkSelectors],
+  [
+    'termination grace equal to the drain time',
+    (m) => void (podSpec(dep(m, 'coordinator')).terminationGracePeriodSeconds = 30),
+    checkTerminationGrace,
+  ],
+  [
+    'a drain longer than the termination grace',
+    (m) => void (envEntry(m, 'gateway', 'BOSUN_GRACE_MS').value = '60000'),
+    checkTerminationGrace,
+  ],
+  [
+    'a selector that misses its pods',
+    (m) => void (dep(m, 'coordinator').spec.selector.matchLabels['app.kubernetes.io/component'] = 'other'),
+    checkSelectors,
+  ],
+  [
+    'a selector that also takes another Deployment’s pods',
+    (m) => void delete dep(m, specialistDep(m)).spec.selector.matchLabels['bosun.dev/specialist'],
+    checkSelectors,
+  ],
   ['no memory limit', (m) => void delete container(m, 'gateway').resources.limits.memory, checkResources],
   ['no cpu request', (m) => void delete container(m, 'coordinator').resources.requests.cpu, checkResources],
-  ['a service entry point that does not exist', (m) => void (container(m, 'coordinator').args = ['node', 'services/coordinater/dist/main.js']), checkK8sCommands],
+  [
+    'a service entry point that does not exist',
+    (m) => void (container(m, 'coordinator').args = ['node', 'services/coordinater/dist/main.js']),
+    checkK8sCommands,
+  ],
   ['no Deployment for the gateway', (m) => void (m.k8s = m.k8s.filter((d) => d.obj !== dep(m, 'gateway'))), checkK8sCommands],
-  ['a specialist Deployment without --only', (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/main.js']), checkSpecialistDeployments],
-  ['--only an unknown specialist', (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/main.js', '--only', 'storage']), checkSpecialistDeployments],
-  ['a specialist of the config with no Deployment', (m) => void (m.k8s = m.k8s.filter((d) => d.obj !== dep(m, specialistDep(m)))), checkSpecialistDeployments],
-  ['a ScaledObject targeting a missing Deployment', (m) => void (scaled(m).spec.scaleTargetRef.name = 'specialist-nope'), checkScaledObjects],
-  ['a ScaledObject on the wrong queue for its Deployment', (m) => void (trigger(m).listName = trigger(m).listName.replace(/specialist-[a-z-]+:wait$/, (s: string) => (s.includes('database') ? 'specialist-kubernetes:wait' : 'specialist-database:wait'))), checkScaledObjects],
-  ['a list name for a specialist that does not exist', (m) => void (trigger(m).listName = 'bosun:specialist-storage:wait'), checkScaledObjects],
+  [
+    'a specialist Deployment without --only',
+    (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/main.js']),
+    checkSpecialistDeployments,
+  ],
+  [
+    '--only an unknown specialist',
+    (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/main.js', '--only', 'storage']),
+    checkSpecialistDeployments,
+  ],
+  [
+    'a specialist of the config with no Deployment',
+    (m) => void (m.k8s = m.k8s.filter((d) => d.obj !== dep(m, specialistDep(m)))),
+    checkSpecialistDeployments,
+  ],
+  [
+    'a ScaledObject targeting a missing Deployment',
+    (m) => void (scaled(m).spec.scaleTargetRef.name = 'specialist-nope'),
+    checkScaledObjects,
+  ],
+  [
+    'a ScaledObject on the wrong queue for its Deployment',
+    (m) =>
+      void (trigger(m).listName = trigger(m).listName.replace(/specialist-[a-z-]+:wait$/, (s: string) =>
+        s.includes('database') ? 'specialist-kubernetes:wait' : 'specialist-database:wait',
+      )),
+    checkScaledObjects,
+  ],
+  [
+    'a list name for a specialist that does not exist',
+    (m) => void (trigger(m).listName = 'bosun:specialist-storage:wait'),
+    checkScaledObjects,
+  ],
   ['a list name with another prefix', (m) => void (cm(m, 'bosun-env').data.BOSUN_PREFIX = 'prod'), checkScaledObjects],
-  ['a list name that is not the wait list', (m) => void (trigger(m).listName = trigger(m).listName.replace(/:wait$/, ':active')), checkScaledObjects],
+  [
+    'a list name that is not the wait list',
+    (m) => void (trigger(m).listName = trigger(m).listName.replace(/:wait$/, ':active')),
+    checkScaledObjects,
+  ],
   ['a listLength that is not a positive integer', (m) => void (trigger(m).listLength = '0'), checkScaledObjects],
-  ['a KEDA address that is not REDIS_URL’s', (m) => void (cm(m, 'bosun-env').data.REDIS_ADDRESS = 'other.bosun.svc.cluster.local:6379'), checkScaledObjects],
-  ['a Redis host KEDA cannot resolve from its namespace', (m) => Object.assign(cm(m, 'bosun-env').data, { REDIS_URL: 'redis://redis:6379', REDIS_ADDRESS: 'redis:6379' }), checkScaledObjects],
+  [
+    'a KEDA address that is not REDIS_URL’s',
+    (m) => void (cm(m, 'bosun-env').data.REDIS_ADDRESS = 'other.bosun.svc.cluster.local:6379'),
+    checkScaledObjects,
+  ],
+  [
+    'a Redis host KEDA cannot resolve from its namespace',
+    (m) => Object.assign(cm(m, 'bosun-env').data, { REDIS_URL: 'redis://redis:6379', REDIS_ADDRESS: 'redis:6379' }),
+    checkScaledObjects,
+  ],
   ['a Redis database KEDA does not look at', (m) => void (cm(m, 'bosun-env').data.REDIS_URL += '/2'), checkScaledObjects],
   ['scale to zero', (m) => void (scaled(m).spec.minReplicaCount = 0), checkScaledObjects],
   ['a specialist without a ScaledObject', (m) => void (m.k8s = m.k8s.filter((d) => d.obj !== scaled(m))), checkScaledObjects],
   ['spec.replicas on a scaled Deployment', (m) => void (dep(m, specialistDep(m)).spec.replicas = 2), checkScaledObjects],
-  ['a Gemini key committed in the Secret', (m) => void (kinds(m, 'Secret')[0]!.stringData.GEMINI_API_KEY = 'AIza-not-a-real-key'), checkSecret],
+  [
+    'a Gemini key committed in the Secret',
+    (m) => void (kinds(m, 'Secret')[0]!.stringData.GEMINI_API_KEY = 'AIza-not-a-real-key'),
+    checkSecret,
+  ],
   ['the Secret without the key', (m) => void delete kinds(m, 'Secret')[0]!.stringData.GEMINI_API_KEY, checkSecret],
-  ['the config mounted one folder too shallow for its MCP paths', (m) => {
-    envEntry(m, 'gateway', 'BOSUN_CONFIG').value = '/app/cluster/bosun.yaml';
-    containers(dep(m, 'gateway'))[0]!.volumeMounts.find((v: Obj) => v.name === 'config').mountPath = '/app/cluster';
-  }, checkK8sMcpPaths],
+  [
+    'the config mounted one folder too shallow for its MCP paths',
+    (m) => {
+      envEntry(m, 'gateway', 'BOSUN_CONFIG').value = '/app/cluster/bosun.yaml';
+      containers(dep(m, 'gateway'))[0]!.volumeMounts.find((v: Obj) => v.name === 'config').mountPath = '/app/cluster';
+    },
+    checkK8sMcpPaths,
+  ],
   ['compose: nats without JetStream', (m) => void (svc(m, 'nats').command = ['nats-server', '-sd', '/data']), checkComposeInfra],
   ['compose: redis without appendonly', (m) => void (svc(m, 'redis').command = ['redis-server']), checkComposeInfra],
   ['compose: another redis major', (m) => void (svc(m, 'redis').image = 'redis:6'), checkComposeInfra],
-  ['compose: a Dockerfile that does not exist', (m) => void (svc(m, 'gateway').build = { context: '..', dockerfile: 'infra/Dockerfile.nope' }), checkComposeBuild],
+  [
+    'compose: a Dockerfile that does not exist',
+    (m) => void (svc(m, 'gateway').build = { context: '..', dockerfile: 'infra/Dockerfile.nope' }),
+    checkComposeBuild,
+  ],
   ['compose: a service without a build', (m) => void delete svc(m, 'coordinator').build, checkComposeBuild],
-  ['compose: a missing env var', (m) => void (svc(m, 'specialist').environment = { ...svc(m, 'specialist').environment, BOSUN_HEALTH_PORT: undefined }), checkComposeEnv],
-  ['compose: REDIS_URL at a host that is not a service', (m) => void (svc(m, 'coordinator').environment = { ...svc(m, 'coordinator').environment, REDIS_URL: 'redis://cache:6379' }), checkComposeEnv],
-  ['compose: a Gemini key written in the file', (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, GEMINI_API_KEY: 'AIza-not-a-real-key' }), checkComposeEnv],
-  ['compose: the config mounted from a missing file', (m) => void (svc(m, 'gateway').volumes = ['./demo/nope.yaml:/app/infra/cluster/bosun.yaml:ro']), checkComposeConfig],
-  ['compose: BOSUN_CONFIG not where the config is mounted', (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, BOSUN_CONFIG: '/app/elsewhere/bosun.yaml' }), checkComposeConfig],
-  ['compose: a healthcheck on another port', (m) => void (svc(m, 'coordinator').healthcheck = { ...svc(m, 'coordinator').healthcheck, test: ['CMD', 'node', '-e', "fetch('http://127.0.0.1:9999/readyz')"] }), checkComposeHealth],
+  [
+    'compose: a missing env var',
+    (m) => void (svc(m, 'specialist').environment = { ...svc(m, 'specialist').environment, BOSUN_HEALTH_PORT: undefined }),
+    checkComposeEnv,
+  ],
+  [
+    'compose: REDIS_URL at a host that is not a service',
+    (m) => void (svc(m, 'coordinator').environment = { ...svc(m, 'coordinator').environment, REDIS_URL: 'redis://cache:6379' }),
+    checkComposeEnv,
+  ],
+  [
+    'compose: a Gemini key written in the file',
+    (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, GEMINI_API_KEY: 'AIza-not-a-real-key' }),
+    checkComposeEnv,
+  ],
+  [
+    'compose: the config mounted from a missing file',
+    (m) => void (svc(m, 'gateway').volumes = ['./demo/nope.yaml:/app/infra/cluster/bosun.yaml:ro']),
+    checkComposeConfig,
+  ],
+  [
+    'compose: BOSUN_CONFIG not where the config is mounted',
+    (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, BOSUN_CONFIG: '/app/elsewhere/bosun.yaml' }),
+    checkComposeConfig,
+  ],
+  [
+    'compose: a healthcheck on another port',
+    (m) =>
+      void (svc(m, 'coordinator').healthcheck = {
+        ...svc(m, 'coordinator').healthcheck,
+        test: ['CMD', 'node', '-e', "fetch('http://127.0.0.1:9999/readyz')"],
+      }),
+    checkComposeHealth,
+  ],
   ['compose: no healthcheck', (m) => void delete svc(m, 'gateway').healthcheck, checkComposeHealth],
-  ['compose: stop_grace_period equal to the drain time', (m) => void (svc(m, 'specialist').stop_grace_period = '30s'), checkComposeStopGrace],
+  [
+    'compose: stop_grace_period equal to the drain time',
+    (m) => void (svc(m, 'specialist').stop_grace_period = '30s'),
+    checkComposeStopGrace,
+  ],
   ['compose: default stop_grace_period (10 s)', (m) => void delete svc(m, 'gateway').stop_grace_period, checkComposeStopGrace],
   ['compose: one specialist', (m) => void (svc(m, 'specialist').deploy = { replicas: 1 }), checkComposeReplicas],
-  ['compose: depends_on a service that does not exist', (m) => void (svc(m, 'coordinator').depends_on = { ...svc(m, 'coordinator').depends_on, postgres: { condition: 'service_started' } }), checkComposeDependsOn],
+  [
+    'compose: depends_on a service that does not exist',
+    (m) => void (svc(m, 'coordinator').depends_on = { ...svc(m, 'coordinator').depends_on, postgres: { condition: 'service_started' } }),
+    checkComposeDependsOn,
+  ],
   ['compose: waiting for health of a service without a healthcheck', (m) => void delete svc(m, 'redis').healthcheck, checkComposeDependsOn],
-  ['a connection *_FILE where no Secret is mounted', (m) => void (cm(m, 'bosun-connections').data.REDIS_TLS_CA_FILE = '/etc/other/ca.crt'), checkConnectionFiles],
-  ['a connection *_FILE naming a key the Secret lacks', (m) => void delete kinds(m, 'Secret').find((x) => x.metadata.name === 'bosun-connections')!.stringData['nats.creds'], checkConnectionFiles],
-  ['the connection files mounted from a ConfigMap', (m) => Object.assign(podSpec(dep(m, 'gateway')).volumes.find((v: Obj) => v.name === 'connections'), { secret: undefined, configMap: { name: 'bosun-connections' } }), checkConnectionFiles],
-  ['world-readable connection files', (m) => void (podSpec(dep(m, 'coordinator')).volumes.find((v: Obj) => v.name === 'connections').secret.defaultMode = 0o644), checkConnectionFiles],
-  ['connection files the process cannot read (no fsGroup)', (m) => void delete podSpec(dep(m, 'coordinator')).securityContext.fsGroup, checkConnectionFiles],
+  [
+    'a connection *_FILE where no Secret is mounted',
+    (m) => void (cm(m, 'bosun-connections').data.REDIS_TLS_CA_FILE = '/etc/other/ca.crt'),
+    checkConnectionFiles,
+  ],
+  [
+    'a connection *_FILE naming a key the Secret lacks',
+    (m) => void delete kinds(m, 'Secret').find((x) => x.metadata.name === 'bosun-connections')!.stringData['nats.creds'],
+    checkConnectionFiles,
+  ],
+  [
+    'the connection files mounted from a ConfigMap',
+    (m) =>
+      Object.assign(
+        podSpec(dep(m, 'gateway')).volumes.find((v: Obj) => v.name === 'connections'),
+        { secret: undefined, configMap: { name: 'bosun-connections' } },
+      ),
+    checkConnectionFiles,
+  ],
+  [
+    'world-readable connection files',
+    (m) => void (podSpec(dep(m, 'coordinator')).volumes.find((v: Obj) => v.name === 'connections').secret.defaultMode = 0o644),
+    checkConnectionFiles,
+  ],
+  [
+    'connection files the process cannot read (no fsGroup)',
+    (m) => void delete podSpec(dep(m, 'coordinator')).securityContext.fsGroup,
+    checkConnectionFiles,
+  ],
   ['a Deployment without the connection variables', (m) => void delete container(m, 'gateway').envFrom, checkConnectionFiles],
-  ['a NATS password as a plain value', (m) => void (container(m, 'coordinator').env as Obj[]).push({ name: 'NATS_PASSWORD', value: 'not-a-secret-place' }), checkConnectionFiles],
-  ['a password committed in the connections Secret', (m) => void (kinds(m, 'Secret').find((x) => x.metadata.name === 'bosun-connections')!.stringData['redis-password'] = 'hunter2'), checkConnectionSecret],
-  ['compose: the example without a connection variable', (m) => void (m.composeExample.text = m.composeExample.text.replace(/NATS_NKEY_SEED_FILE/g, '')), checkComposeConnections],
-  ['compose: the example points a *_FILE at a secret the services do not get', (m) => void (m.composeExample.parsed!['x-bosun'].secrets = m.composeExample.parsed!['x-bosun'].secrets.filter((x: string) => x !== 'nats-password')), checkComposeConnections],
-  ['compose: the example uses a path outside /run/secrets', (m) => void (m.composeExample.parsed!['x-bosun'].environment.REDIS_TLS_CA_FILE = '/etc/ssl/ca.crt'), checkComposeConnections],
-  ['compose: a NATS token written in the file', (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, NATS_TOKEN: 'tok-literal' }), checkComposeConnections],
+  [
+    'a NATS password as a plain value',
+    (m) => void (container(m, 'coordinator').env as Obj[]).push({ name: 'NATS_PASSWORD', value: 'not-a-secret-place' }),
+    checkConnectionFiles,
+  ],
+  [
+    'a password committed in the connections Secret',
+    (m) => void (kinds(m, 'Secret').find((x) => x.metadata.name === 'bosun-connections')!.stringData['redis-password'] = 'hunter2'),
+    checkConnectionSecret,
+  ],
+  [
+    'compose: the example without a connection variable',
+    (m) => void (m.composeExample.text = m.composeExample.text.replace(/NATS_NKEY_SEED_FILE/g, '')),
+    checkComposeConnections,
+  ],
+  [
+    'compose: the example points a *_FILE at a secret the services do not get',
+    (m) =>
+      void (m.composeExample.parsed!['x-bosun'].secrets = m.composeExample.parsed!['x-bosun'].secrets.filter(
+        (x: string) => x !== 'nats-password',
+      )),
+    checkComposeConnections,
+  ],
+  [
+    'compose: the example uses a path outside /run/secrets',
+    (m) => void (m.composeExample.parsed!['x-bosun'].environment.REDIS_TLS_CA_FILE = '/etc/ssl/ca.crt'),
+    checkComposeConnections,
+  ],
+  [
+    'compose: a NATS token written in the file',
+    (m) => void (svc(m, 'gateway').environment = { ...svc(m, 'gateway').environment, NATS_TOKEN: 'tok-literal' }),
+    checkComposeConnections,
+  ],
   ['Dockerfile: no npm ci', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm ci\b/, 'RUN npm install')), checkDockerfile],
   ['Dockerfile: no tsc -b', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npx tsc -b\b/, 'RUN npx tsc -p .')), checkDockerfile],
   ['Dockerfile: no prune', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm prune --omit=dev/, 'RUN true')), checkDockerfile],
-  ['Dockerfile: Node 20 (end of life)', (m) => void (m.dockerfile = m.dockerfile.replace(/FROM node:24/g, 'FROM node:20')), checkDockerfile],
+  [
+    'Dockerfile: Node 20 (end of life)',
+    (m) => void (m.dockerfile = m.dockerfile.replace(/FROM node:24/g, 'FROM node:20')),
+    checkDockerfile,
+  ],
   ['Dockerfile: a new workspace not copied', (m) => m.workspaces.push('services/janitor'), checkDockerfile],
   ['Dockerfile: single stage', (m) => void (m.dockerfile = m.dockerfile.replace(/\nFROM [^\n]*AS runtime[^\n]*\n/, '\n')), checkDockerfile],
 ];
@@ -1095,7 +1448,34 @@ const mutations: Mutation[] = [
 describe('every check can fail', () => {
   it('covers every check', () => {
     const checks = new Set(mutations.map(([, , c]) => c));
-    for (const c of [checkK8sObjects, checkKustomization, checkConfigMapConfig, checkConfigHash, checkK8sEnv, checkProbes, checkTerminationGrace, checkSelectors, checkResources, checkK8sCommands, checkSpecialistDeployments, checkScaledObjects, checkSecret, checkConnectionFiles, checkConnectionSecret, checkK8sMcpPaths, checkComposeInfra, checkComposeBuild, checkComposeEnv, checkComposeConfig, checkComposeHealth, checkComposeStopGrace, checkComposeReplicas, checkComposeDependsOn, checkComposeConnections, checkDockerfile]) {
+    for (const c of [
+      checkK8sObjects,
+      checkKustomization,
+      checkConfigMapConfig,
+      checkConfigHash,
+      checkK8sEnv,
+      checkProbes,
+      checkTerminationGrace,
+      checkSelectors,
+      checkResources,
+      checkK8sCommands,
+      checkSpecialistDeployments,
+      checkScaledObjects,
+      checkSecret,
+      checkConnectionFiles,
+      checkConnectionSecret,
+      checkK8sMcpPaths,
+      checkComposeInfra,
+      checkComposeBuild,
+      checkComposeEnv,
+      checkComposeConfig,
+      checkComposeHealth,
+      checkComposeStopGrace,
+      checkComposeReplicas,
+      checkComposeDependsOn,
+      checkComposeConnections,
+      checkDockerfile,
+    ]) {
       expect(checks.has(c), c.name).toBe(true);
     }
   });

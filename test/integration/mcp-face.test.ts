@@ -4,10 +4,23 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport, type StreamableHTTPClientTransportOptions } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  StreamableHTTPClientTransport,
+  type StreamableHTTPClientTransportOptions,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ApprovalStore, keys, type Approval } from '@bosun/transport';
-import { EventCollector, demoConfig, freePort, openContext, startService, waitUntil, writeConfig, type ServiceProcess, type TestContext } from '../helpers/index.js';
+import {
+  EventCollector,
+  demoConfig,
+  freePort,
+  openContext,
+  startService,
+  waitUntil,
+  writeConfig,
+  type ServiceProcess,
+  type TestContext,
+} from '../helpers/index.js';
 
 // The gateway's own MCP face, served by a real gateway process and used with the MCP SDK's own
 // client: HTTP checks (Host/Origin, paths, token, headers), the policy-filtered tool list, calls,
@@ -51,19 +64,33 @@ function raw(
   init: { method?: string; path?: string; headers?: Record<string, string>; body?: string },
 ): Promise<{ status: number; headers: IncomingHttpHeaders; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: p, method: init.method ?? 'POST', path: init.path ?? '/mcp', headers: { host: `127.0.0.1:${p}`, ...init.headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
-      res.on('error', reject);
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: p,
+        method: init.method ?? 'POST',
+        path: init.path ?? '/mcp',
+        headers: { host: `127.0.0.1:${p}`, ...init.headers },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(init.body);
   });
 }
 
-const INITIALIZE = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+const INITIALIZE = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+});
 const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${TOKEN}` };
 
 /** A TCP proxy to a port whose connections a test can cut, and that can refuse new ones for a while. */
@@ -163,8 +190,18 @@ beforeAll(async () => {
 
   const ro = demoConfig();
   ro.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: callLog };
-  ro.gateway.mcpServer = { port: readOnlyPort, token: '${BOSUN_FACE_TOKEN}', tools: ['demo__*'], mode: 'read-only', approvalTimeoutMs: APPROVAL_TIMEOUT_MS };
-  readOnlyGateway = startService('gateway', { ...env, BOSUN_CONFIG: writeConfig(ctx, ro, 'read-only.json') }, { name: 'gateway-read-only' });
+  ro.gateway.mcpServer = {
+    port: readOnlyPort,
+    token: '${BOSUN_FACE_TOKEN}',
+    tools: ['demo__*'],
+    mode: 'read-only',
+    approvalTimeoutMs: APPROVAL_TIMEOUT_MS,
+  };
+  readOnlyGateway = startService(
+    'gateway',
+    { ...env, BOSUN_CONFIG: writeConfig(ctx, ro, 'read-only.json') },
+    { name: 'gateway-read-only' },
+  );
 
   store = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
   collector = new EventCollector(ctx.nats, ctx.prefix);
@@ -201,7 +238,11 @@ describe('the gateway as an MCP server', () => {
   });
 
   it('answers other paths with a plain 404 before the token check (so no OAuth discovery); only an unknown session is -32001', async () => {
-    for (const path of ['/.well-known/oauth-protected-resource/mcp', '/.well-known/oauth-protected-resource', '/.well-known/oauth-authorization-server']) {
+    for (const path of [
+      '/.well-known/oauth-protected-resource/mcp',
+      '/.well-known/oauth-protected-resource',
+      '/.well-known/oauth-authorization-server',
+    ]) {
       const r = await raw(port, { method: 'GET', path });
       expect(r.status, path).toBe(404);
       expect(r.headers['www-authenticate']).toBeUndefined();
@@ -210,22 +251,40 @@ describe('the gateway as an MCP server', () => {
     const wrongPath = await raw(port, { path: '/other', headers: MCP_HEADERS, body: INITIALIZE });
     expect(wrongPath.status).toBe(404);
     expect(wrongPath.text).not.toContain('-32001');
-    const unknownSession = await raw(port, { headers: { ...MCP_HEADERS, 'mcp-session-id': 'no-such-session' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
+    const unknownSession = await raw(port, {
+      headers: { ...MCP_HEADERS, 'mcp-session-id': 'no-such-session' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+    });
     expect(unknownSession.status).toBe(404);
     expect(JSON.parse(unknownSession.text)).toMatchObject({ error: { code: -32001, message: 'Session not found' } });
   });
 
   it('refuses a Host or Origin that is not allowed with 403 (DNS rebinding), before the token check; loopback names pass by default', async () => {
     // The read-only face keeps the defaults: localhost, 127.0.0.1, [::1] with its port.
-    const evil = await raw(readOnlyPort, { headers: { ...MCP_HEADERS, host: 'evil.example.com', origin: 'http://evil.example.com' }, body: INITIALIZE });
+    const evil = await raw(readOnlyPort, {
+      headers: { ...MCP_HEADERS, host: 'evil.example.com', origin: 'http://evil.example.com' },
+      body: INITIALIZE,
+    });
     expect(evil.status).toBe(403);
     expect(JSON.parse(evil.text)).toMatchObject({ error: { message: expect.stringMatching(/Host "evil.example.com" is not allowed/) } });
-    const noToken = await raw(readOnlyPort, { method: 'GET', path: '/.well-known/oauth-protected-resource', headers: { host: `evil.example.com:${readOnlyPort}` } });
+    const noToken = await raw(readOnlyPort, {
+      method: 'GET',
+      path: '/.well-known/oauth-protected-resource',
+      headers: { host: `evil.example.com:${readOnlyPort}` },
+    });
     expect(noToken.status).toBe(403);
-    const evilOrigin = await raw(readOnlyPort, { headers: { ...MCP_HEADERS, host: `localhost:${readOnlyPort}`, origin: 'http://evil.example.com' }, body: INITIALIZE });
+    const evilOrigin = await raw(readOnlyPort, {
+      headers: { ...MCP_HEADERS, host: `localhost:${readOnlyPort}`, origin: 'http://evil.example.com' },
+      body: INITIALIZE,
+    });
     expect(evilOrigin.status).toBe(403);
-    expect(JSON.parse(evilOrigin.text)).toMatchObject({ error: { message: expect.stringMatching(/Origin "http:\/\/evil.example.com" is not allowed/) } });
-    const local = await raw(readOnlyPort, { headers: { ...MCP_HEADERS, host: `localhost:${readOnlyPort}`, origin: `http://localhost:${readOnlyPort}` }, body: INITIALIZE });
+    expect(JSON.parse(evilOrigin.text)).toMatchObject({
+      error: { message: expect.stringMatching(/Origin "http:\/\/evil.example.com" is not allowed/) },
+    });
+    const local = await raw(readOnlyPort, {
+      headers: { ...MCP_HEADERS, host: `localhost:${readOnlyPort}`, origin: `http://localhost:${readOnlyPort}` },
+      body: INITIALIZE,
+    });
     expect(local.status).toBe(200);
     expect(local.text).toContain('"serverInfo"');
     // Configured values replace the defaults: the read-write face allows 127.0.0.1 (and the proxy) only.
@@ -259,7 +318,14 @@ describe('the gateway as an MCP server', () => {
     // One page: fewer tools than a page holds.
     expect(nextCursor).toBeUndefined();
     const byName = new Map(tools.map((t) => [t.name, t]));
-    expect([...byName.keys()].sort()).toEqual(['demo__get_deployments', 'demo__get_logs', 'demo__get_metrics', 'demo__get_pods', 'demo__list_services', 'demo__restart_pod']);
+    expect([...byName.keys()].sort()).toEqual([
+      'demo__get_deployments',
+      'demo__get_logs',
+      'demo__get_metrics',
+      'demo__get_pods',
+      'demo__list_services',
+      'demo__restart_pod',
+    ]);
     expect(byName.get('demo__get_pods')?.annotations?.readOnlyHint).toBe(true);
     expect(byName.get('demo__get_pods')?.description).toMatch(/List the pods of a service/);
     expect(byName.get('demo__get_pods')?.inputSchema.properties).toHaveProperty('service');
@@ -286,7 +352,10 @@ describe('the gateway as an MCP server', () => {
 
   it('refuses an off tool (a tool result, audited by the gateway) and answers an unknown tool with the JSON-RPC error -32602', async () => {
     const client = await connect();
-    const off = (await client.callTool({ name: 'demo__rollback_deployment', arguments: { service: 'checkout', toVersion: 'v41' } })) as CallToolResult;
+    const off = (await client.callTool({
+      name: 'demo__rollback_deployment',
+      arguments: { service: 'checkout', toVersion: 'v41' },
+    })) as CallToolResult;
     expect(off.isError).toBe(true);
     expect(text(off)).toMatch(/off by policy/);
     expect(logged('rollback_deployment')).toBe(0);
@@ -299,7 +368,11 @@ describe('the gateway as an MCP server', () => {
   it('an ask tool called without waiting returns "approval pending" at once; once approved, the client comes back and it runs exactly once', async () => {
     const client = await connect();
     const args = restartArgs('no-wait');
-    const r = (await client.callTool({ name: 'demo__restart_pod', arguments: args, _meta: { 'bosun/wait': false, 'bosun/reason': 'checkout is crashlooping' } })) as CallToolResult;
+    const r = (await client.callTool({
+      name: 'demo__restart_pod',
+      arguments: args,
+      _meta: { 'bosun/wait': false, 'bosun/reason': 'checkout is crashlooping' },
+    })) as CallToolResult;
     expect(r.isError).toBe(true);
     const id = String(r._meta?.['bosun/approvalId']);
     expect(id).toMatch(/^ap-mcp-/);
@@ -308,26 +381,48 @@ describe('the gateway as an MCP server', () => {
     const a = pending.find((x) => x.id === id);
     expect(a).toMatchObject({ status: 'pending', runId: 'mcp', agent: 'mcp-client', reason: 'checkout is crashlooping' });
     // The call as proposed, and the key it runs under: the approval authorises that key only.
-    expect(a?.calls).toEqual([{ index: 0, tool: 'demo__restart_pod', args, needsApproval: true, key: a?.taskId, digest: expect.stringMatching(/^[0-9a-f]{64}$/) }]);
-    const requested = await collector.waitFor((e) => e.type === 'approval.requested' && e.data.approvalId === id, 5_000, 'approval.requested');
+    expect(a?.calls).toEqual([
+      { index: 0, tool: 'demo__restart_pod', args, needsApproval: true, key: a?.taskId, digest: expect.stringMatching(/^[0-9a-f]{64}$/) },
+    ]);
+    const requested = await collector.waitFor(
+      (e) => e.type === 'approval.requested' && e.data.approvalId === id,
+      5_000,
+      'approval.requested',
+    );
     expect(requested).toMatchObject({ runId: 'mcp', agent: 'mcp-client' });
     expect(logged('restart_pod', 'no-wait')).toBe(0);
 
     // Coming back before a decision, still without waiting: still pending, nothing ran.
-    const again = (await client.callTool({ name: 'demo__restart_pod', arguments: args, _meta: { 'bosun/wait': false, 'bosun/approvalId': id } })) as CallToolResult;
+    const again = (await client.callTool({
+      name: 'demo__restart_pod',
+      arguments: args,
+      _meta: { 'bosun/wait': false, 'bosun/approvalId': id },
+    })) as CallToolResult;
     expect(text(again)).toContain(`approval pending: ${id}`);
 
     await store.decide(id, { approve: true, by: 'tester' });
-    const ran = (await client.callTool({ name: 'demo__restart_pod', arguments: args, _meta: { 'bosun/approvalId': id } })) as CallToolResult;
+    const ran = (await client.callTool({
+      name: 'demo__restart_pod',
+      arguments: args,
+      _meta: { 'bosun/approvalId': id },
+    })) as CallToolResult;
     expect(ran.isError).toBe(false);
     expect(text(ran)).toContain(pod);
     expect(logged('restart_pod', 'no-wait')).toBe(1);
     // The approval covers one effect: presenting it again answers from the record.
-    const twice = (await client.callTool({ name: 'demo__restart_pod', arguments: args, _meta: { 'bosun/approvalId': id } })) as CallToolResult;
+    const twice = (await client.callTool({
+      name: 'demo__restart_pod',
+      arguments: args,
+      _meta: { 'bosun/approvalId': id },
+    })) as CallToolResult;
     expect(text(twice)).toBe(text(ran));
     expect(logged('restart_pod', 'no-wait')).toBe(1);
     // It does not cover other arguments.
-    const other = (await client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('other'), _meta: { 'bosun/approvalId': id } })) as CallToolResult;
+    const other = (await client.callTool({
+      name: 'demo__restart_pod',
+      arguments: restartArgs('other'),
+      _meta: { 'bosun/approvalId': id },
+    })) as CallToolResult;
     expect(other.isError).toBe(true);
     expect(text(other)).toMatch(/does not cover/);
     expect(logged('restart_pod', 'other')).toBe(0);
@@ -351,7 +446,8 @@ describe('the gateway as an MCP server', () => {
     const client = await connect();
     const progress: { message?: string; approvalId?: unknown }[] = [];
     const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-approve') }, undefined, {
-      onprogress: (p) => progress.push({ message: p.message, approvalId: (p._meta as Record<string, unknown> | undefined)?.['bosun/approvalId'] }),
+      onprogress: (p) =>
+        progress.push({ message: p.message, approvalId: (p._meta as Record<string, unknown> | undefined)?.['bosun/approvalId'] }),
     }) as Promise<CallToolResult>;
     const a = await pendingFor('demo__restart_pod', 'wait-approve');
     await waitUntil(() => progress.length > 0, 5_000, 'the first progress notification');
@@ -363,13 +459,22 @@ describe('the gateway as an MCP server', () => {
     expect(r._meta?.['bosun/approvalId']).toBe(a.id);
     expect(logged('restart_pod', 'wait-approve')).toBe(1);
     const audit = await ctx.redis.xrange(keys.audit(ctx.prefix), '-', '+');
-    const entries = audit.map(([, f]) => Object.fromEntries(Array.from({ length: f.length / 2 }, (_, i) => [f[2 * i], f[2 * i + 1]])) as Record<string, string>);
-    expect(entries.find((e) => e.approvalId === a.id)).toMatchObject({ agent: 'mcp-client', tool: 'demo__restart_pod', approver: 'tester', status: 'ok' });
+    const entries = audit.map(
+      ([, f]) => Object.fromEntries(Array.from({ length: f.length / 2 }, (_, i) => [f[2 * i], f[2 * i + 1]])) as Record<string, string>,
+    );
+    expect(entries.find((e) => e.approvalId === a.id)).toMatchObject({
+      agent: 'mcp-client',
+      tool: 'demo__restart_pod',
+      approver: 'tester',
+      status: 'ok',
+    });
   });
 
   it('an ask tool denied while the client waits returns an error with the reason and never runs', async () => {
     const client = await connect();
-    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-deny') }, undefined, { onprogress: () => undefined }) as Promise<CallToolResult>;
+    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-deny') }, undefined, {
+      onprogress: () => undefined,
+    }) as Promise<CallToolResult>;
     const a = await pendingFor('demo__restart_pod', 'wait-deny');
     await store.decide(a.id, { approve: false, reason: 'not during peak hours', by: 'tester' });
     const r = await call;
@@ -381,7 +486,11 @@ describe('the gateway as an MCP server', () => {
   it('an approval nobody decides in time is denied with reason timeout (waiting on request, without a progress token)', async () => {
     const client = await connect();
     const started = Date.now();
-    const r = (await client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-timeout'), _meta: { 'bosun/wait': true } })) as CallToolResult;
+    const r = (await client.callTool({
+      name: 'demo__restart_pod',
+      arguments: restartArgs('wait-timeout'),
+      _meta: { 'bosun/wait': true },
+    })) as CallToolResult;
     expect(Date.now() - started).toBeGreaterThanOrEqual(APPROVAL_TIMEOUT_MS - 500);
     expect(r.isError).toBe(true);
     expect(text(r)).toMatch(/timeout/);
@@ -395,7 +504,10 @@ describe('the gateway as an MCP server', () => {
     // MCP cancellation (notifications/cancelled).
     const client = await connect();
     const abort = new AbortController();
-    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-mcp') }, undefined, { signal: abort.signal, onprogress: () => undefined });
+    const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-mcp') }, undefined, {
+      signal: abort.signal,
+      onprogress: () => undefined,
+    });
     const a = await pendingFor('demo__restart_pod', 'cancel-mcp');
     abort.abort();
     await expect(call).rejects.toThrow();
@@ -404,7 +516,9 @@ describe('the gateway as an MCP server', () => {
 
     // The client ends its session (DELETE) while the call waits.
     const leaving = await connect();
-    const call2 = leaving.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-session') }, undefined, { onprogress: () => undefined });
+    const call2 = leaving.callTool({ name: 'demo__restart_pod', arguments: restartArgs('cancel-session') }, undefined, {
+      onprogress: () => undefined,
+    });
     const b = await pendingFor('demo__restart_pod', 'cancel-session');
     await (leaving.transport as StreamableHTTPClientTransport).terminateSession();
     await gateway.waitForLine(new RegExp(`"approvalId":"${b.id}".*approval wait cancelled`), 3_000);
@@ -418,7 +532,8 @@ describe('the gateway as an MCP server', () => {
     while (Date.now() < end && ((await store.get(a.id))?.status === 'pending' || (await store.get(b.id))?.status === 'pending')) {
       await new Promise((r) => setTimeout(r, 200));
     }
-    for (const id of [a.id, b.id]) expect(await store.get(id)).toMatchObject({ status: 'denied', denyReason: 'timeout', decidedBy: 'bosun (approval timeout)' });
+    for (const id of [a.id, b.id])
+      expect(await store.get(id)).toMatchObject({ status: 'denied', denyReason: 'timeout', decidedBy: 'bosun (approval timeout)' });
     expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-session')).toBe(0);
   });
 

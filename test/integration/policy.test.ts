@@ -6,7 +6,17 @@ import type { ToolCallJob, ToolCallResult } from '@bosun/contract';
 import { createLogger, offeredTools, parseClusterConfig, specialistCaller, type ClusterConfig } from '@bosun/config';
 import { ApprovalStore, DeadLetters, EventPublisher, keys } from '@bosun/transport';
 import { ToolGateway } from '@bosun/tool-gateway';
-import { ENTRY, EventCollector, ROOT, callLog, demoConfig, openContext, waitUntil, type CallLog, type TestContext } from '../helpers/index.js';
+import {
+  ENTRY,
+  EventCollector,
+  ROOT,
+  callLog,
+  demoConfig,
+  openContext,
+  waitUntil,
+  type CallLog,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Tool policy, enforced by the gateway at call time against real MCP servers: capability
 // states, read-only mode (with unannotated tools counted as mutating), approvals, audit, and
@@ -26,7 +36,16 @@ let demoLog: CallLog;
 let n = 0;
 
 function call(agent: string, tool: string, args: Record<string, unknown>, approvalId?: string, key = `k-${++n}`): Promise<ToolCallResult> {
-  const data: ToolCallJob = { v: 1, key, runId: 'r-policy', incidentId: 'inc-policy', agent, tool, args, ...(approvalId ? { approvalId } : {}) };
+  const data: ToolCallJob = {
+    v: 1,
+    key,
+    runId: 'r-policy',
+    incidentId: 'inc-policy',
+    agent,
+    tool,
+    args,
+    ...(approvalId ? { approvalId } : {}),
+  };
   return gateway.process({ name: 'tool-call', id: key, data } as never);
 }
 
@@ -44,7 +63,13 @@ beforeAll(async () => {
   demoLog = callLog(join(ctx.dir, 'demo-calls.jsonl'));
   const raw = demoConfig();
   raw.mcpServers = {
-    demo: { transport: 'stdio', command: process.execPath, args: [ENTRY.demoMcp], env: { DEMO_MCP_CALL_LOG: demoLog.path }, tools: { get_logs: 'off', restart_pod: 'ask', rollback_deployment: 'ask' } },
+    demo: {
+      transport: 'stdio',
+      command: process.execPath,
+      args: [ENTRY.demoMcp],
+      env: { DEMO_MCP_CALL_LOG: demoLog.path },
+      tools: { get_logs: 'off', restart_pod: 'ask', rollback_deployment: 'ask' },
+    },
     fs: { transport: 'stdio', command: process.execPath, args: [bin('@modelcontextprotocol/server-filesystem'), ctx.dir] },
     plain: { transport: 'stdio', command: process.execPath, args: [join(ROOT, 'test/fixtures/mcp/unannotated.mjs')] },
     everything: { transport: 'stdio', command: process.execPath, args: [bin('@modelcontextprotocol/server-everything'), 'stdio'] },
@@ -120,7 +145,15 @@ describe('the gateway enforces the policy at call time', () => {
     const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' };
     expect((await call('writer', 'demo__restart_pod', args)).error).toBe('tool "demo__restart_pod" needs an operator\'s approval');
     const now = Date.now();
-    const base = { runId: 'r-policy', incidentId: 'inc-policy', agent: 'writer', taskId: 't', reason: 'fix', createdAt: new Date(now).toISOString(), timeoutAt: new Date(now + 60_000).toISOString() };
+    const base = {
+      runId: 'r-policy',
+      incidentId: 'inc-policy',
+      agent: 'writer',
+      taskId: 't',
+      reason: 'fix',
+      createdAt: new Date(now).toISOString(),
+      timeoutAt: new Date(now + 60_000).toISOString(),
+    };
     const other = { ...args, pod: 'checkout-7c9d6f8b4-2xk8p' };
     await approvals.request({
       ...base,
@@ -134,7 +167,9 @@ describe('the gateway enforces the policy at call time', () => {
     expect((await call('writer', 'demo__restart_pod', args, 'ap-pending')).error).toMatch(/approval ap-pending is pending, not approved/);
     await approvals.decide('ap-pending', { approve: true, by: 'erin' });
     // The key of the other approved call, with this call's arguments.
-    expect((await call('writer', 'demo__restart_pod', args, 'ap-pending', 't-s1-c1')).error).toBe('approval ap-pending does not cover this call of demo__restart_pod with these arguments');
+    expect((await call('writer', 'demo__restart_pod', args, 'ap-pending', 't-s1-c1')).error).toBe(
+      'approval ap-pending does not cover this call of demo__restart_pod with these arguments',
+    );
     const ok = await call('writer', 'demo__restart_pod', { pod: args.pod, service: args.service }, 'ap-pending', 't-s1-c0');
     expect(ok.status).toBe('ok');
     const audited = (await auditEntries()).find((e) => e.approvalId === 'ap-pending' && e.status === 'ok');
@@ -144,13 +179,27 @@ describe('the gateway enforces the policy at call time', () => {
   it('an approval authorises exactly the keys of the calls it approved, each once', async () => {
     const args = { service: 'checkout', toVersion: 'v41' };
     const now = Date.now();
-    const base = { runId: 'r-policy', incidentId: 'inc-policy', agent: 'writer', taskId: 't-bound', reason: 'roll back', createdAt: new Date(now).toISOString(), timeoutAt: new Date(now + 60_000).toISOString() };
+    const base = {
+      runId: 'r-policy',
+      incidentId: 'inc-policy',
+      agent: 'writer',
+      taskId: 't-bound',
+      reason: 'roll back',
+      createdAt: new Date(now).toISOString(),
+      timeoutAt: new Date(now + 60_000).toISOString(),
+    };
     await approvals.request({
       ...base,
       id: 'ap-t-bound-s2',
       calls: [
         { index: 0, tool: 'demo__rollback_deployment', args, needsApproval: true, key: 't-bound-s2-c0' },
-        { index: 1, tool: 'demo__rollback_deployment', args: { service: 'search', toVersion: 'v8' }, needsApproval: true, key: 't-bound-s2-c1' },
+        {
+          index: 1,
+          tool: 'demo__rollback_deployment',
+          args: { service: 'search', toVersion: 'v8' },
+          needsApproval: true,
+          key: 't-bound-s2-c1',
+        },
       ],
     });
     await approvals.decide('ap-t-bound-s2', { approve: true, only: [0], by: 'erin' });
@@ -161,9 +210,17 @@ describe('the gateway enforces the policy at call time', () => {
     expect(await call('writer', 'demo__rollback_deployment', args, 'ap-t-bound-s2', 't-bound-s2-c0')).toEqual(ok);
     // A new key with the same approval, tool and arguments: refused, audited, reported.
     const replay = await call('writer', 'demo__rollback_deployment', args, 'ap-t-bound-s2', 't-bound-s7-c0');
-    expect(replay.error).toBe('approval ap-t-bound-s2 does not cover this call (key t-bound-s7-c0): it approved t-bound-s2-c0, each once, under its own key');
+    expect(replay.error).toBe(
+      'approval ap-t-bound-s2 does not cover this call (key t-bound-s7-c0): it approved t-bound-s2-c0, each once, under its own key',
+    );
     // The key of a call the operator left out of the approval: refused too.
-    const left = await call('writer', 'demo__rollback_deployment', { service: 'search', toVersion: 'v8' }, 'ap-t-bound-s2', 't-bound-s2-c1');
+    const left = await call(
+      'writer',
+      'demo__rollback_deployment',
+      { service: 'search', toVersion: 'v8' },
+      'ap-t-bound-s2',
+      't-bound-s2-c1',
+    );
     expect(left.error).toMatch(/does not cover this call \(key t-bound-s2-c1\)/);
     expect(demoLog.count('rollback_deployment') - before).toBe(1);
     const audited = (await auditEntries()).filter((e) => e.approvalId === 'ap-t-bound-s2').map((e) => [e.key, e.status]);
@@ -204,12 +261,28 @@ describe('the gateway enforces the policy at call time', () => {
     const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-2xk8p' };
     const now = Date.now();
     // As a specialist stored it before this version: no key, no digest, the real arguments.
-    const old = { id: 'ap-t-old-s3', status: 'pending', runId: 'r-policy', incidentId: 'inc-policy', agent: 'writer', taskId: 't-old', calls: [{ index: 0, tool: 'demo__get_pods', args: { service: 'checkout' }, needsApproval: false }, { index: 1, tool: 'demo__restart_pod', args, needsApproval: true }], reason: 'r', createdAt: new Date(now).toISOString(), timeoutAt: new Date(now + 60_000).toISOString() };
+    const old = {
+      id: 'ap-t-old-s3',
+      status: 'pending',
+      runId: 'r-policy',
+      incidentId: 'inc-policy',
+      agent: 'writer',
+      taskId: 't-old',
+      calls: [
+        { index: 0, tool: 'demo__get_pods', args: { service: 'checkout' }, needsApproval: false },
+        { index: 1, tool: 'demo__restart_pod', args, needsApproval: true },
+      ],
+      reason: 'r',
+      createdAt: new Date(now).toISOString(),
+      timeoutAt: new Date(now + 60_000).toISOString(),
+    };
     await ctx.redis.set(keys.approval(ctx.prefix, old.id), JSON.stringify(old));
     const read = await approvals.get(old.id);
     expect(read?.calls.map((c) => c.key)).toEqual(['t-old-s3-c0', 't-old-s3-c1']);
     await approvals.decide(old.id, { approve: true, by: 'erin' });
-    expect((await call('writer', 'demo__restart_pod', args, old.id, 't-old-s9-c1')).error).toMatch(/does not cover this call \(key t-old-s9-c1\)/);
+    expect((await call('writer', 'demo__restart_pod', args, old.id, 't-old-s9-c1')).error).toMatch(
+      /does not cover this call \(key t-old-s9-c1\)/,
+    );
     expect((await call('writer', 'demo__restart_pod', args, old.id, 't-old-s3-c1')).status).toBe('ok');
   });
 
@@ -225,7 +298,11 @@ describe('the gateway enforces the policy at call time', () => {
     }
     const audited = (await auditEntries()).filter((e) => e.key.startsWith('k-proto-'));
     expect(audited.map((e) => [e.agent, e.status])).toEqual(Object.getOwnPropertyNames(Object.prototype).map((a) => [a, 'refused']));
-    await collector.waitFor((e) => e.type === 'tool.failed' && e.data.key === 'k-proto-toString', 10_000, 'tool.failed of the toString call');
+    await collector.waitFor(
+      (e) => e.type === 'tool.failed' && e.data.key === 'k-proto-toString',
+      10_000,
+      'tool.failed of the toString call',
+    );
   });
 
   it('writes every mutating call to the audit stream, secrets redacted, refusals included', async () => {
@@ -247,7 +324,8 @@ describe('the gateway enforces the policy at call time', () => {
     // three become events. (The fourth may come in the same read as the answer, and the SDK can
     // drop a notification that arrives after its request has ended.) Their events are published
     // after the gateway saw them, so wait for them.
-    const ofCall = () => collector.events.filter((e) => e.type === 'tool.progress' && e.data.tool === 'everything__trigger-long-running-operation');
+    const ofCall = () =>
+      collector.events.filter((e) => e.type === 'tool.progress' && e.data.tool === 'everything__trigger-long-running-operation');
     await waitUntil(() => ofCall().length >= 2, 5_000, 'two tool.progress events');
     const progress = ofCall();
     expect(progress.length).toBeGreaterThanOrEqual(2);

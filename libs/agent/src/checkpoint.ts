@@ -1,7 +1,12 @@
 import { z } from 'zod';
 import { BosunError, InDoubtCall, TaskResult, describeIssues } from '@bosun/contract';
 
-const ToolCallSchema = z.object({ id: z.string(), name: z.string(), args: z.record(z.string(), z.unknown()), signature: z.string().optional() });
+const ToolCallSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  signature: z.string().optional(),
+});
 
 /** A conversation turn as stored in a checkpoint. */
 export const MessageSchema = z.discriminatedUnion('role', [

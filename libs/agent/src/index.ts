@@ -1,4 +1,12 @@
-export { runTask, RetryableTaskError, YieldError, ParkError, DEFAULT_TASK_INSTRUCTION, APPROVED_CALLS_MARKER, taskDeadline } from './task.js';
+export {
+  runTask,
+  RetryableTaskError,
+  YieldError,
+  ParkError,
+  DEFAULT_TASK_INSTRUCTION,
+  APPROVED_CALLS_MARKER,
+  taskDeadline,
+} from './task.js';
 export type { TaskAgentSpec, TaskAgentDeps, TaskPolicy, RunTaskOptions } from './task.js';
 export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';

@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { FINISH_TASK_TOOL, Incident, parseWith, taskIdFor, type Catalog, type CatalogTool, type DeadLetter, type TaskJob, type ToolCallJob, type ToolCallResult } from '@bosun/contract';
+import {
+  FINISH_TASK_TOOL,
+  Incident,
+  parseWith,
+  taskIdFor,
+  type Catalog,
+  type CatalogTool,
+  type DeadLetter,
+  type TaskJob,
+  type ToolCallJob,
+  type ToolCallResult,
+} from '@bosun/contract';
 import { createLogger } from '@bosun/config';
 import { FakeModel, type Model, type ModelRequest, type ModelResponse } from '@bosun/models';
 import { MemoryCheckpointStore, MemoryEventSink, type DeadLetterInput, type ToolClient } from '@bosun/transport';
@@ -14,7 +25,14 @@ const TASK_ID = taskIdFor(RUN_ID, 0, 'ops');
 
 function tool(name: string): CatalogTool {
   const [server, remoteName] = name.split('__') as [string, string];
-  return { name, server, remoteName, description: `${remoteName}`, inputSchema: { type: 'object', properties: {} }, annotations: { readOnlyHint: true } };
+  return {
+    name,
+    server,
+    remoteName,
+    description: `${remoteName}`,
+    inputSchema: { type: 'object', properties: {} },
+    annotations: { readOnlyHint: true },
+  };
 }
 
 class Tools implements ToolClient {
@@ -77,7 +95,13 @@ describe('in-band tool routing', () => {
     expect(model.requests[1]!.tools.map((t) => t.name)).toEqual(['metrics__cpu', LOAD_TOOLS, FINISH_TASK_TOOL]);
     expect(tools.calls.map((c) => c.tool)).toEqual(['metrics__cpu']);
     const done = events.events.find((e) => e.type === 'agent.completed')!;
-    expect(done.data.routing).toEqual({ groupsOffered: ['demo', 'metrics'], groupsLoaded: [], reloads: 0, skipped: ['demo'], nudged: false });
+    expect(done.data.routing).toEqual({
+      groupsOffered: ['demo', 'metrics'],
+      groupsLoaded: [],
+      reloads: 0,
+      skipped: ['demo'],
+      nudged: false,
+    });
     expect(events.events.some((e) => e.type === 'tool.routing' && (e.data.loaded as string[]).includes('metrics__cpu'))).toBe(true);
   });
 

@@ -25,7 +25,10 @@ export interface RoutingState {
 /** The groups and their tools, from the config or one per server. */
 export function routingGroups(spec: RoutingSpec, tools: readonly CatalogTool[]): Map<string, string[]> {
   const groups = new Map<string, string[]>();
-  const entries = Object.keys(spec.groups).length > 0 ? Object.entries(spec.groups) : [...new Set(tools.map((t) => t.server))].map((s) => [s, [`${s}__*`]] as const);
+  const entries =
+    Object.keys(spec.groups).length > 0
+      ? Object.entries(spec.groups)
+      : [...new Set(tools.map((t) => t.server))].map((s) => [s, [`${s}__*`]] as const);
   for (const [name, patterns] of entries) {
     const members = tools.filter((t) => toolAllowed(patterns, t.name)).map((t) => t.name);
     if (members.length > 0) groups.set(name, members);
@@ -36,7 +39,13 @@ export function routingGroups(spec: RoutingSpec, tools: readonly CatalogTool[]):
 /** The initial routing state: the always-on groups loaded. */
 export function initialRouting(spec: RoutingSpec, groups: Map<string, string[]>): RoutingState {
   const on = spec.alwaysOn.filter((g) => groups.has(g));
-  return { loaded: on.flatMap((g) => groups.get(g) ?? []), groupsOffered: [...groups.keys()], groupsLoaded: [...on], reloads: 0, nudged: false };
+  return {
+    loaded: on.flatMap((g) => groups.get(g) ?? []),
+    groupsOffered: [...groups.keys()],
+    groupsLoaded: [...on],
+    reloads: 0,
+    nudged: false,
+  };
 }
 
 /** The declaration of `load_tools`, naming every group and its tools. */
@@ -61,7 +70,12 @@ export function loadToolsDeclaration(groups: Map<string, string[]>, tools: reado
 }
 
 /** Applies a `load_tools` call to the routing state; returns what to tell the model. */
-export function applyLoad(state: RoutingState, groups: Map<string, string[]>, allowed: readonly CatalogTool[], args: Record<string, unknown>) {
+export function applyLoad(
+  state: RoutingState,
+  groups: Map<string, string[]>,
+  allowed: readonly CatalogTool[],
+  args: Record<string, unknown>,
+) {
   const wantGroups = Array.isArray(args.groups) ? args.groups.filter((g): g is string => typeof g === 'string') : [];
   const wantTools = Array.isArray(args.tools) ? args.tools.filter((t): t is string => typeof t === 'string') : [];
   const loaded: string[] = [];

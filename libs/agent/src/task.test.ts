@@ -78,9 +78,29 @@ class FakeTools implements ToolClient {
     if (refused) return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error: refused, durationMs: 0 };
     const how = this.fail[call.tool];
     if (how === 'throw') throw new Error('gateway unreachable');
-    if (how === 'error') return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: false, text: '', error: 'server crashed', durationMs: 1 };
-    if (how === 'in-doubt') return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error: `IN DOUBT: ${call.tool} timed out`, durationMs: 0, inDoubt: true };
-    return { v: 1, key: call.key, tool: call.tool, status: 'ok', isError: false, text: `${call.tool}: ${String(call.args.service)} ok`, durationMs: 1 };
+    if (how === 'error')
+      return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: false, text: '', error: 'server crashed', durationMs: 1 };
+    if (how === 'in-doubt')
+      return {
+        v: 1,
+        key: call.key,
+        tool: call.tool,
+        status: 'error',
+        isError: true,
+        text: '',
+        error: `IN DOUBT: ${call.tool} timed out`,
+        durationMs: 0,
+        inDoubt: true,
+      };
+    return {
+      v: 1,
+      key: call.key,
+      tool: call.tool,
+      status: 'ok',
+      isError: false,
+      text: `${call.tool}: ${String(call.args.service)} ok`,
+      durationMs: 1,
+    };
   }
 }
 
@@ -166,7 +186,12 @@ describe('runTask', () => {
     const seqs = h.events.events.map((e) => e.seq);
     expect(seqs).toEqual([1, 2, 3, 4, 5, 6]);
     const called = h.events.events.filter((e) => e.type === 'model.called');
-    expect(called.map((e) => e.data.calls)).toEqual([['demo__get_pods'], ['demo__get_logs'], ['demo__get_deployments'], [FINISH_TASK_TOOL]]);
+    expect(called.map((e) => e.data.calls)).toEqual([
+      ['demo__get_pods'],
+      ['demo__get_logs'],
+      ['demo__get_deployments'],
+      [FINISH_TASK_TOOL],
+    ]);
     expect(called.map((e) => e.data.step)).toEqual([1, 2, 3, 4]);
     expect(called[0]!.data.model).toBe('fake');
     expect(h.events.events.every((e) => e.runId === RUN_ID && e.agent === 'kubernetes')).toBe(true);
@@ -208,7 +233,14 @@ describe('runTask', () => {
     expect(h.tools.calls).toEqual([]);
 
     expect(h.deadLetters).toHaveLength(1);
-    expect(h.deadLetters[0]!.input).toMatchObject({ kind: 'stall', runId: RUN_ID, incidentId: 'inc-7', agent: 'kubernetes', lastWords: result.lastWords, attempts: 2 });
+    expect(h.deadLetters[0]!.input).toMatchObject({
+      kind: 'stall',
+      runId: RUN_ID,
+      incidentId: 'inc-7',
+      agent: 'kubernetes',
+      lastWords: result.lastWords,
+      attempts: 2,
+    });
     expect(h.deadLetters[0]!.id).toBe(`stall-${TASK_ID}`);
     const stalled = h.events.events.find((e) => e.type === 'agent.stalled');
     expect(stalled?.data).toMatchObject({ taskId: TASK_ID, marker: STALL_MARKER, lastWords: result.lastWords });
@@ -260,7 +292,11 @@ describe('runTask', () => {
     const known = ['demo__get_pods', 'demo__get_logs', 'demo__get_deployments', 'admin__delete_pod'];
     // A gateway deciding as the real one does: unknown tools, and the agent's patterns.
     const tools = new FakeTools({}, (call) =>
-      !known.includes(call.tool) ? `unknown tool "${call.tool}"` : call.tool === 'demo__get_pods' ? undefined : `tool "${call.tool}" is not allowed for agent "kubernetes"`,
+      !known.includes(call.tool)
+        ? `unknown tool "${call.tool}"`
+        : call.tool === 'demo__get_pods'
+          ? undefined
+          : `tool "${call.tool}" is not allowed for agent "kubernetes"`,
     );
     const h = harness(model, { tools });
     const result = await runTask(job({ fake: { calls: { kubernetes: calls } } }), spec({ tools: ['demo__get_pods'] }), h.deps, 1);
@@ -283,7 +319,9 @@ describe('runTask', () => {
     expect(denied.map((r) => r.name)).toEqual(['admin__delete_pod', 'demo__get_logs', 'nosuch__tool', 'constructor']);
     for (const r of denied) {
       expect(r.isError).toBe(true);
-      expect(String(r.output)).toMatch(new RegExp(`^Tool "${r.name}" is not available to this agent: .*${r.name}.*\\. Use only the tools you were given\\.$`));
+      expect(String(r.output)).toMatch(
+        new RegExp(`^Tool "${r.name}" is not available to this agent: .*${r.name}.*\\. Use only the tools you were given\\.$`),
+      );
     }
     expect(String(denied[0]!.output)).toContain('is not allowed for agent "kubernetes"');
     expect(String(denied[2]!.output)).toContain('unknown tool "nosuch__tool"');
@@ -356,7 +394,10 @@ describe('runTask', () => {
 
   it('stalls when the model keeps calling tools after being asked to finish', async () => {
     let n = 0;
-    const model = scripted(() => ({ text: `looking ${++n}`, calls: [{ id: `c${n}`, name: 'demo__get_pods', args: { service: `s${n}` } }] }));
+    const model = scripted(() => ({
+      text: `looking ${++n}`,
+      calls: [{ id: `c${n}`, name: 'demo__get_pods', args: { service: `s${n}` } }],
+    }));
     const h = harness(model);
     const result = await runTask(job(), spec({ maxToolRounds: 1 }), h.deps, 1);
     expect(result.status).toBe('stalled');
@@ -366,7 +407,10 @@ describe('runTask', () => {
 
   it('does not execute a tool call made after being asked to finish', async () => {
     let n = 0;
-    const model = scripted(() => ({ text: `looking ${++n}`, calls: [{ id: `c${n}`, name: 'demo__get_pods', args: { service: `s${n}` } }] }));
+    const model = scripted(() => ({
+      text: `looking ${++n}`,
+      calls: [{ id: `c${n}`, name: 'demo__get_pods', args: { service: `s${n}` } }],
+    }));
     const h = harness(model);
     await runTask(job(), spec({ maxToolRounds: 1 }), h.deps, 1);
     expect(h.tools.calls.map((c) => c.args.service)).toEqual(['s1']);
@@ -441,7 +485,11 @@ describe('runTask', () => {
     expect((err as RetryableTaskError).cause).toBeInstanceOf(ModelError);
     expect(h.deadLetters).toEqual([]);
     // Saved before the call went out, not after each model call or tool round.
-    const saved = (await checkpoints.load(CKPT)) as { result?: unknown; messages: { role: string }[]; pending?: { kind: string; keys: string[] } };
+    const saved = (await checkpoints.load(CKPT)) as {
+      result?: unknown;
+      messages: { role: string }[];
+      pending?: { kind: string; keys: string[] };
+    };
     expect(saved.result).toBeUndefined();
     expect(saved.messages.map((m) => m.role)).toEqual(['user', 'model']);
     expect(saved.pending).toMatchObject({ kind: 'tools', keys: [`${TASK_ID}-s1-c0`] });

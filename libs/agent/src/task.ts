@@ -8,8 +8,24 @@ import {
   type TaskResult,
   type ToolCallResult,
 } from '@bosun/contract';
-import { MAX_TOOLS_PER_REQUEST, buildStallPayload, isReadOnlyTool, toolAllowed, validateAgainstSchema, type Logger, type ToolState } from '@bosun/config';
-import { ModelError, renderIncident, type Message, type Model, type ToolCall, type ToolDeclaration, type ToolResponse } from '@bosun/models';
+import {
+  MAX_TOOLS_PER_REQUEST,
+  buildStallPayload,
+  isReadOnlyTool,
+  toolAllowed,
+  validateAgainstSchema,
+  type Logger,
+  type ToolState,
+} from '@bosun/config';
+import {
+  ModelError,
+  renderIncident,
+  type Message,
+  type Model,
+  type ToolCall,
+  type ToolDeclaration,
+  type ToolResponse,
+} from '@bosun/models';
 import {
   ApprovalError,
   approvalRequestedEvent,
@@ -137,7 +153,13 @@ export interface RunTaskOptions {
  * Always returns a result — completed, stalled or failed — except for a retryable model error,
  * which it throws so the job is retried.
  */
-export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, attempt: number, options: RunTaskOptions = {}): Promise<TaskResult> {
+export async function runTask(
+  job: TaskJob,
+  spec: TaskAgentSpec,
+  deps: TaskAgentDeps,
+  attempt: number,
+  options: RunTaskOptions = {},
+): Promise<TaskResult> {
   const { model, tools, checkpoints, events, log } = deps;
   const base = { runId: job.runId, incidentId: job.incidentId, agent: spec.name };
   const ckptId = `task:${job.taskId}`;
@@ -195,7 +217,8 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         }
       : undefined;
   // Routing's one nudge: the model tries to answer before loading anything it could load.
-  const shouldNudge = () => !!state.routing && !state.routing.nudged && state.routing.groupsLoaded.length === 0 && state.routing.loaded.length === 0;
+  const shouldNudge = () =>
+    !!state.routing && !state.routing.nudged && state.routing.groupsLoaded.length === 0 && state.routing.loaded.length === 0;
 
   // Every result carries the calls whose outcome is unknown, however the task ends.
   const finish = async (result: TaskResult): Promise<TaskResult> => {
@@ -211,7 +234,17 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     // Step boundary: where a task may stop (saving what it has) or be handed over.
     if (Date.now() >= deadline()) {
       const paused = state.approvalWaitMs ? `, moved by ${state.approvalWaitMs} ms spent waiting for approvals` : '';
-      return finish(await incomplete('timeout', job, spec, deps, state, attempt, `did not finish before its deadline (${job.deadlineAt ?? ''}${paused})`));
+      return finish(
+        await incomplete(
+          'timeout',
+          job,
+          spec,
+          deps,
+          state,
+          attempt,
+          `did not finish before its deadline (${job.deadlineAt ?? ''}${paused})`,
+        ),
+      );
     }
     if (deps.shouldYield?.()) {
       if (dirty) await save();
@@ -220,7 +253,15 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     const cancelled = (): Promise<TaskResult> => {
       log.info({ taskId: job.taskId, runId: job.runId }, 'task cancelled (by the coordinator, or its run by an operator)');
       const why = 'cancelled: the coordinator gave up on this task, or an operator cancelled its run';
-      return finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output: buildStallPayload(spec, spec.name, lastWordsOf(state.messages), why), attempts: attempt, error: 'cancelled' });
+      return finish({
+        v: 1,
+        taskId: job.taskId,
+        agent: spec.name,
+        status: 'stalled',
+        output: buildStallPayload(spec, spec.name, lastWordsOf(state.messages), why),
+        attempts: attempt,
+        error: 'cancelled',
+      });
     };
 
     if (last.role !== 'model') {
@@ -278,12 +319,17 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     // The model has spoken; act on it — unless the coordinator has given up on this task: then
     // nothing it asks for may take effect. The check is awaited before each effect below.
     let cancelCheck: Promise<boolean> | undefined;
-    const isCancelled = (): Promise<boolean> => (cancelCheck ??= deps.isCancelled ? deps.isCancelled(job.taskId, job.runId) : Promise.resolve(false));
+    const isCancelled = (): Promise<boolean> =>
+      (cancelCheck ??= deps.isCancelled ? deps.isCancelled(job.taskId, job.runId) : Promise.resolve(false));
     const calls = last.calls ?? [];
     if (shouldNudge() && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL))) {
       state.routing!.nudged = true;
       const nudge = `You have not loaded any tools yet. Load what you need with ${LOAD_TOOLS} (groups: ${state.routing!.groupsOffered.join(', ')}) before you answer; if none is relevant, call ${FINISH_TASK_TOOL} again.`;
-      if (calls.length > 0) state.messages.push({ role: 'tool', responses: calls.map((c) => ({ id: c.id, name: c.name, isError: true, output: `Not accepted yet. ${nudge}` })) });
+      if (calls.length > 0)
+        state.messages.push({
+          role: 'tool',
+          responses: calls.map((c) => ({ id: c.id, name: c.name, isError: true, output: `Not accepted yet. ${nudge}` })),
+        });
       else state.messages.push({ role: 'user', text: nudge });
       events.emit({ ...base, type: 'tool.routing', data: { taskId: job.taskId, action: 'nudge', stats: routingStats() } });
       await save();
@@ -300,19 +346,44 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         // No check here: a task the coordinator gave up on already has its INCOMPLETE part in the
         // run, and a late result for it is ignored there.
         const stats = routingStats();
-        const result = await finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output: finishCall.args, attempts: attempt });
-        events.emit({ ...base, type: 'agent.completed', data: { taskId: job.taskId, steps: state.step, output: finishCall.args, ...(stats ? { routing: stats } : {}) } });
+        const result = await finish({
+          v: 1,
+          taskId: job.taskId,
+          agent: spec.name,
+          status: 'completed',
+          output: finishCall.args,
+          attempts: attempt,
+        });
+        events.emit({
+          ...base,
+          type: 'agent.completed',
+          data: { taskId: job.taskId, steps: state.step, output: finishCall.args, ...(stats ? { routing: stats } : {}) },
+        });
         return result;
       }
       state.invalidOutputs++;
       if (state.invalidOutputs > spec.maxInvalidOutputs) {
-        return finish(await failTask(job, spec, deps, state, attempt, `finish_task output did not match the output schema ${state.invalidOutputs} times: ${problem}`));
+        return finish(
+          await failTask(
+            job,
+            spec,
+            deps,
+            state,
+            attempt,
+            `finish_task output did not match the output schema ${state.invalidOutputs} times: ${problem}`,
+          ),
+        );
       }
       state.messages.push({
         role: 'tool',
         responses: calls.map((c) =>
           c === finishCall
-            ? { id: c.id, name: c.name, isError: true, output: `Your output does not match the required schema: ${problem}. Call finish_task again with a conforming output.` }
+            ? {
+                id: c.id,
+                name: c.name,
+                isError: true,
+                output: `Your output does not match the required schema: ${problem}. Call finish_task again with a conforming output.`,
+              }
             : { id: c.id, name: c.name, isError: true, output: 'Not executed: finish_task was called in the same turn.' },
         ),
       });
@@ -323,7 +394,17 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
     if (state.askedToFinish) {
       // Asked once to finish and it reached for tools again: nothing it was not offered runs.
       if (await isCancelled()) return cancelled();
-      return finish(await incomplete('stall', job, spec, deps, state, attempt, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`));
+      return finish(
+        await incomplete(
+          'stall',
+          job,
+          spec,
+          deps,
+          state,
+          attempt,
+          `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`,
+        ),
+      );
     }
 
     // Calls to `ask` tools wait for an operator: the whole turn is proposed as written, the task
@@ -335,7 +416,16 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       // resumed task acts on exactly the calls that were proposed, never on a new model turn.
       if (dirty) await save();
       if (await isCancelled()) return cancelled();
-      approval = await awaitApproval(job, spec, deps, state, ckptId, calls, asking.map((c) => byName.get(c.name)!), policy);
+      approval = await awaitApproval(
+        job,
+        spec,
+        deps,
+        state,
+        ckptId,
+        calls,
+        asking.map((c) => byName.get(c.name)!),
+        policy,
+      );
       // The wait for the operator is over: it moves the deadline, in the same write as the round.
       if (state.pending?.kind === 'approval') {
         const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
@@ -359,19 +449,31 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
       calls.map(async (call, index): Promise<ToolResponse> => {
         if (call.name === LOAD_TOOLS && groups && state.routing) {
           const outcome = applyLoad(state.routing, groups, allowed, call.args);
-          events.emit({ ...base, type: 'tool.routing', data: { taskId: job.taskId, action: 'load', loaded: outcome.loaded, unknown: outcome.unknown, stats: routingStats() } });
+          events.emit({
+            ...base,
+            type: 'tool.routing',
+            data: { taskId: job.taskId, action: 'load', loaded: outcome.loaded, unknown: outcome.unknown, stats: routingStats() },
+          });
           return { id: call.id, name: call.name, isError: outcome.unknown.length > 0 && outcome.loaded.length === 0, output: outcome };
         }
         const tool = byName.get(call.name);
         if (tool && groups && state.routing && !state.routing.loaded.includes(call.name)) {
-          return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not loaded. Load it with ${LOAD_TOOLS} first.` };
+          return {
+            id: call.id,
+            name: call.name,
+            isError: true,
+            output: `Tool "${call.name}" is not loaded. Load it with ${LOAD_TOOLS} first.`,
+          };
         }
         // A tool this agent was not offered (or that does not exist) still goes to the gateway:
         // policy is decided, audited and reported there (tool.failed), in one place.
         const notOffered = !tool;
         const needsApproval = approval?.calls.some((c) => c.index === index && c.needsApproval) ?? false;
         if (needsApproval && !(approval?.status === 'approved' && (approval.approved ?? []).includes(index))) {
-          const why = approval?.status === 'denied' ? `the operator denied it${approval.denyReason ? `: ${approval.denyReason}` : ''}` : 'the operator did not approve this call';
+          const why =
+            approval?.status === 'denied'
+              ? `the operator denied it${approval.denyReason ? `: ${approval.denyReason}` : ''}`
+              : 'the operator did not approve this call';
           return { id: call.id, name: call.name, isError: true, output: `Not executed: ${why}.` };
         }
         let result: ToolCallResult;
@@ -394,9 +496,18 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
         }
         if (result.inDoubt) inDoubt[index] = { key: toolCallKey(job.taskId, step, index), tool: call.name };
         if (notOffered && result.status === 'error') {
-          return { id: call.id, name: call.name, isError: true, output: `Tool "${call.name}" is not available to this agent: ${result.error ?? 'refused'}. Use only the tools you were given.` };
+          return {
+            id: call.id,
+            name: call.name,
+            isError: true,
+            output: `Tool "${call.name}" is not available to this agent: ${result.error ?? 'refused'}. Use only the tools you were given.`,
+          };
         }
-        if (notOffered) log.warn({ taskId: job.taskId, tool: call.name }, 'the gateway ran a tool this agent was not offered: the specialist and the gateway disagree on the policy (different config files?)');
+        if (notOffered)
+          log.warn(
+            { taskId: job.taskId, tool: call.name },
+            'the gateway ran a tool this agent was not offered: the specialist and the gateway disagree on the policy (different config files?)',
+          );
         if (result.status === 'error') {
           return { id: call.id, name: call.name, isError: true, output: `The tool call failed: ${result.error ?? 'unknown error'}` };
         }
@@ -436,7 +547,8 @@ async function awaitApproval(
   policy: TaskPolicy,
 ): Promise<Approval> {
   const store = deps.approvals;
-  if (!store) throw new BosunError('no_approvals', `agent ${spec.name} called a tool that needs approval, but no approval store is configured`);
+  if (!store)
+    throw new BosunError('no_approvals', `agent ${spec.name} called a tool that needs approval, but no approval store is configured`);
   const id = `ap-${job.taskId}-s${state.step}`;
   let approval = await store.get(id);
   if (!approval) {
@@ -449,7 +561,13 @@ async function awaitApproval(
       incidentId: job.incidentId,
       agent: spec.name,
       taskId: job.taskId,
-      calls: calls.map((c, index) => ({ index, tool: c.name, args: c.args, needsApproval: asking.has(c.name), key: toolCallKey(job.taskId, state.step, index) })),
+      calls: calls.map((c, index) => ({
+        index,
+        tool: c.name,
+        args: c.args,
+        needsApproval: asking.has(c.name),
+        key: toolCallKey(job.taskId, state.step, index),
+      })),
       reason: last?.role === 'model' ? (last.text ?? '') : '',
       createdAt: new Date().toISOString(),
       timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
@@ -481,7 +599,11 @@ async function awaitApproval(
  * approvals (decided ones, and the one it waits for now). A task waiting for an operator is not
  * running out of time; the run's own deadline still applies.
  */
-export function taskDeadline(deadlineAt: string | undefined, state: Pick<TaskCheckpointData, 'approvalWaitMs' | 'pending'> | null, now = Date.now()): number {
+export function taskDeadline(
+  deadlineAt: string | undefined,
+  state: Pick<TaskCheckpointData, 'approvalWaitMs' | 'pending'> | null,
+  now = Date.now(),
+): number {
   if (!deadlineAt) return Number.POSITIVE_INFINITY;
   const waiting = state?.pending?.kind === 'approval' ? Math.max(0, now - Date.parse(state.pending.at)) : 0;
   return Date.parse(deadlineAt) + (state?.approvalWaitMs ?? 0) + waiting;
@@ -494,10 +616,22 @@ function describeDecision(a: Approval): string {
   const refused = asking.filter((c) => !approved.includes(c));
   const line = (c: Approval['calls'][number]) => `- [${c.index}] ${c.tool} ${JSON.stringify(c.args)}`;
   const parts: string[] = [];
-  if (approved.length > 0) parts.push(`${APPROVED_CALLS_MARKER} (approval ${a.id}, by ${a.decidedBy ?? 'an operator'}); they were executed as written:`, ...approved.map(line));
+  if (approved.length > 0)
+    parts.push(
+      `${APPROVED_CALLS_MARKER} (approval ${a.id}, by ${a.decidedBy ?? 'an operator'}); they were executed as written:`,
+      ...approved.map(line),
+    );
   if (refused.length > 0) {
-    const why = a.status === 'denied' ? (a.denyReason === 'timeout' ? 'nobody decided in time (timeout)' : `denied: ${a.denyReason ?? 'no reason given'}`) : 'not included in the approval';
-    parts.push(`An operator did NOT approve the following calls (${why}); they were not executed. Continue without them:`, ...refused.map(line));
+    const why =
+      a.status === 'denied'
+        ? a.denyReason === 'timeout'
+          ? 'nobody decided in time (timeout)'
+          : `denied: ${a.denyReason ?? 'no reason given'}`
+        : 'not included in the approval';
+    parts.push(
+      `An operator did NOT approve the following calls (${why}); they were not executed. Continue without them:`,
+      ...refused.map(line),
+    );
   }
   return parts.join('\n');
 }
@@ -527,12 +661,29 @@ function lastWordsOf(messages: readonly Message[]): string {
  * reporting) or `timeout` (its deadline passed). Nothing is invented: the payload comes from
  * the configured or derived stall payload, with the agent's last words verbatim.
  */
-async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {
+async function incomplete(
+  kind: 'stall' | 'timeout',
+  job: TaskJob,
+  spec: TaskAgentSpec,
+  deps: TaskAgentDeps,
+  state: TaskCheckpointData,
+  attempt: number,
+  reason: string,
+): Promise<TaskResult> {
   const lastWords = lastWordsOf(state.messages);
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
   // The dead letter first: an event that announces a stall always points at an entry that exists.
   await deps.deadLetters.add(
-    { kind, runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason: `${spec.name} ${reason}`, lastWords, attempts: attempt },
+    {
+      kind,
+      runId: job.runId,
+      incidentId: job.incidentId,
+      agent: spec.name,
+      taskId: job.taskId,
+      reason: `${spec.name} ${reason}`,
+      lastWords,
+      attempts: attempt,
+    },
     `${kind}-${job.taskId}`,
   );
   deps.events.emit({
@@ -543,14 +694,39 @@ async function incomplete(kind: 'stall' | 'timeout', job: TaskJob, spec: TaskAge
     data: { taskId: job.taskId, kind, reason, marker: STALL_MARKER, lastWords },
   });
   deps.log.warn({ taskId: job.taskId, kind, reason }, 'task incomplete');
-  return { v: 1, taskId: job.taskId, agent: spec.name, status: 'stalled', output, attempts: attempt, lastWords, ...(kind === 'timeout' ? { error: reason } : {}) };
+  return {
+    v: 1,
+    taskId: job.taskId,
+    agent: spec.name,
+    status: 'stalled',
+    output,
+    attempts: attempt,
+    lastWords,
+    ...(kind === 'timeout' ? { error: reason } : {}),
+  };
 }
 
-async function failTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, state: TaskCheckpointData, attempt: number, reason: string): Promise<TaskResult> {
+async function failTask(
+  job: TaskJob,
+  spec: TaskAgentSpec,
+  deps: TaskAgentDeps,
+  state: TaskCheckpointData,
+  attempt: number,
+  reason: string,
+): Promise<TaskResult> {
   const lastWords = lastWordsOf(state.messages);
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
   await deps.deadLetters.add(
-    { kind: 'failure', runId: job.runId, incidentId: job.incidentId, agent: spec.name, taskId: job.taskId, reason, lastWords, attempts: attempt },
+    {
+      kind: 'failure',
+      runId: job.runId,
+      incidentId: job.incidentId,
+      agent: spec.name,
+      taskId: job.taskId,
+      reason,
+      lastWords,
+      attempts: attempt,
+    },
     `failure-${job.taskId}`,
   );
   deps.events.emit({

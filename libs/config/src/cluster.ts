@@ -199,9 +199,13 @@ const Gateway = z
          * `Host` values accepted (DNS-rebinding protection), as `name[:port]`. Default: localhost,
          * 127.0.0.1, [::1] and a non-wildcard `host`, each with the face's port.
          */
-        allowedHosts: z.array(z.string().refine((v) => normalizeHost(v) !== undefined, 'must be a Host value: name[:port] or [v6][:port]')).optional(),
+        allowedHosts: z
+          .array(z.string().refine((v) => normalizeHost(v) !== undefined, 'must be a Host value: name[:port] or [v6][:port]'))
+          .optional(),
         /** `Origin` values accepted, as `http(s)://host[:port]`. Default: `http://` and each default host. A request without `Origin` passes. */
-        allowedOrigins: z.array(z.string().refine((v) => normalizeOrigin(v) !== undefined, 'must be an origin: http(s)://host[:port]')).optional(),
+        allowedOrigins: z
+          .array(z.string().refine((v) => normalizeOrigin(v) !== undefined, 'must be an origin: http(s)://host[:port]'))
+          .optional(),
         mode: z.enum(['read-only', 'read-write']).default('read-write'),
         approvalTimeoutMs: substitutable(z.number().int().positive()).default(300_000),
       })
@@ -302,7 +306,9 @@ function resolveScalars(node: unknown, path: string[], options: ParseOptions, en
       resolveScalars(value, at, options, env);
       continue;
     }
-    (node as Record<string, unknown>)[key] = resolvesScalarAt(at, options) ? resolveScalar(value, at.join('.'), options.file, env) : value.text;
+    (node as Record<string, unknown>)[key] = resolvesScalarAt(at, options)
+      ? resolveScalar(value, at.join('.'), options.file, env)
+      : value.text;
   }
 }
 
@@ -314,7 +320,9 @@ function resolveScalar(placeholder: ScalarPlaceholder, field: string, file: stri
   if (placeholder.kind === 'number') value = /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : undefined;
   else value = /^true$/i.test(text) ? true : /^false$/i.test(text) ? false : undefined;
   if (value === undefined) {
-    throw new ConfigError(`${file}: ${field}: ${placeholder.text} must give ${placeholder.kind === 'number' ? 'a number' : 'true or false'} (${source})`);
+    throw new ConfigError(
+      `${file}: ${field}: ${placeholder.text} must give ${placeholder.kind === 'number' ? 'a number' : 'true or false'} (${source})`,
+    );
   }
   const checked = placeholder.schema.safeParse(value);
   if (!checked.success) {
@@ -363,7 +371,8 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   resolveScalars(config, [], options, env);
   const names = Object.keys(config.specialists);
   if (names.length === 0) throw new ConfigError(`${file}: specialists: at least one specialist is required`);
-  if (names.includes('mcp-client')) throw new ConfigError(`${file}: specialists.mcp-client: the name is reserved for clients of the gateway's MCP face`);
+  if (names.includes('mcp-client'))
+    throw new ConfigError(`${file}: specialists.mcp-client: the name is reserved for clients of the gateway's MCP face`);
   for (const [reason, targets] of Object.entries(config.coordinator.routes)) {
     for (const t of targets) {
       if (!specialistConfig(config, t)) {
@@ -399,7 +408,9 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   const checkPattern = (pattern: string, field: string) => {
     const server = pattern.split('__')[0] ?? '';
     if (!pattern.includes('__') || !servers.includes(server)) {
-      throw new ConfigError(`${file}: ${field}: "${pattern}" must be "<server>__<tool>" or "<server>__*" with a server from mcpServers (known: ${servers.join(', ') || 'none'})`);
+      throw new ConfigError(
+        `${file}: ${field}: "${pattern}" must be "<server>__<tool>" or "<server>__*" with a server from mcpServers (known: ${servers.join(', ') || 'none'})`,
+      );
     }
   };
   for (const [i, pattern] of (config.gateway.mcpServer?.tools ?? []).entries()) checkPattern(pattern, `gateway.mcpServer.tools.${i}`);
@@ -409,7 +420,8 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
     }
     for (const g of spec.routing.alwaysOn) {
       const known = Object.keys(spec.routing.groups).length > 0 ? Object.keys(spec.routing.groups) : servers;
-      if (!known.includes(g)) throw new ConfigError(`${file}: specialists.${name}.routing.alwaysOn: unknown group "${g}" (known: ${known.join(', ')})`);
+      if (!known.includes(g))
+        throw new ConfigError(`${file}: specialists.${name}.routing.alwaysOn: unknown group "${g}" (known: ${known.join(', ')})`);
     }
     for (const [i, pattern] of spec.tools.entries()) {
       const server = pattern.split('__')[0] ?? '';

@@ -44,7 +44,11 @@ function minimal(): Record<string, any> {
 }
 
 /** The ConfigError thrown by parsing `raw`. */
-function configError(raw: unknown, env: NodeJS.ProcessEnv = {}, options: { resolveServers?: boolean; resolveOperatorToken?: boolean } = {}): ConfigError {
+function configError(
+  raw: unknown,
+  env: NodeJS.ProcessEnv = {},
+  options: { resolveServers?: boolean; resolveOperatorToken?: boolean } = {},
+): ConfigError {
   try {
     parseClusterConfig(raw, { file: 'cluster.yaml', env, ...options });
   } catch (err) {
@@ -258,7 +262,11 @@ describe('${VAR} in number and boolean fields', () => {
     const raw = withFace('${MCP_PORT}');
     raw.workers = { lockDurationMs: '${LOCK_MS:-15000}', maxStalledCount: '${STALLS}' };
     raw.specialists.kubernetes.deadlineMs = '${DEADLINE_S}000';
-    const config = parseClusterConfig(raw, { file: 'cluster.yaml', env: { MCP_PORT: '8090', STALLS: ' 3 ', DEADLINE_S: '90' }, ...gatewayOnly });
+    const config = parseClusterConfig(raw, {
+      file: 'cluster.yaml',
+      env: { MCP_PORT: '8090', STALLS: ' 3 ', DEADLINE_S: '90' },
+      ...gatewayOnly,
+    });
     expect(config.gateway.mcpServer?.port).toBe(8090);
     expect(config.workers.lockDurationMs).toBe(15_000);
     expect(config.workers.maxStalledCount).toBe(3);
@@ -280,7 +288,10 @@ describe('${VAR} in number and boolean fields', () => {
     const dir = mkdtempSync(join(tmpdir(), 'bosun-config-'));
     try {
       const file = join(dir, 'bosun.yaml');
-      writeFileSync(file, `${stringify(minimal())}gateway:\n  callTimeoutMs: \${CALL_MS}\n  mcpServer:\n    port: \${MCP_PORT:-9000}\n    token: x\n`);
+      writeFileSync(
+        file,
+        `${stringify(minimal())}gateway:\n  callTimeoutMs: \${CALL_MS}\n  mcpServer:\n    port: \${MCP_PORT:-9000}\n    token: x\n`,
+      );
       const config = loadClusterConfig(file, { env: { CALL_MS: '2500' } });
       expect(config.gateway.callTimeoutMs).toBe(2_500);
       expect(config.gateway.mcpServer?.port).toBe(9_000);
@@ -292,25 +303,33 @@ describe('${VAR} in number and boolean fields', () => {
   it('a value that is not a number or a boolean names the field and the variable, and never shows the value', () => {
     const secret = 'sk-live-0123456789abcdef';
     const notNumber = configError(withFace('${MCP_PORT}'), { MCP_PORT: secret });
-    expect(notNumber.message).toBe('cluster.yaml: gateway.mcpServer.port: ${MCP_PORT} must give a number (environment variable MCP_PORT; its value is not shown)');
+    expect(notNumber.message).toBe(
+      'cluster.yaml: gateway.mcpServer.port: ${MCP_PORT} must give a number (environment variable MCP_PORT; its value is not shown)',
+    );
     const outOfRange = configError(withFace('${MCP_PORT}'), { MCP_PORT: '70000' });
     expect(outOfRange.message).toContain('gateway.mcpServer.port: ${MCP_PORT}: Too big');
     expect(outOfRange.message).toContain('MCP_PORT; its value is not shown');
     expect(outOfRange.message).not.toContain('70000');
     const fraction = minimal();
     fraction.workers = { maxStalledCount: '${STALLS}' };
-    expect(configError(fraction, { STALLS: '1.5' }).message).toMatch(/^cluster\.yaml: workers\.maxStalledCount: \$\{STALLS\}: .*expected int/);
+    expect(configError(fraction, { STALLS: '1.5' }).message).toMatch(
+      /^cluster\.yaml: workers\.maxStalledCount: \$\{STALLS\}: .*expected int/,
+    );
     const bool = minimal();
     bool.specialists.kubernetes.routing = { enabled: '${ROUTING}' };
     const badBool = configError(bool, { ROUTING: secret });
-    expect(badBool.message).toBe('cluster.yaml: specialists.kubernetes.routing.enabled: ${ROUTING} must give true or false (environment variable ROUTING; its value is not shown)');
+    expect(badBool.message).toBe(
+      'cluster.yaml: specialists.kubernetes.routing.enabled: ${ROUTING} must give true or false (environment variable ROUTING; its value is not shown)',
+    );
     for (const err of [notNumber, outOfRange, badBool]) expect(err.message).not.toContain(secret);
     // A default from the file is not secret: it is shown.
     expect(configError(withFace('${MCP_PORT:-eighty}'), {}).message).toContain('must give a number ("eighty")');
   });
 
   it('an unset variable without a default names the field and the variable', () => {
-    expect(configError(withFace('${MCP_PORT}'), {}).message).toBe('cluster.yaml: gateway.mcpServer.port: environment variable MCP_PORT is not set');
+    expect(configError(withFace('${MCP_PORT}'), {}).message).toBe(
+      'cluster.yaml: gateway.mcpServer.port: environment variable MCP_PORT is not set',
+    );
   });
 
   it('a plain string is still not a number', () => {
@@ -331,12 +350,18 @@ describe('${VAR} in number and boolean fields', () => {
     expect(specialist.coordinator.http?.port).toBe('${API_PORT}');
     expect(specialist.workers.lockDurationMs).toBe(20_000);
     // The gateway needs its port, not the coordinator's.
-    expect(configError(minimal2(raw), env, gatewayOnly).message).toBe('cluster.yaml: gateway.mcpServer.port: environment variable MCP_PORT is not set');
+    expect(configError(minimal2(raw), env, gatewayOnly).message).toBe(
+      'cluster.yaml: gateway.mcpServer.port: environment variable MCP_PORT is not set',
+    );
     const gateway = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { ...env, MCP_PORT: '8090' }, ...gatewayOnly });
     expect(gateway.gateway.mcpServer?.port).toBe(8090);
     expect(gateway.coordinator.http?.port).toBe('${API_PORT}');
     // The coordinator needs its port, not the gateway's.
-    const coordinator = parseClusterConfig(minimal2(raw), { file: 'cluster.yaml', env: { ...env, API_PORT: '8081', OP_TOKEN: 'op-token-1' }, resolveServers: false });
+    const coordinator = parseClusterConfig(minimal2(raw), {
+      file: 'cluster.yaml',
+      env: { ...env, API_PORT: '8081', OP_TOKEN: 'op-token-1' },
+      resolveServers: false,
+    });
     expect(coordinator.coordinator.http?.port).toBe(8081);
     expect(coordinator.gateway.mcpServer?.port).toBe('${MCP_PORT}');
   });
@@ -350,7 +375,11 @@ describe('stall payloads and schema validation', () => {
   });
 
   it('deriveStallPayload refuses a required number', () => {
-    const schema = { type: 'object', required: ['summary', 'count'], properties: { summary: { type: 'string' }, count: { type: 'number' } } };
+    const schema = {
+      type: 'object',
+      required: ['summary', 'count'],
+      properties: { summary: { type: 'string' }, count: { type: 'number' } },
+    };
     expect(() => deriveStallPayload(schema, 'x')).toThrow(/count.*stallPayload/);
   });
 
@@ -362,7 +391,9 @@ describe('stall payloads and schema validation', () => {
     const missing = validateAgainstSchema(reportSchema(), { summary: 's' });
     expect(missing).toContain("(root): must have required property 'findings'");
     const enumSchema = { type: 'object', properties: { severity: { enum: ['low', 'high'] } } };
-    expect(validateAgainstSchema(enumSchema, { severity: 'mid' })).toBe('/severity: must be equal to one of the allowed values ["low","high"]');
+    expect(validateAgainstSchema(enumSchema, { severity: 'mid' })).toBe(
+      '/severity: must be equal to one of the allowed values ["low","high"]',
+    );
   });
 });
 

@@ -101,7 +101,14 @@ function readFileVar(name: string, path: string | undefined): string | undefined
     text = readFileSync(p, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a folder' : (code ?? (err as Error).message);
+    const why =
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EACCES'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'it is a folder'
+            : (code ?? (err as Error).message);
     throw new ConfigError(`${name}: cannot read ${p} (${why})`);
   }
   return text.trim() === '' ? undefined : text;
@@ -121,14 +128,21 @@ function secretVar(name: string, inline: string | undefined, file: string | unde
 }
 
 /** Reads and checks `<X>_TLS_CA_FILE`, `<X>_TLS_CERT_FILE` and `<X>_TLS_KEY_FILE`. */
-function tlsFiles(prefix: 'REDIS' | 'NATS', caPath: string | undefined, certPath: string | undefined, keyPath: string | undefined): TlsMaterial | undefined {
+function tlsFiles(
+  prefix: 'REDIS' | 'NATS',
+  caPath: string | undefined,
+  certPath: string | undefined,
+  keyPath: string | undefined,
+): TlsMaterial | undefined {
   const vars = { ca: `${prefix}_TLS_CA_FILE`, cert: `${prefix}_TLS_CERT_FILE`, key: `${prefix}_TLS_KEY_FILE` };
   const ca = readFileVar(vars.ca, caPath);
   const cert = readFileVar(vars.cert, certPath);
   const key = readFileVar(vars.key, keyPath);
   if (ca === undefined && cert === undefined && key === undefined) return undefined;
   if ((cert === undefined) !== (key === undefined)) {
-    throw new ConfigError(`${cert === undefined ? vars.key : vars.cert} is set without ${cert === undefined ? vars.cert : vars.key}: a client certificate needs both`);
+    throw new ConfigError(
+      `${cert === undefined ? vars.key : vars.cert} is set without ${cert === undefined ? vars.cert : vars.key}: a client certificate needs both`,
+    );
   }
   if (ca !== undefined) certificate(vars.ca, caPath, ca);
   if (cert !== undefined && key !== undefined) {
@@ -139,13 +153,19 @@ function tlsFiles(prefix: 'REDIS' | 'NATS', caPath: string | undefined, certPath
     } catch {
       throw new ConfigError(`${vars.key}: ${keyPath} is not a PEM private key (an encrypted key is not supported)`);
     }
-    if (!x509.checkPrivateKey(privateKey)) throw new ConfigError(`${vars.key}: ${keyPath} is not the key of the certificate in ${vars.cert}`);
+    if (!x509.checkPrivateKey(privateKey))
+      throw new ConfigError(`${vars.key}: ${keyPath} is not the key of the certificate in ${vars.cert}`);
   }
   return Object.freeze({ ca, cert, key: key === undefined ? undefined : new SecretValue(key), vars });
 }
 
 function noTlsFiles(prefix: 'REDIS' | 'NATS'): TlsMaterial {
-  return Object.freeze({ ca: undefined, cert: undefined, key: undefined, vars: { ca: `${prefix}_TLS_CA_FILE`, cert: `${prefix}_TLS_CERT_FILE`, key: `${prefix}_TLS_KEY_FILE` } });
+  return Object.freeze({
+    ca: undefined,
+    cert: undefined,
+    key: undefined,
+    vars: { ca: `${prefix}_TLS_CA_FILE`, cert: `${prefix}_TLS_CERT_FILE`, key: `${prefix}_TLS_KEY_FILE` },
+  });
 }
 
 function certificate(name: string, path: string | undefined, pem: string): X509Certificate {
@@ -182,26 +202,37 @@ function maskCredentials(raw: string): string {
 /** Reads `REDIS_URL`, `REDIS_CLUSTER`, `REDIS_USERNAME`, `REDIS_PASSWORD(_FILE)` and `REDIS_TLS_*`. */
 export function readRedisSettings(env: Env): RedisSettings {
   const raw = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-  const parts = raw.split(',').map((u) => u.trim()).filter(Boolean);
-  if (parts.length === 0 || !parts.every((u) => /^rediss?:\/\//.test(u))) throw new ConfigError(`REDIS_URL: every URL must start with redis:// or rediss://`);
+  const parts = raw
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean);
+  if (parts.length === 0 || !parts.every((u) => /^rediss?:\/\//.test(u)))
+    throw new ConfigError(`REDIS_URL: every URL must start with redis:// or rediss://`);
   const parsed = parts.map((u) => parseUrl('REDIS_URL', u));
   const schemes = new Set(parsed.map((u) => u.protocol));
   if (schemes.size > 1) throw new ConfigError('REDIS_URL: the nodes mix redis:// and rediss://; use one scheme for all');
   const secure = parsed[0]!.protocol === 'rediss:';
   const creds = new Set(parsed.map((u) => `${u.username}:${u.password}`));
-  if (creds.size > 1) throw new ConfigError('REDIS_URL: the nodes carry different users or passwords; give them once (REDIS_USERNAME, REDIS_PASSWORD_FILE)');
+  if (creds.size > 1)
+    throw new ConfigError('REDIS_URL: the nodes carry different users or passwords; give them once (REDIS_USERNAME, REDIS_PASSWORD_FILE)');
   const urlUser = decoded('REDIS_URL', parsed[0]!.username);
   const urlPassword = decoded('REDIS_URL', parsed[0]!.password);
 
   const envUser = value(env.REDIS_USERNAME)?.trim();
-  if (envUser !== undefined && urlUser !== undefined) throw new ConfigError('REDIS_USERNAME is set and REDIS_URL names a user too: set one');
+  if (envUser !== undefined && urlUser !== undefined)
+    throw new ConfigError('REDIS_USERNAME is set and REDIS_URL names a user too: set one');
   const envPassword = secretVar('REDIS_PASSWORD', env.REDIS_PASSWORD, env.REDIS_PASSWORD_FILE);
-  if (envPassword && urlPassword !== undefined) throw new ConfigError(`${envPassword.from} is set and REDIS_URL has a password too: set one`);
+  if (envPassword && urlPassword !== undefined)
+    throw new ConfigError(`${envPassword.from} is set and REDIS_URL has a password too: set one`);
   const username = envUser ?? urlUser;
   const password = envPassword?.secret ?? (urlPassword === undefined ? undefined : new SecretValue(urlPassword));
-  if (username !== undefined && password === undefined) throw new ConfigError(`${envUser !== undefined ? 'REDIS_USERNAME' : 'REDIS_URL'} names a user but there is no password (REDIS_PASSWORD_FILE, REDIS_PASSWORD or the URL's)`);
+  if (username !== undefined && password === undefined)
+    throw new ConfigError(
+      `${envUser !== undefined ? 'REDIS_USERNAME' : 'REDIS_URL'} names a user but there is no password (REDIS_PASSWORD_FILE, REDIS_PASSWORD or the URL's)`,
+    );
   const userFrom = envUser !== undefined ? 'REDIS_USERNAME' : urlUser !== undefined ? 'the user in REDIS_URL' : undefined;
-  const authFrom = password === undefined ? undefined : [userFrom, envPassword?.from ?? 'the password in REDIS_URL'].filter(Boolean).join(' and ');
+  const authFrom =
+    password === undefined ? undefined : [userFrom, envPassword?.from ?? 'the password in REDIS_URL'].filter(Boolean).join(' and ');
 
   const tls = tlsFiles('REDIS', env.REDIS_TLS_CA_FILE, env.REDIS_TLS_CERT_FILE, env.REDIS_TLS_KEY_FILE);
   if (tls && !secure) {
@@ -235,16 +266,23 @@ const CREDS_BLOCKS = [/-----BEGIN NATS USER JWT-----/, /-----BEGIN USER NKEY SEE
  */
 export function readNatsSettings(env: Env): NatsSettings {
   const raw = env.NATS_URL ?? 'nats://127.0.0.1:4222';
-  const parts = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const parts = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (parts.length === 0) throw new ConfigError('NATS_URL: no server');
   const parsed = parts.map((s) => {
     const withScheme = /^[a-z]+:\/\//i.test(s) ? s : `nats://${s}`;
     const u = parseUrl('NATS_URL', withScheme);
-    if (u.protocol !== 'nats:' && u.protocol !== 'tls:') throw new ConfigError(`NATS_URL: "${maskCredentials(s)}" must be nats://host:port, tls://host:port or host:port`);
+    if (u.protocol !== 'nats:' && u.protocol !== 'tls:')
+      throw new ConfigError(`NATS_URL: "${maskCredentials(s)}" must be nats://host:port, tls://host:port or host:port`);
     return u;
   });
   const creds = new Set(parsed.map((u) => `${u.username}:${u.password}`));
-  if (creds.size > 1) throw new ConfigError('NATS_URL: the servers carry different credentials; give them once (NATS_USER and NATS_PASSWORD_FILE, or NATS_TOKEN_FILE)');
+  if (creds.size > 1)
+    throw new ConfigError(
+      'NATS_URL: the servers carry different credentials; give them once (NATS_USER and NATS_PASSWORD_FILE, or NATS_TOKEN_FILE)',
+    );
   const first = parsed[0]!;
   const urlUser = decoded('NATS_URL', first.username);
   const urlPassword = decoded('NATS_URL', first.password);
@@ -252,12 +290,16 @@ export function readNatsSettings(env: Env): NatsSettings {
   const ways: NatsAuth[] = [];
   const credsFile = readFileVar('NATS_CREDS_FILE', env.NATS_CREDS_FILE);
   if (credsFile !== undefined) {
-    if (!CREDS_BLOCKS.every((re) => re.test(credsFile))) throw new ConfigError(`NATS_CREDS_FILE: ${env.NATS_CREDS_FILE} is not a NATS credentials file (a user JWT and an NKEY seed block)`);
+    if (!CREDS_BLOCKS.every((re) => re.test(credsFile)))
+      throw new ConfigError(`NATS_CREDS_FILE: ${env.NATS_CREDS_FILE} is not a NATS credentials file (a user JWT and an NKEY seed block)`);
     ways.push({ kind: 'creds', creds: new SecretValue(credsFile), from: 'NATS_CREDS_FILE' });
   }
   const seed = readFileVar('NATS_NKEY_SEED_FILE', env.NATS_NKEY_SEED_FILE)?.trim();
   if (seed !== undefined) {
-    if (!NKEY_USER_SEED.test(seed)) throw new ConfigError(`NATS_NKEY_SEED_FILE: ${env.NATS_NKEY_SEED_FILE} does not hold a user NKEY seed (SU followed by 56 characters)`);
+    if (!NKEY_USER_SEED.test(seed))
+      throw new ConfigError(
+        `NATS_NKEY_SEED_FILE: ${env.NATS_NKEY_SEED_FILE} does not hold a user NKEY seed (SU followed by 56 characters)`,
+      );
     ways.push({ kind: 'nkey', seed: new SecretValue(seed), from: 'NATS_NKEY_SEED_FILE' });
   }
   const token = secretVar('NATS_TOKEN', env.NATS_TOKEN, env.NATS_TOKEN_FILE);
@@ -267,9 +309,13 @@ export function readNatsSettings(env: Env): NatsSettings {
   if (user !== undefined && !password) throw new ConfigError('NATS_USER is set without a password (NATS_PASSWORD_FILE or NATS_PASSWORD)');
   if (password && user === undefined) throw new ConfigError(`${password.from} is set without NATS_USER`);
   if (user !== undefined && password) ways.push({ kind: 'user', user, password: password.secret, from: `NATS_USER / ${password.from}` });
-  if (urlUser !== undefined && urlPassword !== undefined) ways.push({ kind: 'user', user: urlUser, password: new SecretValue(urlPassword), from: 'the user and password in NATS_URL' });
+  if (urlUser !== undefined && urlPassword !== undefined)
+    ways.push({ kind: 'user', user: urlUser, password: new SecretValue(urlPassword), from: 'the user and password in NATS_URL' });
   else if (urlUser !== undefined) ways.push({ kind: 'token', token: new SecretValue(urlUser), from: 'the token in NATS_URL' });
-  if (ways.length > 1) throw new ConfigError(`NATS credentials are given more than once (${ways.map((w) => (w.kind === 'none' ? '' : w.from)).join('; ')}): set one way`);
+  if (ways.length > 1)
+    throw new ConfigError(
+      `NATS credentials are given more than once (${ways.map((w) => (w.kind === 'none' ? '' : w.from)).join('; ')}): set one way`,
+    );
 
   const files = tlsFiles('NATS', env.NATS_TLS_CA_FILE, env.NATS_TLS_CERT_FILE, env.NATS_TLS_KEY_FILE);
   const schemes = new Set(parsed.map((u) => u.protocol));

@@ -40,7 +40,9 @@ export function defaultConfigFile(): string {
 export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   const prefix = env.BOSUN_PREFIX ?? 'bosun';
   if (!PREFIX_PATTERN.test(prefix)) {
-    throw new ConfigError(`BOSUN_PREFIX: "${prefix}" must be 1 to 64 characters of A-Z, a-z, 0-9, "_" or "-", or such a name in braces ({bosun}) for Redis Cluster`);
+    throw new ConfigError(
+      `BOSUN_PREFIX: "${prefix}" must be 1 to 64 characters of A-Z, a-z, 0-9, "_" or "-", or such a name in braces ({bosun}) for Redis Cluster`,
+    );
   }
   const redisUrl = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   // TLS files and secrets are read here, once, at start-up: a missing one names its variable.
@@ -55,7 +57,18 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   if (!Number.isInteger(streamReplicas) || streamReplicas < 1 || streamReplicas > 5) {
     throw new ConfigError(`BOSUN_STREAM_REPLICAS: "${env.BOSUN_STREAM_REPLICAS ?? ''}" must be 1 to 5`);
   }
-  return Object.freeze({ redisUrl, redisCluster, natsUrl, redis, nats, prefix, configFile, geminiApiKey, logLevel: env.LOG_LEVEL ?? 'info', streamReplicas });
+  return Object.freeze({
+    redisUrl,
+    redisCluster,
+    natsUrl,
+    redis,
+    nats,
+    prefix,
+    configFile,
+    geminiApiKey,
+    logLevel: env.LOG_LEVEL ?? 'info',
+    streamReplicas,
+  });
 }
 
 /** A URL with its password (and user) replaced, safe to print. */

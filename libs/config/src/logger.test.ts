@@ -55,9 +55,25 @@ describe('the logger keeps secrets out of logged objects', () => {
   it('redacts the values of secret-looking keys at any depth, keeping the rest', () => {
     const out = capture();
     const log = createLogger({ service: 'svc', destination: out.stream, secrets: [] });
-    log.info({ call: { tool: 't', args: { user: 'u', db_password: 'hunter2', nested: { clientSecret: 'cs', accessToken: 'at', 'x-api-key': 'k' } } }, count: 3 }, 'call');
+    log.info(
+      {
+        call: {
+          tool: 't',
+          args: { user: 'u', db_password: 'hunter2', nested: { clientSecret: 'cs', accessToken: 'at', 'x-api-key': 'k' } },
+        },
+        count: 3,
+      },
+      'call',
+    );
     const [line] = out.lines();
-    expect(line!.call).toEqual({ tool: 't', args: { user: 'u', db_password: '[redacted]', nested: { clientSecret: '[redacted]', accessToken: '[redacted]', 'x-api-key': '[redacted]' } } });
+    expect(line!.call).toEqual({
+      tool: 't',
+      args: {
+        user: 'u',
+        db_password: '[redacted]',
+        nested: { clientSecret: '[redacted]', accessToken: '[redacted]', 'x-api-key': '[redacted]' },
+      },
+    });
     expect(line!.count).toBe(3);
   });
 
@@ -65,7 +81,13 @@ describe('the logger keeps secrets out of logged objects', () => {
     const config = parseClusterConfig(
       {
         coordinator: { http: { port: 0, operatorToken: '${OP_TOKEN}' } },
-        specialists: { kubernetes: { description: 'pods', tools: ['demo__*'], outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } } } },
+        specialists: {
+          kubernetes: {
+            description: 'pods',
+            tools: ['demo__*'],
+            outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } },
+          },
+        },
         mcpServers: {
           demo: { transport: 'stdio', command: 'node', env: { VAULT_TOKEN: '${VT}', LOG_FILE: '/tmp/log.jsonl' } },
           web: { transport: 'http', url: 'http://127.0.0.1:1/mcp', headers: { Authorization: 'Bearer ${WT}', Accept: 'application/json' } },

@@ -115,10 +115,12 @@ function plainErrors(value: unknown, depth = 0): unknown {
     return serialized;
   }
   if (depth > 8 || value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) return value.some((v) => v instanceof Error || (v && typeof v === 'object')) ? value.map((v) => plainErrors(v, depth + 1)) : value;
+  if (Array.isArray(value))
+    return value.some((v) => v instanceof Error || (v && typeof v === 'object')) ? value.map((v) => plainErrors(v, depth + 1)) : value;
   const entries = Object.entries(value as Record<string, unknown>);
   if (!entries.some(([, v]) => v !== null && typeof v === 'object')) return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of entries) Object.defineProperty(out, k, { value: plainErrors(v, depth + 1), enumerable: true, writable: true, configurable: true });
+  for (const [k, v] of entries)
+    Object.defineProperty(out, k, { value: plainErrors(v, depth + 1), enumerable: true, writable: true, configurable: true });
   return out;
 }

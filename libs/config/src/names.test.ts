@@ -34,7 +34,10 @@ describe('names that are Object.prototype properties', () => {
       expect(mcpServerConfig(config, name), name).toBeUndefined();
       expect(specialistCaller(config, name), name).toBeUndefined();
       // The gateway's decision for such an agent: a refusal naming it, never a TypeError.
-      expect(decideCall(config, specialistCaller(config, name), name, tool('restart_pod')), name).toEqual({ decision: 'refuse', reason: `tool "demo__restart_pod" is not allowed for agent "${name}"` });
+      expect(decideCall(config, specialistCaller(config, name), name, tool('restart_pod')), name).toEqual({
+        decision: 'refuse',
+        reason: `tool "demo__restart_pod" is not allowed for agent "${name}"`,
+      });
       // A tool on an unknown server is off.
       expect(toolState(config, tool('get_pods', name)), name).toBe('off');
     }
@@ -49,7 +52,13 @@ describe('names that are Object.prototype properties', () => {
       expect(decideCall(config, caller, 'kubernetes', tool(name)), name).toEqual({ decision: 'ask' });
       expect(approvalTimeoutFor(config, caller, tool(name)), name).toBe(caller.approvalTimeoutMs);
     }
-    expect(offeredTools(config, caller, PROTO_NAMES.map((n) => tool(n))).map((t) => t.remoteName)).toEqual(PROTO_NAMES);
+    expect(
+      offeredTools(
+        config,
+        caller,
+        PROTO_NAMES.map((n) => tool(n)),
+      ).map((t) => t.remoteName),
+    ).toEqual(PROTO_NAMES);
   });
 
   it('in config keys: a specialist or a tool entry named constructor is an ordinary name', () => {
@@ -79,7 +88,10 @@ describe('names that are Object.prototype properties', () => {
 
   it('a __proto__ key anywhere in the config file is refused, naming where', () => {
     // As YAML and JSON parsers give it: an own property, which a schema would drop silently.
-    const r = JSON.parse(JSON.stringify(raw()).replace('"get_pods":"allow"', '"get_pods":"allow","__proto__":"off"')) as Record<string, unknown>;
+    const r = JSON.parse(JSON.stringify(raw()).replace('"get_pods":"allow"', '"get_pods":"allow","__proto__":"off"')) as Record<
+      string,
+      unknown
+    >;
     expect(() => parse(r)).toThrow(ConfigError);
     expect(() => parse(r)).toThrow('names.json: mcpServers.demo.tools.__proto__: "__proto__" cannot be used as a name');
   });

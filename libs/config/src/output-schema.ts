@@ -26,7 +26,10 @@ export function validateAgainstSchema(schema: Schema, value: unknown): string | 
   const validate = validatorFor(schema);
   if (validate(value)) return null;
   return (validate.errors ?? [])
-    .map((e) => `${e.instancePath || '(root)'}: ${e.message ?? 'invalid'}${e.params && 'allowedValues' in e.params ? ` ${JSON.stringify(e.params.allowedValues)}` : ''}`)
+    .map(
+      (e) =>
+        `${e.instancePath || '(root)'}: ${e.message ?? 'invalid'}${e.params && 'allowedValues' in e.params ? ` ${JSON.stringify(e.params.allowedValues)}` : ''}`,
+    )
     .join('; ');
 }
 
@@ -44,7 +47,12 @@ function types(schema: Schema): string[] {
 function proseField(schema: Schema): string | undefined {
   const props = (schema.properties ?? {}) as Record<string, Schema>;
   const isFreeString = (p: Schema | undefined) =>
-    !!p && types(p).includes('string') && p.enum === undefined && p.pattern === undefined && p.format === undefined && p.const === undefined;
+    !!p &&
+    types(p).includes('string') &&
+    p.enum === undefined &&
+    p.pattern === undefined &&
+    p.format === undefined &&
+    p.const === undefined;
   if (isFreeString(props.summary)) return 'summary';
   const required = (schema.required ?? []) as string[];
   return required.find((r) => isFreeString(ownProp(props, r))) ?? Object.keys(props).find((k) => isFreeString(props[k]));
@@ -72,14 +80,21 @@ export function deriveStallPayload(schema: Schema, text: string): Record<string,
     if (Array.isArray(p.enum)) {
       const honest = (p.enum as unknown[]).find((e) => typeof e === 'string' && HONEST_UNKNOWN.includes(e.toLowerCase()));
       if (honest === undefined) {
-        throw new Error(`required field "${name}" is an enum without an "unknown"-like value, so a stall cannot fill it honestly; set stallPayload`);
+        throw new Error(
+          `required field "${name}" is an enum without an "unknown"-like value, so a stall cannot fill it honestly; set stallPayload`,
+        );
       }
       out[name] = honest;
     } else if (t.includes('null')) {
       out[name] = null;
     } else if (t.includes('array') && !(typeof p.minItems === 'number' && p.minItems > 0)) {
       out[name] = [];
-    } else if (t.includes('string') && !(typeof p.minLength === 'number' && p.minLength > 0) && p.pattern === undefined && p.format === undefined) {
+    } else if (
+      t.includes('string') &&
+      !(typeof p.minLength === 'number' && p.minLength > 0) &&
+      p.pattern === undefined &&
+      p.format === undefined
+    ) {
       out[name] = '';
     } else {
       throw new Error(`required field "${name}" (${t.join('|') || 'untyped'}) cannot be filled honestly by a stall; set stallPayload`);

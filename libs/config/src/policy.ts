@@ -69,7 +69,8 @@ export type CallDecision = { decision: 'allow' } | { decision: 'ask' } | { decis
  * patterns, `off`, or mutating under read-only mode is refused; an `ask` tool needs an approval.
  */
 export function decideCall(config: ClusterConfig, caller: Caller | undefined, callerName: string, tool: PolicyTool): CallDecision {
-  if (!caller || !toolAllowed(caller.tools, tool.name)) return { decision: 'refuse', reason: `tool "${tool.name}" is not allowed for agent "${callerName}"` };
+  if (!caller || !toolAllowed(caller.tools, tool.name))
+    return { decision: 'refuse', reason: `tool "${tool.name}" is not allowed for agent "${callerName}"` };
   const state = toolState(config, tool);
   if (state === 'off') return { decision: 'refuse', reason: `tool "${tool.name}" is off by policy` };
   if (caller.mode === 'read-only' && !isReadOnlyTool(tool)) {

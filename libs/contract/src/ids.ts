@@ -46,7 +46,9 @@ export function callFingerprint(tool: string, args: unknown): string {
  * useless for any other.
  */
 export function callDigest(approvalId: string, key: string, tool: string, args: unknown): string {
-  return createHash('sha256').update(`${approvalId}\n${key}\n${callFingerprint(tool, args)}`).digest('hex');
+  return createHash('sha256')
+    .update(`${approvalId}\n${key}\n${callFingerprint(tool, args)}`)
+    .digest('hex');
 }
 
 /** JSON with object keys sorted at every level. */

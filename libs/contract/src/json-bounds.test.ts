@@ -72,7 +72,12 @@ describe('boundJson', () => {
   });
 
   it('shortens the longest strings to fit, keeps the short fields, and says how long each was', () => {
-    const value = { status: 'partial', answer: 'x'.repeat(5_000_000), summary: 's'.repeat(300_000), specialists: [{ name: 'kubernetes', status: 'completed' }] };
+    const value = {
+      status: 'partial',
+      answer: 'x'.repeat(5_000_000),
+      summary: 's'.repeat(300_000),
+      specialists: [{ name: 'kubernetes', status: 'completed' }],
+    };
     const r = boundJson(value, { maxDepth: 64, maxBytes: 64 * 1024, path: 'data' });
     expect(r.bytes).toBeLessThanOrEqual(64 * 1024);
     expect(r.bytes).toBe(Buffer.byteLength(r.json));
@@ -83,7 +88,10 @@ describe('boundJson', () => {
     expect(v.summary).toMatch(/\[TRUNCATED by bosun: 300000 characters, kept \d+\]$/);
     // Most of the room is used, not thrown away.
     expect(v.answer.length + v.summary.length).toBeGreaterThan(60_000);
-    expect(r.cut).toEqual([expect.stringMatching(/^data\.answer: 5000000 characters cut to \d+$/), expect.stringMatching(/^data\.summary: 300000 characters cut to \d+$/)]);
+    expect(r.cut).toEqual([
+      expect.stringMatching(/^data\.answer: 5000000 characters cut to \d+$/),
+      expect.stringMatching(/^data\.summary: 300000 characters cut to \d+$/),
+    ]);
   });
 
   it('keeps the first items of a long array, with a marker for the rest', () => {
@@ -152,7 +160,9 @@ describe('Incident limits', () => {
   });
 
   it('bounds the string fields, naming the field and the limit', () => {
-    expect(parseWith(Incident, { ...base, summary: 's'.repeat(INCIDENT_LIMITS.summaryChars) }, 'incident').summary).toHaveLength(INCIDENT_LIMITS.summaryChars);
+    expect(parseWith(Incident, { ...base, summary: 's'.repeat(INCIDENT_LIMITS.summaryChars) }, 'incident').summary).toHaveLength(
+      INCIDENT_LIMITS.summaryChars,
+    );
     const summary = rejection({ ...base, summary: 's'.repeat(5 * 1024 * 1024) });
     expect(summary.message).toBe(`invalid incident: summary: must be at most ${INCIDENT_LIMITS.summaryChars} characters`);
     expect(rejection({ ...base, source: 's'.repeat(257) }).message).toMatch(/source: must be at most 256 characters/);
@@ -163,9 +173,16 @@ describe('Incident limits', () => {
 
   it('rejects a whole incident over its limit, whose fields are each within theirs', () => {
     const labels = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`l${i}`, 'v'.repeat(INCIDENT_LIMITS.labelValueChars)]));
-    const incident = { ...base, summary: 's'.repeat(INCIDENT_LIMITS.summaryChars), labels, payload: { blob: 'p'.repeat(INCIDENT_LIMITS.payloadBytes - 20) } };
+    const incident = {
+      ...base,
+      summary: 's'.repeat(INCIDENT_LIMITS.summaryChars),
+      labels,
+      payload: { blob: 'p'.repeat(INCIDENT_LIMITS.payloadBytes - 20) },
+    };
     const err = rejection(incident);
     expect(err.fields).toEqual(['(root)']);
-    expect(err.message).toMatch(new RegExp(`the whole incident must be at most ${INCIDENT_LIMITS.maxBytes} bytes when serialized \\(it is \\d+\\)`));
+    expect(err.message).toMatch(
+      new RegExp(`the whole incident must be at most ${INCIDENT_LIMITS.maxBytes} bytes when serialized \\(it is \\d+\\)`),
+    );
   });
 });

@@ -26,7 +26,8 @@ export function jsonDepth(value: unknown, limit = Number.POSITIVE_INFINITY): num
       max = depth;
       if (max > limit) return max;
     }
-    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, depth]);
+    for (const child of Array.isArray(v) ? v : Object.values(v))
+      if (child !== null && typeof child === 'object') stack.push([child, depth]);
   }
   return max;
 }
@@ -120,7 +121,8 @@ function copyPass(root: unknown, limits: PassLimits, rootPath: string, cuts: Cut
   const NOTHING = Symbol('nothing');
   const convert = (input: unknown, outer: number, path: string, key: string): unknown => {
     let v = input;
-    if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function') v = (v as { toJSON: (k: string) => unknown }).toJSON(key);
+    if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function')
+      v = (v as { toJSON: (k: string) => unknown }).toJSON(key);
     switch (typeof v) {
       case 'string':
         if (v.length > limits.chars) {
@@ -191,7 +193,12 @@ function copyPass(root: unknown, limits: PassLimits, rootPath: string, cuts: Cut
     }
     if (keys.length > n) {
       cuts.add(path, `${keys.length - n} of ${keys.length} keys cut`);
-      Object.defineProperty(out, TRUNCATED_KEYS_FIELD, { value: `${keys.length - n} more keys`, enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, TRUNCATED_KEYS_FIELD, {
+        value: `${keys.length - n} more keys`,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     }
   }
   return top === NOTHING ? undefined : top;

@@ -5,7 +5,13 @@ import { redactSecrets } from './redact.js';
 
 describe('redactSecrets', () => {
   it('replaces the values of secret-looking keys at any depth and leaves the input as it was', () => {
-    const args = { user: 'svc', password: 'hunter2', nested: [{ api_key: 'k1', keep: 1 }, { Authorization: 'Bearer x' }], token_count: 5, note: 'fine' };
+    const args = {
+      user: 'svc',
+      password: 'hunter2',
+      nested: [{ api_key: 'k1', keep: 1 }, { Authorization: 'Bearer x' }],
+      token_count: 5,
+      note: 'fine',
+    };
     const before = JSON.stringify(args);
     expect(redactSecrets(args)).toEqual({
       user: 'svc',

@@ -37,7 +37,10 @@ export function redactSecrets(value: unknown, options: RedactOptions = {}): unkn
   const seen = new WeakSet<object>();
   const walk = (value: unknown, depth: number): unknown => {
     // As JSON will show it: a Date as its string, a Buffer as its bytes.
-    const v = value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function' ? (value as { toJSON(): unknown }).toJSON() : value;
+    const v =
+      value !== null && typeof value === 'object' && typeof (value as { toJSON?: unknown }).toJSON === 'function'
+        ? (value as { toJSON(): unknown }).toJSON()
+        : value;
     if (typeof v === 'string') return values.length > 0 ? scrubValues(v, values) : v;
     if (v === null || typeof v !== 'object') return v;
     if (seen.has(v)) return '[circular]';
@@ -48,7 +51,12 @@ export function redactSecrets(value: unknown, options: RedactOptions = {}): unkn
       const out: Record<string, unknown> = {};
       for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
         // defineProperty: a key named `__proto__` stays a key, it does not become the prototype.
-        Object.defineProperty(out, k, { value: isSecretKey(k) ? REDACTED : walk(x, depth + 1), enumerable: true, writable: true, configurable: true });
+        Object.defineProperty(out, k, {
+          value: isSecretKey(k) ? REDACTED : walk(x, depth + 1),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
       }
       return out;
     } finally {

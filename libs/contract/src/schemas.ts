@@ -83,7 +83,10 @@ export const Incident = z
     (incident, ctx) => {
       const bytes = jsonBytes(incident, INCIDENT_LIMITS.payloadDepth + 1);
       if (bytes !== undefined && bytes > INCIDENT_LIMITS.maxBytes) {
-        ctx.addIssue({ code: 'custom', message: `the whole incident must be at most ${INCIDENT_LIMITS.maxBytes} bytes when serialized (it is ${bytes})` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `the whole incident must be at most ${INCIDENT_LIMITS.maxBytes} bytes when serialized (it is ${bytes})`,
+        });
       }
     },
     // Only when every field is within its own limits: a field over its limit is named by itself.

@@ -18,9 +18,7 @@ export function stallText(agent: string, lastWords: string, reason?: string): st
 export function isStalled(output: unknown): boolean {
   if (typeof output === 'string') return output.startsWith(STALL_MARKER);
   if (output !== null && typeof output === 'object' && !Array.isArray(output)) {
-    return Object.values(output as Record<string, unknown>).some(
-      (v) => typeof v === 'string' && v.startsWith(STALL_MARKER),
-    );
+    return Object.values(output as Record<string, unknown>).some((v) => typeof v === 'string' && v.startsWith(STALL_MARKER));
   }
   return false;
 }

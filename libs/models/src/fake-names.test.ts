@@ -37,7 +37,10 @@ describe('FakeModel with names that are Object.prototype properties', () => {
   it('an agent named like a property has no plan unless the incident gives it one', async () => {
     for (const agent of PROTO_NAMES) {
       const r = await model().generate({ agent, mode: 'task', messages: first({ ...base, reason: 'x' }), tools: TOOLS });
-      expect(r.calls.map((c) => c.name), agent).toEqual([FINISH_TASK_TOOL]);
+      expect(
+        r.calls.map((c) => c.name),
+        agent,
+      ).toEqual([FINISH_TASK_TOOL]);
     }
     // Directives keyed by such names are kept as names: constructor gets its calls, __proto__
     // does not become the prototype of the directives, and slowMs reaches nobody else.
@@ -55,7 +58,12 @@ describe('FakeModel with names that are Object.prototype properties', () => {
   });
 
   it('a ${labels.constructor} placeholder the incident does not fill is left as written', async () => {
-    const r = await model().generate({ agent: 'kubernetes', mode: 'task', messages: first({ ...base, reason: 'PodCrashLooping' }), tools: TOOLS });
+    const r = await model().generate({
+      agent: 'kubernetes',
+      mode: 'task',
+      messages: first({ ...base, reason: 'PodCrashLooping' }),
+      tools: TOOLS,
+    });
     expect(r.calls[0]?.args).toEqual({ service: '${labels.constructor}', ns: 'shop' });
   });
 });

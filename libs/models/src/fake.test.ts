@@ -85,7 +85,11 @@ async function simulate(model: FakeModel, agent: string, inc: Record<string, unk
   for (let i = 0; i < maxTurns; i++) {
     const response = await model.generate(taskRequest(agent, [...messages], tools));
     turns.push(response);
-    messages.push({ role: 'model', ...(response.text ? { text: response.text } : {}), ...(response.calls.length ? { calls: response.calls } : {}) });
+    messages.push({
+      role: 'model',
+      ...(response.text ? { text: response.text } : {}),
+      ...(response.calls.length ? { calls: response.calls } : {}),
+    });
     if (response.calls.length === 0) break;
     const finish = response.calls.find((c) => c.name === FINISH_TASK_TOOL);
     if (finish) {

@@ -1,6 +1,14 @@
 import { FINISH_TASK_TOOL, callFingerprint } from '@bosun/contract';
 import { DELEGATE_TOOL_PREFIX, delegateToolName, extractIncident } from './prompt.js';
-import { ModelError, type GenerateOptions, type Message, type Model, type ModelRequest, type ModelResponse, type ToolCall } from './types.js';
+import {
+  ModelError,
+  type GenerateOptions,
+  type Message,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+  type ToolCall,
+} from './types.js';
 
 /** A planned tool call of the fake model. */
 export interface FakePlannedCall {
@@ -98,7 +106,9 @@ export class FakeModel implements Model {
         calls: pending.map(({ tool }, i) => ({
           id: `fake-${step}-${i}`,
           name: tool,
-          args: { task: `Investigate incident ${String(incident?.id ?? '?')} (${String(incident?.reason ?? '?')}): ${String(incident?.summary ?? '')}` },
+          args: {
+            task: `Investigate incident ${String(incident?.id ?? '?')} (${String(incident?.reason ?? '?')}): ${String(incident?.summary ?? '')}`,
+          },
         })),
       };
     }
@@ -131,7 +141,10 @@ export class FakeModel implements Model {
       if (next && d.parallel?.includes(agent)) {
         // Every remaining planned call in one turn.
         const rest = plan.filter((c) => !done.has(callFingerprint(c.tool, resolveArgs(c.args, incident))));
-        return { text: `Proposing ${rest.length} calls.`, calls: rest.map((c, i) => ({ id: `fake-${step}-${i}`, name: c.tool, args: resolveArgs(c.args, incident) as Json })) };
+        return {
+          text: `Proposing ${rest.length} calls.`,
+          calls: rest.map((c, i) => ({ id: `fake-${step}-${i}`, name: c.tool, args: resolveArgs(c.args, incident) as Json })),
+        };
       }
       if (next) return { calls: [{ id: `fake-${step}-0`, name: next.tool, args: resolveArgs(next.args, incident) as Json }] };
     }
@@ -177,10 +190,14 @@ function resolveArgs(value: unknown, incident: Json | undefined): unknown {
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const t = setTimeout(resolve, ms);
-    signal?.addEventListener('abort', () => {
-      clearTimeout(t);
-      reject(new ModelError('the model call was aborted', { retryable: false }));
-    }, { once: true });
+    signal?.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(t);
+        reject(new ModelError('the model call was aborted', { retryable: false }));
+      },
+      { once: true },
+    );
   });
 }
 
@@ -215,7 +232,9 @@ function readDirectives(incident: Json | undefined): FakeDirectives {
   const parallel = strings(f.parallel);
   if (parallel) out.parallel = parallel;
   if (f.slowMs && typeof f.slowMs === 'object') {
-    const slowMs = new Map(Object.entries(f.slowMs as Json).filter((e): e is [string, number] => typeof e[1] === 'number' && e[1] > 0 && e[1] <= 600_000));
+    const slowMs = new Map(
+      Object.entries(f.slowMs as Json).filter((e): e is [string, number] => typeof e[1] === 'number' && e[1] > 0 && e[1] <= 600_000),
+    );
     if (slowMs.size > 0) out.slowMs = slowMs;
   }
   return out;
@@ -229,7 +248,6 @@ function isFinalRound(request: ModelRequest): boolean {
 function modelTurns(messages: readonly Message[]): number {
   return messages.filter((m) => m.role === 'model').length;
 }
-
 
 /** Calls that were made and answered, by tool and arguments. */
 function executedCalls(messages: readonly Message[]): Set<string> {

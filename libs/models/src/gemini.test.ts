@@ -162,7 +162,7 @@ describe('GeminiModel', () => {
     expect(model({ model: 'gemini-2.5-pro' }).name).toBe('gemini:gemini-2.5-pro');
   });
 
-  it('sends a call\'s thought signature back with it in the next request', async () => {
+  it("sends a call's thought signature back with it in the next request", async () => {
     await model().generate(
       request([
         { role: 'user', text: 'go fixture:text' },
@@ -198,9 +198,7 @@ describe('GeminiModel', () => {
     expect(sent.method).toBe('POST');
     expect(sent.url).toBe('/v1beta/models/gemini-2.5-flash:generateContent');
     expect(sent.body.systemInstruction?.parts).toEqual([{ text: SYSTEM }]);
-    expect(sent.body.contents).toEqual([
-      { role: 'user', parts: [{ text: 'Checkout is failing, investigate. fixture:function-call' }] },
-    ]);
+    expect(sent.body.contents).toEqual([{ role: 'user', parts: [{ text: 'Checkout is failing, investigate. fixture:function-call' }] }]);
     expect(sent.body.tools).toEqual([
       {
         functionDeclarations: [
@@ -367,9 +365,7 @@ describe('GeminiModel', () => {
     await new Promise<void>((resolve) => closed.close(() => resolve()));
 
     const error = await failure(
-      new GeminiModel({ apiKey: API_KEY, baseUrl: `http://127.0.0.1:${port}` }).generate(
-        request([{ role: 'user', text: 'hello' }]),
-      ),
+      new GeminiModel({ apiKey: API_KEY, baseUrl: `http://127.0.0.1:${port}` }).generate(request([{ role: 'user', text: 'hello' }])),
     );
     expect(error.retryable).toBe(true);
     expect(error.status).toBeUndefined();
@@ -393,9 +389,7 @@ describe('GeminiModel', () => {
     expect(error.message).toContain('aborted');
 
     const before = requests.length;
-    const already = await failure(
-      model().generate(request([{ role: 'user', text: 'fixture:text' }]), { signal: AbortSignal.abort() }),
-    );
+    const already = await failure(model().generate(request([{ role: 'user', text: 'fixture:text' }]), { signal: AbortSignal.abort() }));
     expect(already.retryable).toBe(false);
     expect(requests.length).toBe(before);
   });

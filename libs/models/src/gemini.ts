@@ -5,25 +5,10 @@
  * the `x-goog-api-key` header, and every message built here is scrubbed of it as well.
  */
 import { ApiError, GoogleGenAI } from '@google/genai';
-import type {
-  Content,
-  FunctionDeclaration,
-  GenerateContentConfig,
-  GenerateContentResponse,
-  Part,
-} from '@google/genai';
+import type { Content, FunctionDeclaration, GenerateContentConfig, GenerateContentResponse, Part } from '@google/genai';
 
 import { ModelError } from './types.js';
-import type {
-  GenerateOptions,
-  Message,
-  Model,
-  ModelRequest,
-  ModelResponse,
-  ToolCall,
-  ToolDeclaration,
-  Usage,
-} from './types.js';
+import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolDeclaration, Usage } from './types.js';
 
 /** Options of {@link GeminiModel}. */
 export interface GeminiModelOptions {
@@ -176,10 +161,9 @@ export class GeminiModel implements Model {
     if (text === '' && calls.length === 0) {
       const reason = candidate.finishReason ?? 'unknown';
       const detail = candidate.finishMessage;
-      throw new ModelError(
-        this.#scrub(`Gemini returned no content (finishReason ${reason}${detail ? `: ${detail}` : ''})`),
-        { retryable: false },
-      );
+      throw new ModelError(this.#scrub(`Gemini returned no content (finishReason ${reason}${detail ? `: ${detail}` : ''})`), {
+        retryable: false,
+      });
     }
 
     const result: ModelResponse = { calls };
@@ -305,11 +289,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 
 function isApiError(error: unknown): error is { status: number; message: string } {
   if (error instanceof ApiError) return true;
-  return (
-    error instanceof Error &&
-    error.name === 'ApiError' &&
-    typeof (error as { status?: unknown }).status === 'number'
-  );
+  return error instanceof Error && error.name === 'ApiError' && typeof (error as { status?: unknown }).status === 'number';
 }
 
 /**

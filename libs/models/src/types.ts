@@ -34,9 +34,7 @@ export interface ToolResponse {
 
 /** A turn of the conversation. */
 export type Message =
-  | { role: 'user'; text: string }
-  | { role: 'model'; text?: string; calls?: ToolCall[] }
-  | { role: 'tool'; responses: ToolResponse[] };
+  { role: 'user'; text: string } | { role: 'model'; text?: string; calls?: ToolCall[] } | { role: 'tool'; responses: ToolResponse[] };
 
 /**
  * How the agent uses the model:

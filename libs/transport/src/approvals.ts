@@ -63,9 +63,7 @@ export const Approval = z.object({
 export type Approval = z.infer<typeof Approval>;
 
 /** An operator's decision. */
-export type Decision =
-  | { approve: true; only?: number[]; by: string }
-  | { approve: false; reason: string; by: string };
+export type Decision = { approve: true; only?: number[]; by: string } | { approve: false; reason: string; by: string };
 
 /** What {@link ApprovalStore.request} takes: an approval's request, with the calls as proposed. */
 export type ApprovalRequest = Omit<Approval, 'status' | 'calls'> & { calls: ProposedCallInput[] };
@@ -150,7 +148,10 @@ export class ApprovalStore {
   }
 
   async get(id: string): Promise<Approval | null> {
-    const [raw, decision] = await Promise.all([this.redis.get(keys.approval(this.prefix, id)), this.redis.get(keys.approvalDecision(this.prefix, id))]);
+    const [raw, decision] = await Promise.all([
+      this.redis.get(keys.approval(this.prefix, id)),
+      this.redis.get(keys.approvalDecision(this.prefix, id)),
+    ]);
     if (raw === null) return null;
     // The request and its decision live in two keys: the decision is written once (SET NX),
     // and the request — the calls exactly as proposed — is never rewritten by a decision.
@@ -180,7 +181,10 @@ export class ApprovalStore {
     const current = await this.get(id);
     if (!current) throw new ApprovalError('not_found', `no approval ${id}`);
     if (current.status !== 'pending') {
-      throw new ApprovalError('already_decided', `approval ${id} was already decided: ${current.status}${current.decidedBy ? ` by ${current.decidedBy}` : ''}`);
+      throw new ApprovalError(
+        'already_decided',
+        `approval ${id} was already decided: ${current.status}${current.decidedBy ? ` by ${current.decidedBy}` : ''}`,
+      );
     }
     if (decision.by.trim() === '') throw new ApprovalError('bad_request', `approval ${id}: the decider must be named`);
     const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
@@ -189,7 +193,10 @@ export class ApprovalStore {
       approved = [...new Set(decision.only ?? asking)].sort((a, b) => a - b);
       const unknown = approved.filter((i) => !asking.includes(i));
       if (unknown.length > 0) {
-        throw new ApprovalError('bad_request', `approval ${id}: "only" names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`);
+        throw new ApprovalError(
+          'bad_request',
+          `approval ${id}: "only" names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`,
+        );
       }
       if (approved.length === 0) throw new ApprovalError('bad_request', `approval ${id}: approve at least one call, or deny it`);
     } else if (decision.reason.trim() === '') {
@@ -205,7 +212,10 @@ export class ApprovalStore {
     const written = await this.redis.set(keys.approvalDecision(this.prefix, id), JSON.stringify(patch), 'EX', TTL_SECONDS, 'NX');
     if (written === null) {
       const already = await this.get(id);
-      throw new ApprovalError('already_decided', `approval ${id} was already decided: ${already?.status ?? 'unknown'}${already?.decidedBy ? ` by ${already.decidedBy}` : ''}`);
+      throw new ApprovalError(
+        'already_decided',
+        `approval ${id} was already decided: ${already?.status ?? 'unknown'}${already?.decidedBy ? ` by ${already.decidedBy}` : ''}`,
+      );
     }
     await this.redis.zrem(keys.approvalsPending(this.prefix), id);
     const decided = (await this.get(id))!;

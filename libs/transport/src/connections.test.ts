@@ -6,7 +6,14 @@ import type { Cluster, Redis } from 'ioredis';
 import { AuthorizationError, nkeys } from '@nats-io/transport-node';
 import { readNatsSettings, readRedisSettings } from '@bosun/config';
 import { makeCertificates, type TestCertificates } from '../../../test/helpers/tls.js';
-import { ConnectionSettingsError, createRedis, natsConnectOptions, natsSettingsFailure, redisClientOptions, redisSettingsFailure } from './connections.js';
+import {
+  ConnectionSettingsError,
+  createRedis,
+  natsConnectOptions,
+  natsSettingsFailure,
+  redisClientOptions,
+  redisSettingsFailure,
+} from './connections.js';
 
 let dir: string;
 let certs: TestCertificates;
@@ -65,11 +72,13 @@ describe('the environment → Redis client options', () => {
     expect(o.options.redisOptions).toMatchObject({ password: 'pw-2', tls: { ca: pem(certs.ca) }, maxRetriesPerRequest: null });
   });
 
-  it("the clients createRedis opens, and the duplicates BullMQ makes of them, carry it all", () => {
+  it('the clients createRedis opens, and the duplicates BullMQ makes of them, carry it all', () => {
     const settings = readRedisSettings({ REDIS_URL: 'rediss://127.0.0.1:1', REDIS_PASSWORD: 'pw-3', REDIS_TLS_CA_FILE: certs.ca });
     const single = createRedis(settings) as Redis;
     const dup = single.duplicate();
-    const cluster = createRedis(readRedisSettings({ REDIS_URL: 'rediss://127.0.0.1:1', REDIS_CLUSTER: '1', REDIS_PASSWORD: 'pw-3', REDIS_TLS_CA_FILE: certs.ca })) as Cluster;
+    const cluster = createRedis(
+      readRedisSettings({ REDIS_URL: 'rediss://127.0.0.1:1', REDIS_CLUSTER: '1', REDIS_PASSWORD: 'pw-3', REDIS_TLS_CA_FILE: certs.ca }),
+    ) as Cluster;
     const clusterDup = cluster.duplicate();
     for (const c of [single, dup, cluster, clusterDup]) c.on('error', () => undefined);
     try {
@@ -85,7 +94,12 @@ describe('the environment → Redis client options', () => {
 describe('the environment → NATS connection options', () => {
   it('tls:// with a CA and a client certificate', () => {
     const o = natsConnectOptions(
-      readNatsSettings({ NATS_URL: 'tls://n1:4222,tls://n2:4222', NATS_TLS_CA_FILE: certs.ca, NATS_TLS_CERT_FILE: certs.clientCert, NATS_TLS_KEY_FILE: certs.clientKey }),
+      readNatsSettings({
+        NATS_URL: 'tls://n1:4222,tls://n2:4222',
+        NATS_TLS_CA_FILE: certs.ca,
+        NATS_TLS_CERT_FILE: certs.clientCert,
+        NATS_TLS_KEY_FILE: certs.clientKey,
+      }),
       { name: 'bosun-test' },
     );
     expect(o).toMatchObject({ servers: ['n1:4222', 'n2:4222'], name: 'bosun-test', maxReconnectAttempts: -1 });
@@ -110,7 +124,11 @@ describe('the environment → NATS connection options', () => {
     const seed = new TextDecoder().decode(user.getSeed());
     const signed = auth({ NATS_NKEY_SEED_FILE: file('user.nk', `${seed}\n`) });
     expect(signed.nkey).toBe(user.getPublicKey());
-    expect(nkeys.fromPublic(user.getPublicKey()).verify(new TextEncoder().encode('nonce-1'), new Uint8Array(Buffer.from(String(signed.sig), 'base64url')))).toBe(true);
+    expect(
+      nkeys
+        .fromPublic(user.getPublicKey())
+        .verify(new TextEncoder().encode('nonce-1'), new Uint8Array(Buffer.from(String(signed.sig), 'base64url'))),
+    ).toBe(true);
 
     const jwt = 'eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ.eyJzdWIiOiJVIn0.c2ln';
     const creds = `-----BEGIN NATS USER JWT-----\n${jwt}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`;
@@ -119,7 +137,9 @@ describe('the environment → NATS connection options', () => {
   });
 
   it('the options object holds no secret: credentials are functions', () => {
-    const o = natsConnectOptions(readNatsSettings({ NATS_USER: 'bosun', NATS_PASSWORD: 'n-pw-in-env', NATS_URL: 'tls://n:4222', NATS_TLS_CA_FILE: certs.ca }));
+    const o = natsConnectOptions(
+      readNatsSettings({ NATS_USER: 'bosun', NATS_PASSWORD: 'n-pw-in-env', NATS_URL: 'tls://n:4222', NATS_TLS_CA_FILE: certs.ca }),
+    );
     expect(JSON.stringify(o)).not.toContain('n-pw-in-env');
   });
 });
@@ -128,12 +148,21 @@ describe('start-up refusals name the setting to check', () => {
   const redis = readRedisSettings({ REDIS_URL: 'rediss://r:6379' });
 
   it('Redis: a refused password names where it came from, and the error carries no command arguments', () => {
-    const settings = readRedisSettings({ REDIS_URL: 'rediss://r:6379', REDIS_USERNAME: 'bosun', REDIS_PASSWORD_FILE: file('rpw', 'the-pw') });
-    const err = libError('WRONGPASS invalid username-password pair or user is disabled.', { name: 'ReplyError', command: { name: 'auth', args: ['bosun', 'the-pw'] } });
+    const settings = readRedisSettings({
+      REDIS_URL: 'rediss://r:6379',
+      REDIS_USERNAME: 'bosun',
+      REDIS_PASSWORD_FILE: file('rpw', 'the-pw'),
+    });
+    const err = libError('WRONGPASS invalid username-password pair or user is disabled.', {
+      name: 'ReplyError',
+      command: { name: 'auth', args: ['bosun', 'the-pw'] },
+    });
     const f = redisSettingsFailure(err, settings);
     expect(f).toBeInstanceOf(ConnectionSettingsError);
     expect(f?.code).toBe('redis_auth_failed');
-    expect(f?.message).toBe('Redis: authentication failed (WRONGPASS invalid username-password pair or user is disabled.) — check REDIS_USERNAME and REDIS_PASSWORD_FILE');
+    expect(f?.message).toBe(
+      'Redis: authentication failed (WRONGPASS invalid username-password pair or user is disabled.) — check REDIS_USERNAME and REDIS_PASSWORD_FILE',
+    );
     expect(JSON.stringify({ ...f, cause: { ...(f?.cause as object) } })).not.toContain('the-pw');
     expect((f?.cause as Record<string, unknown>).command).toBeUndefined();
     const noPassword = redisSettingsFailure(libError('NOAUTH Authentication required.', { name: 'ReplyError' }), readRedisSettings({}));
@@ -141,12 +170,24 @@ describe('start-up refusals name the setting to check', () => {
   });
 
   it.each([
-    ['SELF_SIGNED_CERT_IN_CHAIN', 'redis_tls_failed', /^Redis TLS: certificate signed by an unknown CA \(SELF_SIGNED_CERT_IN_CHAIN\) — set REDIS_TLS_CA_FILE to the CA that signed the server's certificate$/],
+    [
+      'SELF_SIGNED_CERT_IN_CHAIN',
+      'redis_tls_failed',
+      /^Redis TLS: certificate signed by an unknown CA \(SELF_SIGNED_CERT_IN_CHAIN\) — set REDIS_TLS_CA_FILE to the CA that signed the server's certificate$/,
+    ],
     ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'redis_tls_failed', /unknown CA/],
     ['ERR_TLS_CERT_ALTNAME_INVALID', 'redis_tls_failed', /^Redis TLS: the server's certificate does not name the host in REDIS_URL/],
     ['CERT_HAS_EXPIRED', 'redis_tls_failed', /has expired/],
-    ['ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 'redis_tls_failed', /^Redis TLS: the server requires a client certificate \(ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED\) — set REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE$/],
-    ['ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', 'redis_tls_failed', /^Redis TLS: the server refused the client certificate .* check REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE/],
+    [
+      'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+      'redis_tls_failed',
+      /^Redis TLS: the server requires a client certificate \(ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED\) — set REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE$/,
+    ],
+    [
+      'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA',
+      'redis_tls_failed',
+      /^Redis TLS: the server refused the client certificate .* check REDIS_TLS_CERT_FILE and REDIS_TLS_KEY_FILE/,
+    ],
     ['ERR_SSL_WRONG_VERSION_NUMBER', 'redis_tls_failed', /does not speak TLS on this port/],
   ])('Redis TLS: %s', (code, want, message) => {
     const f = redisSettingsFailure(libError('openssl says no', { code }), redis);
@@ -161,14 +202,16 @@ describe('start-up refusals name the setting to check', () => {
 
   it('NATS: a refused login names the credentials in use, or says what to set', () => {
     const user = readNatsSettings({ NATS_USER: 'bosun', NATS_PASSWORD: 'x-pw' });
-    expect(natsSettingsFailure(new AuthorizationError('Authorization Violation'), user)?.message).toBe('NATS: authorization violation — check NATS_USER / NATS_PASSWORD');
+    expect(natsSettingsFailure(new AuthorizationError('Authorization Violation'), user)?.message).toBe(
+      'NATS: authorization violation — check NATS_USER / NATS_PASSWORD',
+    );
     expect(natsSettingsFailure(new AuthorizationError('Authorization Violation'), readNatsSettings({}))?.message).toBe(
       'NATS: authorization violation — the server requires credentials: set NATS_USER and NATS_PASSWORD_FILE, NATS_TOKEN_FILE, NATS_NKEY_SEED_FILE or NATS_CREDS_FILE',
     );
     const tls = readNatsSettings({ NATS_URL: 'tls://n:4222', NATS_TLS_CA_FILE: certs.otherCa });
-    expect(natsSettingsFailure(libError('unable to verify the first certificate', { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' }), tls)?.message).toBe(
-      'NATS TLS: certificate signed by an unknown CA (UNABLE_TO_VERIFY_LEAF_SIGNATURE) — check NATS_TLS_CA_FILE',
-    );
+    expect(
+      natsSettingsFailure(libError('unable to verify the first certificate', { code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' }), tls)?.message,
+    ).toBe('NATS TLS: certificate signed by an unknown CA (UNABLE_TO_VERIFY_LEAF_SIGNATURE) — check NATS_TLS_CA_FILE');
     expect(natsSettingsFailure(libError('connect ECONNREFUSED', { code: 'ECONNREFUSED' }), tls)).toBeUndefined();
   });
 });

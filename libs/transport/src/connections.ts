@@ -107,7 +107,12 @@ export async function checkRedisTopology(redis: RedisClient, prefix: string): Pr
  * not help. The message names the variables to check and never holds a secret.
  */
 export class ConnectionSettingsError extends BosunError {
-  constructor(code: 'redis_auth_failed' | 'redis_tls_failed' | 'nats_auth_failed' | 'nats_tls_failed', message: string, cause: Error, settings: string[]) {
+  constructor(
+    code: 'redis_auth_failed' | 'redis_tls_failed' | 'nats_auth_failed' | 'nats_tls_failed',
+    message: string,
+    cause: Error,
+    settings: string[],
+  ) {
     super(code, message, { cause: plainError(cause), data: { settings } });
     this.name = 'ConnectionSettingsError';
   }
@@ -126,9 +131,23 @@ function plainError(err: Error): Error {
 }
 
 /** Node's codes for a server certificate that no trusted CA signed. */
-const UNKNOWN_CA = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'CERT_SIGNATURE_FAILURE']);
+const UNKNOWN_CA = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_SIGNATURE_FAILURE',
+]);
 /** TLS alerts a server sends when it does not accept the client's certificate. */
-const CLIENT_CERT_REFUSED = new Set(['ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE', 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA', 'ERR_SSL_SSLV3_ALERT_CERTIFICATE_UNKNOWN', 'ERR_SSL_SSLV3_ALERT_CERTIFICATE_EXPIRED', 'ERR_SSL_TLSV1_ALERT_DECRYPT_ERROR', 'ERR_SSL_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE']);
+const CLIENT_CERT_REFUSED = new Set([
+  'ERR_SSL_SSLV3_ALERT_BAD_CERTIFICATE',
+  'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA',
+  'ERR_SSL_SSLV3_ALERT_CERTIFICATE_UNKNOWN',
+  'ERR_SSL_SSLV3_ALERT_CERTIFICATE_EXPIRED',
+  'ERR_SSL_TLSV1_ALERT_DECRYPT_ERROR',
+  'ERR_SSL_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE',
+]);
 const CLIENT_CERT_REQUIRED = new Set(['ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED']);
 const NOT_TLS = new Set(['ERR_SSL_WRONG_VERSION_NUMBER', 'ERR_SSL_PACKET_LENGTH_TOO_LONG', 'ERR_SSL_HTTP_REQUEST']);
 
@@ -145,14 +164,26 @@ function tlsFailure(err: Error, tls: TlsMaterial | undefined, url: string): { wh
   const cert = v?.cert ?? `${prefix}_TLS_CERT_FILE`;
   const key = v?.key ?? `${prefix}_TLS_KEY_FILE`;
   if (UNKNOWN_CA.has(code)) {
-    return { what: `certificate signed by an unknown CA (${code}) — ${tls?.ca ? `check ${ca}` : `set ${ca} to the CA that signed the server's certificate`}`, settings: [ca] };
+    return {
+      what: `certificate signed by an unknown CA (${code}) — ${tls?.ca ? `check ${ca}` : `set ${ca} to the CA that signed the server's certificate`}`,
+      settings: [ca],
+    };
   }
-  if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID') return { what: `the server's certificate ${code === 'CERT_HAS_EXPIRED' ? 'has expired' : 'is not valid yet'} (${code})`, settings: [] };
-  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return { what: `the server's certificate does not name the host in ${url} (${code}) — connect by a name it lists`, settings: [url] };
+  if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID')
+    return { what: `the server's certificate ${code === 'CERT_HAS_EXPIRED' ? 'has expired' : 'is not valid yet'} (${code})`, settings: [] };
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID')
+    return { what: `the server's certificate does not name the host in ${url} (${code}) — connect by a name it lists`, settings: [url] };
   if (CLIENT_CERT_REQUIRED.has(code)) {
-    return { what: `the server requires a client certificate (${code}) — ${tls?.cert ? `check ${cert} and ${key}` : `set ${cert} and ${key}`}`, settings: [cert, key] };
+    return {
+      what: `the server requires a client certificate (${code}) — ${tls?.cert ? `check ${cert} and ${key}` : `set ${cert} and ${key}`}`,
+      settings: [cert, key],
+    };
   }
-  if (CLIENT_CERT_REFUSED.has(code)) return { what: `the server refused the client certificate (${code}) — check ${cert} and ${key}: a CA the server trusts must sign it`, settings: [cert, key] };
+  if (CLIENT_CERT_REFUSED.has(code))
+    return {
+      what: `the server refused the client certificate (${code}) — check ${cert} and ${key}: a CA the server trusts must sign it`,
+      settings: [cert, key],
+    };
   if (NOT_TLS.has(code)) return { what: `the server does not speak TLS on this port (${code}) — check ${url}`, settings: [url] };
   return undefined;
 }
@@ -167,8 +198,13 @@ export function redisSettingsFailure(err: Error, settings: RedisSettings): Conne
   const reply = redisReplyCode(err);
   const authError = reply === 'WRONGPASS' || reply === 'NOAUTH' || (reply === 'ERR' && /\bAUTH\b/.test(err.message));
   if (authError) {
-    const what = reply === 'NOAUTH' && settings.password === undefined ? 'the server requires a password: set REDIS_PASSWORD_FILE (and REDIS_USERNAME for an ACL user)' : `check ${settings.authFrom ?? 'REDIS_PASSWORD_FILE'}`;
-    return new ConnectionSettingsError('redis_auth_failed', `Redis: authentication failed (${err.message.trim()}) — ${what}`, err, [settings.authFrom ?? 'REDIS_PASSWORD_FILE']);
+    const what =
+      reply === 'NOAUTH' && settings.password === undefined
+        ? 'the server requires a password: set REDIS_PASSWORD_FILE (and REDIS_USERNAME for an ACL user)'
+        : `check ${settings.authFrom ?? 'REDIS_PASSWORD_FILE'}`;
+    return new ConnectionSettingsError('redis_auth_failed', `Redis: authentication failed (${err.message.trim()}) — ${what}`, err, [
+      settings.authFrom ?? 'REDIS_PASSWORD_FILE',
+    ]);
   }
   const tls = settings.tls ? tlsFailure(err, settings.tls, 'REDIS_URL') : undefined;
   if (tls) return new ConnectionSettingsError('redis_tls_failed', `Redis TLS: ${tls.what}`, err, tls.settings);
@@ -213,10 +249,20 @@ export async function waitForRedis(redis: RedisClient, settings: RedisSettings, 
           // A server that closes the connection without a word: plain text sent to a TLS port, or
           // a TLS server that wants a client certificate before its alert could be read.
           const reset = (reason as NodeJS.ErrnoException).code === 'ECONNRESET';
-          const hint = !reset ? '' : !settings.tls ? ' If the server speaks TLS, use rediss://.' : !settings.tls.cert ? ` If the server requires client certificates, set ${settings.tls.vars.cert} and ${settings.tls.vars.key}.` : '';
-          throw new BosunError('redis_unreachable', `Redis at ${settings.display} did not answer within ${timeoutMs} ms (${reason.message}). Start it or set REDIS_URL.${hint}`, {
-            cause: plainError(reason),
-          });
+          const hint = !reset
+            ? ''
+            : !settings.tls
+              ? ' If the server speaks TLS, use rediss://.'
+              : !settings.tls.cert
+                ? ` If the server requires client certificates, set ${settings.tls.vars.cert} and ${settings.tls.vars.key}.`
+                : '';
+          throw new BosunError(
+            'redis_unreachable',
+            `Redis at ${settings.display} did not answer within ${timeoutMs} ms (${reason.message}). Start it or set REDIS_URL.${hint}`,
+            {
+              cause: plainError(reason),
+            },
+          );
         }
         await Promise.race([refused, sleep(200)]);
       }
@@ -269,10 +315,17 @@ export function natsSettingsFailure(err: Error, settings: NatsSettings): Connect
   const auth = settings.auth;
   const from = auth.kind === 'none' ? undefined : auth.from;
   if (err instanceof UserAuthenticationExpiredError) {
-    return new ConnectionSettingsError('nats_auth_failed', `NATS: the user's credentials have expired (${err.message}) — renew ${from ?? 'NATS_CREDS_FILE'}`, err, [from ?? 'NATS_CREDS_FILE']);
+    return new ConnectionSettingsError(
+      'nats_auth_failed',
+      `NATS: the user's credentials have expired (${err.message}) — renew ${from ?? 'NATS_CREDS_FILE'}`,
+      err,
+      [from ?? 'NATS_CREDS_FILE'],
+    );
   }
   if (err instanceof AuthorizationError) {
-    const what = from ? `check ${from}` : 'the server requires credentials: set NATS_USER and NATS_PASSWORD_FILE, NATS_TOKEN_FILE, NATS_NKEY_SEED_FILE or NATS_CREDS_FILE';
+    const what = from
+      ? `check ${from}`
+      : 'the server requires credentials: set NATS_USER and NATS_PASSWORD_FILE, NATS_TOKEN_FILE, NATS_NKEY_SEED_FILE or NATS_CREDS_FILE';
     return new ConnectionSettingsError('nats_auth_failed', `NATS: ${err.message.toLowerCase()} — ${what}`, err, from ? [from] : []);
   }
   const tls = tlsFailure(err, settings.tls, 'NATS_URL');
@@ -293,7 +346,14 @@ export async function connectNats(settings: NatsSettings, options: { name?: stri
     const failure = natsSettingsFailure(err as Error, settings);
     if (failure) throw failure;
     // A server that verifies client certificates may close the connection without a word.
-    const hint = settings.tls && !settings.tls.cert ? ` If the server verifies client certificates, set ${settings.tls.vars.cert} and ${settings.tls.vars.key}.` : '';
-    throw new BosunError('nats_unreachable', `NATS at ${settings.display} is unreachable (${(err as Error).message}). Start it or set NATS_URL.${hint}`, { cause: plainError(err as Error) });
+    const hint =
+      settings.tls && !settings.tls.cert
+        ? ` If the server verifies client certificates, set ${settings.tls.vars.cert} and ${settings.tls.vars.key}.`
+        : '';
+    throw new BosunError(
+      'nats_unreachable',
+      `NATS at ${settings.display} is unreachable (${(err as Error).message}). Start it or set NATS_URL.${hint}`,
+      { cause: plainError(err as Error) },
+    );
   }
 }

@@ -9,7 +9,14 @@ describe('deadLetterEntry', () => {
   it('stores ordinary input as it is, with nothing marked as cut', () => {
     const input = { id: 'inc-1', source: 's', summary: 42 };
     const entry = deadLetterEntry({ kind: 'poison', reason: 'invalid incident: summary: expected string', input }, AT);
-    expect(entry).toEqual({ v: 1, kind: 'poison', marker: STALL_MARKER, at: AT.toISOString(), reason: 'invalid incident: summary: expected string', input });
+    expect(entry).toEqual({
+      v: 1,
+      kind: 'poison',
+      marker: STALL_MARKER,
+      at: AT.toISOString(),
+      reason: 'invalid incident: summary: expected string',
+      input,
+    });
     expect(DeadLetter.parse(entry)).toEqual(entry);
   });
 
@@ -33,6 +40,9 @@ describe('deadLetterEntry', () => {
     expect((entry.input as { summary: string }).summary).toMatch(/^x+… \[TRUNCATED by bosun: 5242880 characters, kept \d+\]$/);
     expect(entry.reason.startsWith('invalid incident: rrr')).toBe(true);
     expect(entry.reason).toContain(`${TRUNCATION_MARKER}: ${reason.length} characters, kept ${DEAD_LETTER_LIMITS.textChars}]`);
-    expect(entry.truncated).toEqual([`reason: ${reason.length} characters cut to ${DEAD_LETTER_LIMITS.textChars}`, expect.stringMatching(/^input\.summary: 5242880 characters cut to \d+$/)]);
+    expect(entry.truncated).toEqual([
+      `reason: ${reason.length} characters cut to ${DEAD_LETTER_LIMITS.textChars}`,
+      expect.stringMatching(/^input\.summary: 5242880 characters cut to \d+$/),
+    ]);
   });
 });

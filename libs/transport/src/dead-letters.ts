@@ -23,7 +23,12 @@ export function deadLetterEntry(input: DeadLetterInput, at: Date = new Date()): 
   const cut: string[] = [];
   const text = (value: string, path: string): string => {
     if (value.length <= DEAD_LETTER_LIMITS.textChars) return value;
-    const bounded = boundJson(value, { maxDepth: 1, maxBytes: Number.POSITIVE_INFINITY, maxStringChars: DEAD_LETTER_LIMITS.textChars, path });
+    const bounded = boundJson(value, {
+      maxDepth: 1,
+      maxBytes: Number.POSITIVE_INFINITY,
+      maxStringChars: DEAD_LETTER_LIMITS.textChars,
+      path,
+    });
     cut.push(...bounded.cut);
     return bounded.value as string;
   };

@@ -20,7 +20,12 @@ describe('encodeEvent', () => {
   });
 
   it('cuts the large fields of an event over the limit, keeping its envelope, its seq and its small fields', () => {
-    const e = event({ status: 'partial', stalled: 1, specialists: [{ name: 'kubernetes', status: 'completed' }], answer: `Incident inc-1: ${'s'.repeat(5 * 1024 * 1024)}` });
+    const e = event({
+      status: 'partial',
+      stalled: 1,
+      specialists: [{ name: 'kubernetes', status: 'completed' }],
+      answer: `Incident inc-1: ${'s'.repeat(5 * 1024 * 1024)}`,
+    });
     const limit = 64 * 1024;
     const { body, truncated } = encodeEvent(e, limit);
     expect(Buffer.byteLength(body)).toBeLessThanOrEqual(limit);

@@ -77,7 +77,10 @@ export function encodeEvent(event: RunEvent, maxBytes: number): { body: string; 
   // Room for the notes of what was cut; what the notes do not use is not given back to data.
   const notesRoom = Math.min(4096, Math.floor(maxBytes / 8));
   const bounded = boundJson(data, { maxDepth: EVENT_DATA_DEPTH, maxBytes: Math.max(0, maxBytes - shell - notesRoom), path: 'data' });
-  const kept = bounded.value !== null && typeof bounded.value === 'object' && !Array.isArray(bounded.value) ? (bounded.value as Record<string, unknown>) : {};
+  const kept =
+    bounded.value !== null && typeof bounded.value === 'object' && !Array.isArray(bounded.value)
+      ? (bounded.value as Record<string, unknown>)
+      : {};
   let notes = bounded.cut;
   for (;;) {
     const body = JSON.stringify({ ...envelope, data: kept, truncated: notes });
@@ -132,7 +135,8 @@ export class EventPublisher implements EventSink {
   private encode(event: RunEvent): Outgoing['body'] {
     const limit = this.bodyLimit();
     const { body, truncated } = encodeEvent(event, limit);
-    if (truncated) this.log.warn({ runId: event.runId, type: event.type, seq: event.seq, limit, truncated }, 'event cut to fit the NATS max payload');
+    if (truncated)
+      this.log.warn({ runId: event.runId, type: event.type, seq: event.seq, limit, truncated }, 'event cut to fit the NATS max payload');
     return { text: body, limit };
   }
 
@@ -152,7 +156,12 @@ export class EventPublisher implements EventSink {
           ...(input.agent === undefined ? {} : { agent: input.agent }),
           data: input.data ?? {},
         };
-        this.send({ subject: eventSubject(this.prefix, input.runId, input.type), event, body: this.encode(event), msgID: `${input.runId}-${seq}` });
+        this.send({
+          subject: eventSubject(this.prefix, input.runId, input.type),
+          event,
+          body: this.encode(event),
+          msgID: `${input.runId}-${seq}`,
+        });
       })
       .catch((err: unknown) => {
         this.stats.dropped++;
@@ -213,7 +222,8 @@ export class EventPublisher implements EventSink {
   /** Waits (at most `timeoutMs`) until every event emitted so far is stored or given up on. */
   async flush(timeoutMs = 10_000): Promise<void> {
     const until = Date.now() + timeoutMs;
-    while (this.pending.size > 0 && Date.now() < until) await Promise.race([Promise.allSettled([...this.pending]), new Promise((r) => setTimeout(r, 100))]);
+    while (this.pending.size > 0 && Date.now() < until)
+      await Promise.race([Promise.allSettled([...this.pending]), new Promise((r) => setTimeout(r, 100))]);
     if (this.js) this.drainBuffer();
     while (this.inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
   }

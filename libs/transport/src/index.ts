@@ -38,5 +38,13 @@ export {
   matchesProposedCall,
 } from './approvals.js';
 export type { Decision, ApprovalRequest, ProposedCallInput } from './approvals.js';
-export { RunControl, RunControlError, RUN_STATES, COORDINATOR_TIMERS_QUEUE, CANCEL_BY_MAX, CANCEL_REASON_MAX, readRunCancellation } from './runs.js';
+export {
+  RunControl,
+  RunControlError,
+  RUN_STATES,
+  COORDINATOR_TIMERS_QUEUE,
+  CANCEL_BY_MAX,
+  CANCEL_REASON_MAX,
+  readRunCancellation,
+} from './runs.js';
 export type { RunState, RunSummary, CancelOutcome } from './runs.js';

@@ -190,8 +190,10 @@ export class RunControl {
   async cancel(runId: string, request: { by: string; reason: string }): Promise<CancelOutcome> {
     const by = request.by.trim();
     const reason = request.reason.trim();
-    if (by === '' || by.length > CANCEL_BY_MAX) throw new RunControlError('bad_request', `by: must be a non-empty string of at most ${CANCEL_BY_MAX} characters`);
-    if (reason === '' || reason.length > CANCEL_REASON_MAX) throw new RunControlError('bad_request', `reason: must be a non-empty string of at most ${CANCEL_REASON_MAX} characters`);
+    if (by === '' || by.length > CANCEL_BY_MAX)
+      throw new RunControlError('bad_request', `by: must be a non-empty string of at most ${CANCEL_BY_MAX} characters`);
+    if (reason === '' || reason.length > CANCEL_REASON_MAX)
+      throw new RunControlError('bad_request', `reason: must be a non-empty string of at most ${CANCEL_REASON_MAX} characters`);
     const job = await this.findJob(runId);
     if (!job) {
       const format = RUN_ID_PATTERN.test(runId) ? '' : ' (a run id is r and 20 hex digits, as bosun publish prints it)';
@@ -202,18 +204,27 @@ export class RunControl {
     if (state === 'cancelled') {
       const result = job.returnvalue as unknown;
       const earlier = isObject(result) ? RunCancellation.safeParse(result.cancelled) : undefined;
-      const cancelled = earlier?.success ? earlier.data : ((await readRunCancellation(this.redis, this.prefix, runId)) ?? { by: 'unknown', reason: '', at: '' });
+      const cancelled = earlier?.success
+        ? earlier.data
+        : ((await readRunCancellation(this.redis, this.prefix, runId)) ?? { by: 'unknown', reason: '', at: '' });
       return { runId, incidentId, cancelled, already: true, state };
     }
     if (state === 'completed' || state === 'partial' || state === 'failed') {
-      throw new RunControlError('finished', `run ${runId} (incident ${incidentId}) has already finished: ${state}; there is nothing to cancel`);
+      throw new RunControlError(
+        'finished',
+        `run ${runId} (incident ${incidentId}) has already finished: ${state}; there is nothing to cancel`,
+      );
     }
     const mine: RunCancellation = { by, reason, at: new Date().toISOString() };
     const written = await this.redis.set(keys.cancelRun(this.prefix, runId), JSON.stringify(mine), 'EX', CANCEL_TTL_SECONDS, 'NX');
     const cancelled = written === null ? ((await readRunCancellation(this.redis, this.prefix, runId)) ?? mine) : mine;
     // Added on every request: a request that died between the key and this job is completed by
     // the next one, and the coordinator's handler does nothing twice.
-    await this.timers.add('cancel-run', { kind: 'cancel-run', runId }, { jobId: `cancel-run-${runId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
+    await this.timers.add(
+      'cancel-run',
+      { kind: 'cancel-run', runId },
+      { jobId: `cancel-run-${runId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
+    );
     return { runId, incidentId, cancelled, already: written === null, state };
   }
 
@@ -228,7 +239,8 @@ export class RunControl {
   /** Runs newest first (by creation), `limit` of them (default 50), only those in `state` when given. */
   async list(options: { state?: RunState; limit?: number } = {}): Promise<RunSummary[]> {
     const limit = options.limit ?? 50;
-    if (options.state !== undefined && !Object.hasOwn(JOB_TYPES, options.state)) throw new RunControlError('bad_request', `status: must be one of ${RUN_STATES.join(', ')}`);
+    if (options.state !== undefined && !Object.hasOwn(JOB_TYPES, options.state))
+      throw new RunControlError('bad_request', `status: must be one of ${RUN_STATES.join(', ')}`);
     const types = options.state ? JOB_TYPES[options.state] : ALL_TYPES;
     const found: { job: Job; jobState: string }[] = [];
     for (const type of types) {
@@ -253,9 +265,18 @@ export class RunControl {
 
   /** Summaries, reading the checkpoints and cancel keys of the unfinished runs in one MGET. */
   private async summarize(entries: { job: Job; jobState: string }[]): Promise<RunSummary[]> {
-    const rows = entries.map(({ job, jobState }) => ({ job, runId: runIdFor(String(job.id), job.timestamp), state: stateOf(jobState, job) }));
+    const rows = entries.map(({ job, jobState }) => ({
+      job,
+      runId: runIdFor(String(job.id), job.timestamp),
+      state: stateOf(jobState, job),
+    }));
     const open = rows.filter((r) => r.state === 'waiting' || r.state === 'active' || r.state === 'parked');
-    const values = open.length > 0 ? await this.redis.mget(...open.flatMap((r) => [keys.checkpoint(this.prefix, `run:${r.runId}`), keys.cancelRun(this.prefix, r.runId)])) : [];
+    const values =
+      open.length > 0
+        ? await this.redis.mget(
+            ...open.flatMap((r) => [keys.checkpoint(this.prefix, `run:${r.runId}`), keys.cancelRun(this.prefix, r.runId)]),
+          )
+        : [];
     const extra = new Map<string, { checkpoint: unknown; cancel: RunCancellation | null }>();
     open.forEach((r, i) => {
       let checkpoint: unknown;
@@ -268,8 +289,15 @@ export class RunControl {
     });
     return rows.map(({ job, runId, state }) => {
       const more = extra.get(runId);
-      const summary: RunSummary = { runId, incidentId: String(job.id), state, createdAt: new Date(job.timestamp).toISOString(), specialists: specialistsOf(job, more?.checkpoint) };
-      if (job.finishedOn && (state !== 'waiting' && state !== 'active' && state !== 'parked')) summary.finishedAt = new Date(job.finishedOn).toISOString();
+      const summary: RunSummary = {
+        runId,
+        incidentId: String(job.id),
+        state,
+        createdAt: new Date(job.timestamp).toISOString(),
+        specialists: specialistsOf(job, more?.checkpoint),
+      };
+      if (job.finishedOn && state !== 'waiting' && state !== 'active' && state !== 'parked')
+        summary.finishedAt = new Date(job.finishedOn).toISOString();
       if (more?.cancel) summary.cancelRequested = more.cancel;
       if (state === 'failed' && !isObject(job.returnvalue) && job.failedReason) summary.reason = job.failedReason;
       return summary;

@@ -83,7 +83,8 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
             refusedAtStart = err;
             return;
           }
-          if (!refusalLogged) log.error({ err: err.message }, 'NATS refused the connection settings; events are buffered until it accepts them');
+          if (!refusalLogged)
+            log.error({ err: err.message }, 'NATS refused the connection settings; events are buffered until it accepts them');
           refusalLogged = true;
         } else if (attempt === 0) log.warn({ err: (err as Error).message }, 'NATS unreachable; events are buffered until it answers');
         await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5_000)));
@@ -123,7 +124,10 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
  * refuses a topology Bosun cannot run on. Rejects with a message naming `REDIS_URL`, or a
  * {@link ConnectionSettingsError} naming the credential or TLS setting Redis refused.
  */
-async function openRedis(env: BosunEnv, options: { service: string; onError: (err: Error) => void; timeoutMs?: number }): Promise<RedisClient> {
+async function openRedis(
+  env: BosunEnv,
+  options: { service: string; onError: (err: Error) => void; timeoutMs?: number },
+): Promise<RedisClient> {
   const redis = createRedis(env.redis, { name: `bosun-${options.service}` });
   redis.on('error', options.onError);
   try {
@@ -154,13 +158,21 @@ export async function checkRuntime(env: BosunEnv, options: { service: string }):
     try {
       await (await jetstreamManager(nc)).getAccountInfo();
     } catch (err) {
-      throw new BosunError('jetstream_unavailable', `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${(err as Error).message}). Start nats-server with -js.`, { cause: err });
+      throw new BosunError(
+        'jetstream_unavailable',
+        `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${(err as Error).message}). Start nats-server with -js.`,
+        { cause: err },
+      );
     } finally {
       await nc.close().catch(() => undefined);
     }
   } finally {
     redis.disconnect();
   }
-  const urls = (list: string) => list.split(',').map((u) => redactUrl(u.trim())).join(',');
+  const urls = (list: string) =>
+    list
+      .split(',')
+      .map((u) => redactUrl(u.trim()))
+      .join(',');
   return `Redis ${urls(env.redisUrl)} (prefix ${env.prefix}), NATS ${urls(env.natsUrl)} with JetStream`;
 }

@@ -57,7 +57,12 @@ export function runService(options: RunServiceOptions): void {
   const { name, log } = options;
   let args: ServiceArgs;
   try {
-    args = parseArgs({ args: process.argv.slice(2), options: { ...options.args, check: { type: 'boolean', default: false } }, strict: true, allowPositionals: false }).values;
+    args = parseArgs({
+      args: process.argv.slice(2),
+      options: { ...options.args, check: { type: 'boolean', default: false } },
+      strict: true,
+      allowPositionals: false,
+    }).values;
   } catch (err) {
     const flags = ['--check', ...Object.keys(options.args ?? {}).map((k) => `--${k}`)].join(', ');
     process.stderr.write(`${name}: ${(err as Error).message} (options: ${flags})\n`);
@@ -79,7 +84,10 @@ export function runService(options: RunServiceOptions): void {
   const grace = options.graceMs ?? settings.graceMs ?? 30_000;
   let handle: ServiceHandle | undefined;
   let stopping = false;
-  const health = settings.healthPort === undefined ? undefined : startHealthServer(name, log, settings.healthPort, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
+  const health =
+    settings.healthPort === undefined
+      ? undefined
+      : startHealthServer(name, log, settings.healthPort, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
 
   const stop = (signal: string) => {
     if (stopping) return;

@@ -1,14 +1,6 @@
 import { Queue, QueueEvents } from 'bullmq';
 import type { RedisClient } from './connections.js';
-import {
-  BosunError,
-  Catalog,
-  TOOLS_QUEUE,
-  TOOL_CALL_JOB,
-  ToolCallResult,
-  parseWith,
-  type ToolCallJob,
-} from '@bosun/contract';
+import { BosunError, Catalog, TOOLS_QUEUE, TOOL_CALL_JOB, ToolCallResult, parseWith, type ToolCallJob } from '@bosun/contract';
 import { keys } from './keys.js';
 
 /** How agents reach tools. The real one goes through the gateway; tests may use a fake. */
@@ -71,7 +63,10 @@ export class QueueToolClient implements ToolClient {
         return catalog;
       }
       if (Date.now() - started > this.catalogWaitMs) {
-        throw new BosunError('no_catalog', `no tool catalog from the gateway after ${this.catalogWaitMs} ms: is the tool gateway running under BOSUN_PREFIX=${this.prefix}?`);
+        throw new BosunError(
+          'no_catalog',
+          `no tool catalog from the gateway after ${this.catalogWaitMs} ms: is the tool gateway running under BOSUN_PREFIX=${this.prefix}?`,
+        );
       }
       await new Promise((r) => setTimeout(r, 250));
     }

@@ -60,7 +60,9 @@ describe('DemoEnvironment reads', () => {
     expect(result.lines).toHaveLength(5);
     expect(result.lines.every((l) => l.pod === CRASH_POD)).toBe(true);
     expect(result.lines.map((l) => l.message)).toContain('Container checkout terminated: reason=OOMKilled exitCode=137 memoryLimit=512Mi');
-    expect(result.lines.map((l) => l.message)).toContain('FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory');
+    expect(result.lines.map((l) => l.message)).toContain(
+      'FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory',
+    );
     // Asking for more lines than exist returns all of them.
     const all = env.getLogs('search', undefined, MAX_LOG_LINES).lines;
     expect(all.length).toBeGreaterThan(DEFAULT_LOG_LINES);

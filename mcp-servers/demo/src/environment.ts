@@ -343,9 +343,27 @@ function seedCheckout(): ServiceState {
     if (p.name === CHECKOUT_CRASH_POD) continue;
     const lines = routineLines('checkout', p.name, 14, 3, 1 + index, (i) => 31 + ((i * 7 + index * 5) % 23));
     lines.push(
-      { at: p.startedAt, pod: p.name, level: 'INFO', source: 'app', message: 'checkout v42 listening on :8080 (CART_CACHE_MAX_ENTRIES=50000)' },
-      { at: ago(12 + index), pod: p.name, level: 'WARN', source: 'app', message: `heap usage ${402 + index * 21}Mi of 512Mi limit (cart cache entries: ${31877 + index * 1733})` },
-      { at: ago(3 + index), pod: p.name, level: 'ERROR', source: 'app', message: `POST /api/orders 503 upstream reset while ${CHECKOUT_CRASH_POD} restarting (retried on this pod)` },
+      {
+        at: p.startedAt,
+        pod: p.name,
+        level: 'INFO',
+        source: 'app',
+        message: 'checkout v42 listening on :8080 (CART_CACHE_MAX_ENTRIES=50000)',
+      },
+      {
+        at: ago(12 + index),
+        pod: p.name,
+        level: 'WARN',
+        source: 'app',
+        message: `heap usage ${402 + index * 21}Mi of 512Mi limit (cart cache entries: ${31877 + index * 1733})`,
+      },
+      {
+        at: ago(3 + index),
+        pod: p.name,
+        level: 'ERROR',
+        source: 'app',
+        message: `POST /api/orders 503 upstream reset while ${CHECKOUT_CRASH_POD} restarting (retried on this pod)`,
+      },
     );
     logs.set(p.name, lines.sort(byTime));
   }
@@ -358,11 +376,41 @@ function seedCheckout(): ServiceState {
   for (const [cycle, startAgo] of starts.entries()) {
     const crashAgo = startAgo - 3;
     crashLines.push(
-      { at: ago(startAgo), pod: CHECKOUT_CRASH_POD, level: 'INFO', source: 'app', message: 'checkout v42 listening on :8080 (CART_CACHE_MAX_ENTRIES=50000)' },
-      { at: ago(startAgo - 2), pod: CHECKOUT_CRASH_POD, level: 'WARN', source: 'app', message: `heap usage ${468 + cycle * 4}Mi of 512Mi limit (cart cache entries: ${48210 + cycle * 97})` },
-      { at: ago(crashAgo), pod: CHECKOUT_CRASH_POD, level: 'ERROR', source: 'app', message: 'FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory' },
-      { at: ago(crashAgo), pod: CHECKOUT_CRASH_POD, level: 'ERROR', source: 'kubelet', message: 'Container checkout terminated: reason=OOMKilled exitCode=137 memoryLimit=512Mi' },
-      { at: ago(crashAgo), pod: CHECKOUT_CRASH_POD, level: 'WARN', source: 'kubelet', message: `Back-off restarting failed container checkout in pod ${CHECKOUT_CRASH_POD}` },
+      {
+        at: ago(startAgo),
+        pod: CHECKOUT_CRASH_POD,
+        level: 'INFO',
+        source: 'app',
+        message: 'checkout v42 listening on :8080 (CART_CACHE_MAX_ENTRIES=50000)',
+      },
+      {
+        at: ago(startAgo - 2),
+        pod: CHECKOUT_CRASH_POD,
+        level: 'WARN',
+        source: 'app',
+        message: `heap usage ${468 + cycle * 4}Mi of 512Mi limit (cart cache entries: ${48210 + cycle * 97})`,
+      },
+      {
+        at: ago(crashAgo),
+        pod: CHECKOUT_CRASH_POD,
+        level: 'ERROR',
+        source: 'app',
+        message: 'FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory',
+      },
+      {
+        at: ago(crashAgo),
+        pod: CHECKOUT_CRASH_POD,
+        level: 'ERROR',
+        source: 'kubelet',
+        message: 'Container checkout terminated: reason=OOMKilled exitCode=137 memoryLimit=512Mi',
+      },
+      {
+        at: ago(crashAgo),
+        pod: CHECKOUT_CRASH_POD,
+        level: 'WARN',
+        source: 'kubelet',
+        message: `Back-off restarting failed container checkout in pod ${CHECKOUT_CRASH_POD}`,
+      },
     );
   }
   logs.set(CHECKOUT_CRASH_POD, crashLines.sort(byTime));
@@ -399,18 +447,34 @@ function seedPayments(): ServiceState {
     const before = routineLines('payments', p.name, 6, 5, PAYMENTS_SLOW_SINCE_AGO + 2 + index, (i) => 41 + ((i * 5 + index * 3) % 17));
     const after = routineLines('payments', p.name, 18, 5, 1 + index, (i) => 2600 + ((i * 137 + index * 61) % 700));
     const warnings: LogEntry[] = [
-      { at: ago(PAYMENTS_SLOW_SINCE_AGO - index), pod: p.name, level: 'WARN', source: 'app', message: `slow query 2114ms: ${SLOW_QUERY_DETAIL}` },
+      {
+        at: ago(PAYMENTS_SLOW_SINCE_AGO - index),
+        pod: p.name,
+        level: 'WARN',
+        source: 'app',
+        message: `slow query 2114ms: ${SLOW_QUERY_DETAIL}`,
+      },
     ];
     for (let i = 0; i < 6; i++) {
       const at = ago(80 - i * 14 - index * 2);
       warnings.push(
         { at, pod: p.name, level: 'WARN', source: 'app', message: `slow query ${2870 + i * 41 + index * 13}ms: ${SLOW_QUERY_DETAIL}` },
-        { at, pod: p.name, level: 'WARN', source: 'app', message: `db pool exhausted: 20/20 connections in use, ${12 + i + index} requests waiting` },
+        {
+          at,
+          pod: p.name,
+          level: 'WARN',
+          source: 'app',
+          message: `db pool exhausted: 20/20 connections in use, ${12 + i + index} requests waiting`,
+        },
       );
     }
-    warnings.push(
-      { at: ago(3 + index), pod: p.name, level: 'ERROR', source: 'app', message: 'POST /v1/authorize 504 timed out after 5000ms waiting for a database connection' },
-    );
+    warnings.push({
+      at: ago(3 + index),
+      pod: p.name,
+      level: 'ERROR',
+      source: 'app',
+      message: 'POST /v1/authorize 504 timed out after 5000ms waiting for a database connection',
+    });
     logs.set(p.name, [...before, ...after, ...warnings].sort(byTime));
   }
   return {
@@ -437,7 +501,10 @@ function seedSearch(): ServiceState {
   ];
   const logs = new Map<string, LogEntry[]>();
   for (const [index, p] of pods.entries()) {
-    logs.set(p.name, routineLines('search', p.name, 30, 2, 1 + index, (i) => 14 + ((i * 11 + index * 7) % 19)));
+    logs.set(
+      p.name,
+      routineLines('search', p.name, 30, 2, 1 + index, (i) => 14 + ((i * 11 + index * 7) % 19)),
+    );
   }
   return {
     name: 'search',
@@ -588,7 +655,13 @@ export class DemoEnvironment {
     const previousRestarts = target.restarts;
     const at = this.advance();
     this.startFresh(target, at);
-    this.appendLog(state, { at, pod: target.name, level: 'INFO', source: 'kubelet', message: `Pod ${target.name} restarted on operator request` });
+    this.appendLog(state, {
+      at,
+      pod: target.name,
+      level: 'INFO',
+      source: 'kubelet',
+      message: `Pod ${target.name} restarted on operator request`,
+    });
     this.appendStartupLogs(state, target, at);
     return { service: state.name, pod: structuredClone(target), previousStatus, previousRestarts, at };
   }
@@ -604,7 +677,14 @@ export class DemoEnvironment {
     const target = this.version(state, toVersion);
     const fromVersion = state.currentVersion;
     if (target.version === fromVersion) {
-      return { service: state.name, fromVersion, toVersion: fromVersion, changed: false, at: this.now(), pods: structuredClone(state.pods) };
+      return {
+        service: state.name,
+        fromVersion,
+        toVersion: fromVersion,
+        changed: false,
+        at: this.now(),
+        pods: structuredClone(state.pods),
+      };
     }
     const at = this.advance();
     const previous = state.deployments.find((d) => d.version === fromVersion);
@@ -614,7 +694,13 @@ export class DemoEnvironment {
     for (const p of state.pods) {
       p.version = target.version;
       this.startFresh(p, at);
-      this.appendLog(state, { at, pod: p.name, level: 'INFO', source: 'kubelet', message: `Rolled back ${state.name} from ${fromVersion} to ${target.version}; pod replaced` });
+      this.appendLog(state, {
+        at,
+        pod: p.name,
+        level: 'INFO',
+        source: 'kubelet',
+        message: `Rolled back ${state.name} from ${fromVersion} to ${target.version}; pod replaced`,
+      });
       this.appendStartupLogs(state, p, at);
     }
     return { service: state.name, fromVersion, toVersion: target.version, changed: true, at, pods: structuredClone(state.pods) };
@@ -625,11 +711,7 @@ export class DemoEnvironment {
   private service(name: string): ServiceState {
     const state = this.services.get(name);
     if (!state) {
-      throw new DemoEnvironmentError(
-        'service',
-        name,
-        `Unknown service "${name}". Known services: ${this.serviceNames().join(', ')}.`,
-      );
+      throw new DemoEnvironmentError('service', name, `Unknown service "${name}". Known services: ${this.serviceNames().join(', ')}.`);
     }
     return state;
   }
@@ -686,9 +768,21 @@ export class DemoEnvironment {
 
   private appendStartupLogs(state: ServiceState, p: Pod, at: string): void {
     if (state.name === 'checkout' && p.version === CHECKOUT_BAD_VERSION) {
-      this.appendLog(state, { at, pod: p.name, level: 'INFO', source: 'app', message: 'checkout v42 listening on :8080 (CART_CACHE_MAX_ENTRIES=50000)' });
+      this.appendLog(state, {
+        at,
+        pod: p.name,
+        level: 'INFO',
+        source: 'app',
+        message: 'checkout v42 listening on :8080 (CART_CACHE_MAX_ENTRIES=50000)',
+      });
       // Hints that a restart only buys time while the cache change is live.
-      this.appendLog(state, { at, pod: p.name, level: 'WARN', source: 'app', message: 'heap usage 301Mi of 512Mi limit one minute after start (cart cache entries: 20544)' });
+      this.appendLog(state, {
+        at,
+        pod: p.name,
+        level: 'WARN',
+        source: 'app',
+        message: 'heap usage 301Mi of 512Mi limit one minute after start (cart cache entries: 20544)',
+      });
     } else {
       this.appendLog(state, { at, pod: p.name, level: 'INFO', source: 'app', message: `${state.name} ${p.version} listening on :8080` });
     }

@@ -57,10 +57,7 @@ export interface DemoServerOptions {
 // advertised output schema cannot drift from what the environment returns.
 // ---------------------------------------------------------------------------
 
-const serviceArg = z
-  .string()
-  .min(1)
-  .describe('Service name, as returned by list_services (e.g. "checkout", "payments", "search").');
+const serviceArg = z.string().min(1).describe('Service name, as returned by list_services (e.g. "checkout", "payments", "search").');
 const podArg = z.string().min(1).describe('Pod name, as returned by get_pods for the service.');
 
 const podSchema = z.object({
@@ -171,7 +168,12 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
    * Wraps one call: records it, applies the test delays, runs `compute`, and turns
    * environment errors into tool errors instead of protocol errors.
    */
-  async function run(tool: DemoToolName, args: Record<string, unknown>, signal: AbortSignal, compute: () => object): Promise<CallToolResult> {
+  async function run(
+    tool: DemoToolName,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    compute: () => object,
+  ): Promise<CallToolResult> {
     if (options.callLogPath !== undefined) {
       const line = JSON.stringify({ tool, args, pid: process.pid, at: new Date().toISOString() });
       try {
@@ -319,8 +321,7 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
       },
       annotations: DESTRUCTIVE,
     },
-    async (args, extra) =>
-      run('rollback_deployment', args, extra.signal, () => env.rollbackDeployment(args.service, args.toVersion)),
+    async (args, extra) => run('rollback_deployment', args, extra.signal, () => env.rollbackDeployment(args.service, args.toVersion)),
   );
 
   return server;

@@ -56,7 +56,10 @@ describe('childResults', () => {
     expect([...got.byId.keys()].sort()).toEqual(['r1-d0-kubernetes', 'r1-d1-database']);
 
     // Complete early read (a failure counts as an answer), or a delegation already decided: no second read.
-    const early2 = Promise.resolve<[Record<string, unknown>, Record<string, string>]>([{ [key('r1-d0-kubernetes')]: { ok: 1 } }, { [key('r1-d1-database')]: 'boom' }]);
+    const early2 = Promise.resolve<[Record<string, unknown>, Record<string, string>]>([
+      { [key('r1-d0-kubernetes')]: { ok: 1 } },
+      { [key('r1-d1-database')]: 'boom' },
+    ]);
     const got2 = await childResults(ds, early2, late);
     expect(reads).toBe(1);
     expect(got2.failedById.get('r1-d1-database')).toBe('boom');

@@ -189,7 +189,12 @@ export class Coordinator {
     if (job.name !== INCIDENT_JOB) {
       // The same derived id as a rejected envelope: `bosun publish` finds it to replace the job.
       await deadLetters.add(
-        { kind: 'poison', reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) },
+        {
+          kind: 'poison',
+          reason: `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`,
+          input: job.data,
+          ...(typeof job.id === 'string' ? { incidentId: job.id } : {}),
+        },
         `poison-${job.id ?? 'unknown'}-${job.timestamp}`,
       );
       throw new UnrecoverableError(`unexpected job name "${job.name}"`);
@@ -198,7 +203,10 @@ export class Coordinator {
     if (!parsed.success) {
       const reason = `invalid incident: ${describeIssues(parsed.error).issues.join('; ')}`;
       log.warn({ jobId: job.id, reason }, 'incident rejected');
-      await deadLetters.add({ kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) }, `poison-${job.id ?? 'unknown'}-${job.timestamp}`);
+      await deadLetters.add(
+        { kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) },
+        `poison-${job.id ?? 'unknown'}-${job.timestamp}`,
+      );
       throw new UnrecoverableError(reason);
     }
     const incident = parsed.data;
@@ -207,7 +215,10 @@ export class Coordinator {
       // under another job id would run under a name nobody looks for, or collide with its twin.
       const reason = `job id "${job.id ?? ''}" does not match the incident's id "${incident.id}": publish an incident with its id as the job id`;
       log.warn({ jobId: job.id, incidentId: incident.id }, 'incident rejected: job id and incident id differ');
-      await deadLetters.add({ kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) }, `poison-${job.id ?? 'unknown'}-${job.timestamp}`);
+      await deadLetters.add(
+        { kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) },
+        `poison-${job.id ?? 'unknown'}-${job.timestamp}`,
+      );
       throw new UnrecoverableError(reason);
     }
     const runId = runIdFor(incident.id, job.timestamp);
@@ -246,11 +257,34 @@ export class Coordinator {
       // No checkpoint yet: the first one is written before the first effect (a child job). A
       // run that dies before it starts afresh; the timer's job id keeps its first deadline.
       startup = Promise.all([
-        this.timers.add('run-deadline', { kind: 'run-deadline', runId }, { jobId: `run-deadline-${runId}`, delay: this.deps.config.coordinator.runDeadlineMs, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } }),
+        this.timers.add(
+          'run-deadline',
+          { kind: 'run-deadline', runId },
+          {
+            jobId: `run-deadline-${runId}`,
+            delay: this.deps.config.coordinator.runDeadlineMs,
+            removeOnComplete: true,
+            removeOnFail: { age: 7 * 24 * 3600 },
+          },
+        ),
         job.updateProgress({ runId, phase: 'started' }),
       ]);
       startup.catch(() => undefined);
-      this.deps.events.emit({ type: 'run.started', runId, incidentId: incident.id, data: { incident: { id: incident.id, reason: incident.reason, severity: incident.severity, source: incident.source, summary: incident.summary }, mode: state.mode } });
+      this.deps.events.emit({
+        type: 'run.started',
+        runId,
+        incidentId: incident.id,
+        data: {
+          incident: {
+            id: incident.id,
+            reason: incident.reason,
+            severity: incident.severity,
+            source: incident.source,
+            summary: incident.summary,
+          },
+          mode: state.mode,
+        },
+      });
     }
 
     try {
@@ -377,7 +411,13 @@ export class Coordinator {
       ...Object.entries(config.coordinator.routes).map(([r, t]) => `- ${r} -> ${t.join(', ')}`),
     ].join('\n');
     const started = Date.now();
-    const response = await model.generate({ agent: 'coordinator', mode: 'single', system, messages: [{ role: 'user', text: renderIncident(incident) }], tools: [] });
+    const response = await model.generate({
+      agent: 'coordinator',
+      mode: 'single',
+      system,
+      messages: [{ role: 'user', text: renderIncident(incident) }],
+      tools: [],
+    });
     this.modelCalled(incident, state, response, Date.now() - started);
     let names = parseRouting(response.text ?? '', known);
     if (names.length === 0) names = [...config.coordinator.defaultRoute];
@@ -418,7 +458,8 @@ export class Coordinator {
               required: ['task'],
             },
           }));
-      if (finalRound) state.messages.push({ role: 'user', text: 'No more delegation rounds are available. Answer now with what you have.' });
+      if (finalRound)
+        state.messages.push({ role: 'user', text: 'No more delegation rounds are available. Answer now with what you have.' });
       const started = Date.now();
       const response = await model.generate({
         agent: 'coordinator',
@@ -428,7 +469,11 @@ export class Coordinator {
         tools,
       });
       this.modelCalled(incident, state, response, Date.now() - started);
-      state.messages.push({ role: 'model', ...(response.text ? { text: response.text } : {}), ...(response.calls.length ? { calls: response.calls } : {}) });
+      state.messages.push({
+        role: 'model',
+        ...(response.text ? { text: response.text } : {}),
+        ...(response.calls.length ? { calls: response.calls } : {}),
+      });
       if (response.calls.length === 0) return response.text ?? '';
       // The round advances in the same checkpoint write as the turn that opens it.
       state.round++;
@@ -439,12 +484,26 @@ export class Coordinator {
     for (const call of calls) {
       if (state.delegations.some((d) => d.callId === call.id)) continue;
       const agent = byTool.get(call.name) ?? call.name.replace(DELEGATE_TOOL_PREFIX, '');
-      const task = typeof call.args.task === 'string' && call.args.task.trim() !== '' ? call.args.task : 'Investigate this incident within your domain and report what you find.';
-      state.delegations.push({ taskId: taskIdFor(state.runId, state.delegations.length, agent), agent, round: state.round, callId: call.id, task });
+      const task =
+        typeof call.args.task === 'string' && call.args.task.trim() !== ''
+          ? call.args.task
+          : 'Investigate this incident within your domain and report what you find.';
+      state.delegations.push({
+        taskId: taskIdFor(state.runId, state.delegations.length, agent),
+        agent,
+        round: state.round,
+        callId: call.id,
+        task,
+      });
     }
     if (!state.routed) state.routed = [];
     for (const d of state.delegations) if (d.round === state.round && !state.routed.includes(d.agent)) state.routed.push(d.agent);
-    this.deps.events.emit({ type: 'run.routed', runId: state.runId, incidentId: incident.id, data: { specialists: state.delegations.filter((d) => d.round === state.round).map((d) => d.agent), round: state.round } });
+    this.deps.events.emit({
+      type: 'run.routed',
+      runId: state.runId,
+      incidentId: incident.id,
+      data: { specialists: state.delegations.filter((d) => d.round === state.round).map((d) => d.agent), round: state.round },
+    });
     return undefined;
   }
 
@@ -456,22 +515,52 @@ export class Coordinator {
       const spec = specialistConfig(config, d.agent);
       if (!spec) {
         const reason = `unknown specialist "${d.agent}" (known: ${Object.keys(config.specialists).join(', ')})`;
-        d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: 'failed', output: stallText(d.agent, '', reason), attempts: 0, error: reason };
-        await this.deps.deadLetters.add({ kind: 'failure', runId: state.runId, incidentId: incident.id, agent: d.agent, taskId: d.taskId, reason, attempts: 0 }, `failure-${d.taskId}`);
-        events.emit({ type: 'agent.failed', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, reason } });
+        d.result = {
+          v: 1,
+          taskId: d.taskId,
+          agent: d.agent,
+          status: 'failed',
+          output: stallText(d.agent, '', reason),
+          attempts: 0,
+          error: reason,
+        };
+        await this.deps.deadLetters.add(
+          { kind: 'failure', runId: state.runId, incidentId: incident.id, agent: d.agent, taskId: d.taskId, reason, attempts: 0 },
+          `failure-${d.taskId}`,
+        );
+        events.emit({
+          type: 'agent.failed',
+          runId: state.runId,
+          incidentId: incident.id,
+          agent: d.agent,
+          data: { taskId: d.taskId, reason },
+        });
         continue;
       }
       d.deadlineAt ??= new Date(Date.now() + spec.deadlineMs).toISOString();
-      const data: TaskJob = { v: 1, runId: state.runId, incidentId: incident.id, taskId: d.taskId, agent: d.agent, task: d.task, incident, deadlineAt: d.deadlineAt };
+      const data: TaskJob = {
+        v: 1,
+        runId: state.runId,
+        incidentId: incident.id,
+        taskId: d.taskId,
+        agent: d.agent,
+        task: d.task,
+        incident,
+        deadlineAt: d.deadlineAt,
+      };
       // The backstop (if no specialist reports the timeout itself, the coordinator does) and the
       // child job, side by side: both are idempotent by job id, and the run parks only after both.
       await Promise.all([
-        this.timers.add('task-deadline', { kind: 'task-deadline', runId: state.runId, taskId: d.taskId }, {
-          jobId: `task-deadline-${d.taskId}`,
-          delay: Math.max(0, Date.parse(d.deadlineAt) - Date.now()) + DEADLINE_GRACE_MS,
-          removeOnComplete: true,
-          removeOnFail: { age: 7 * 24 * 3600 },
-        }),
+        this.timers.add(
+          'task-deadline',
+          { kind: 'task-deadline', runId: state.runId, taskId: d.taskId },
+          {
+            jobId: `task-deadline-${d.taskId}`,
+            delay: Math.max(0, Date.parse(d.deadlineAt) - Date.now()) + DEADLINE_GRACE_MS,
+            removeOnComplete: true,
+            removeOnFail: { age: 7 * 24 * 3600 },
+          },
+        ),
         this.queueFor(d.agent).add(TASK_JOB, data, {
           jobId: d.taskId,
           parent: { id: job.id as string, queue: job.queueQualifiedName },
@@ -483,7 +572,13 @@ export class Coordinator {
           removeOnFail: { age: 7 * 24 * 3600 },
         }),
       ]);
-      events.emit({ type: 'agent.delegated', runId: state.runId, incidentId: incident.id, agent: d.agent, data: { taskId: d.taskId, task: d.task, round: d.round, ...(d.retryOf ? { retryOf: d.retryOf } : {}) } });
+      events.emit({
+        type: 'agent.delegated',
+        runId: state.runId,
+        incidentId: incident.id,
+        agent: d.agent,
+        data: { taskId: d.taskId, task: d.task, round: d.round, ...(d.retryOf ? { retryOf: d.retryOf } : {}) },
+      });
     }
   }
 
@@ -500,7 +595,11 @@ export class Coordinator {
       }
       const failed = failedById.get(d.taskId);
       if (missing === 'skip' && failed === undefined && value === undefined) continue;
-      const reason = failed ?? (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
+      const reason =
+        failed ??
+        (value === undefined
+          ? 'no result from the specialist task'
+          : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
       await this.incompletePart(state, d, failed !== undefined && LOST_TOO_OFTEN.test(failed) ? 'stall' : 'failure', reason);
     }
   }
@@ -534,15 +633,43 @@ export class Coordinator {
    * effect. The dead letter is written before the event that announces it; a cancelled part has
    * none (the operator who cancelled it has nothing left to act on; the run result names it).
    */
-  private async incompletePart(state: RunCheckpoint, d: Delegation, kind: 'stall' | 'failure' | 'timeout' | 'cancelled', reason: string): Promise<void> {
+  private async incompletePart(
+    state: RunCheckpoint,
+    d: Delegation,
+    kind: 'stall' | 'failure' | 'timeout' | 'cancelled',
+    reason: string,
+  ): Promise<void> {
     const spec = specialistConfig(this.deps.config, d.agent);
     const [{ lastWords, inDoubt }, attempts] = await Promise.all([this.leftBehind(d.taskId), this.attemptsOf(d)]);
     const output = spec ? buildStallPayload(spec, d.agent, lastWords, reason) : stallText(d.agent, lastWords, reason);
-    d.result = { v: 1, taskId: d.taskId, agent: d.agent, status: kind === 'failure' ? 'failed' : 'stalled', output, attempts, error: reason, lastWords, ...(inDoubt.length > 0 ? { inDoubt } : {}) };
-    if (kind === 'timeout' || kind === 'cancelled') await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
+    d.result = {
+      v: 1,
+      taskId: d.taskId,
+      agent: d.agent,
+      status: kind === 'failure' ? 'failed' : 'stalled',
+      output,
+      attempts,
+      error: reason,
+      lastWords,
+      ...(inDoubt.length > 0 ? { inDoubt } : {}),
+    };
+    if (kind === 'timeout' || kind === 'cancelled')
+      await this.deps.redis.set(keys.cancel(this.deps.prefix, d.taskId), '1', 'EX', 7 * 24 * 3600);
     const dlqReason = kind === 'timeout' ? `${d.agent} ${reason}` : reason;
     if (kind !== 'cancelled') {
-      await this.deps.deadLetters.add({ kind, runId: state.runId, incidentId: state.incidentId, agent: d.agent, taskId: d.taskId, reason: dlqReason, lastWords, attempts }, `${kind}-${d.taskId}`);
+      await this.deps.deadLetters.add(
+        {
+          kind,
+          runId: state.runId,
+          incidentId: state.incidentId,
+          agent: d.agent,
+          taskId: d.taskId,
+          reason: dlqReason,
+          lastWords,
+          attempts,
+        },
+        `${kind}-${d.taskId}`,
+      );
     }
     this.deps.events.emit({
       type: kind === 'failure' ? 'agent.failed' : 'agent.stalled',
@@ -579,7 +706,12 @@ export class Coordinator {
       if (child && (await child.getState()) === 'completed') continue;
       if (timer.kind === 'task-deadline' && (await this.rearmIfPaused(timer.moved ?? 0, timer.runId, d))) continue;
       changed = true;
-      await this.incompletePart(state, d, 'timeout', timer.kind === 'run-deadline' ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`);
+      await this.incompletePart(
+        state,
+        d,
+        'timeout',
+        timer.kind === 'run-deadline' ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`,
+      );
       if (child) release.push(child);
     }
     if (!changed) return;
@@ -617,11 +749,18 @@ export class Coordinator {
     for (const d of cut) await this.denyWaitingApproval(d, cancelled);
     state.phase = 'done';
     const line = `This run was CANCELLED by ${cancelled.by} at ${cancelled.at}: ${cancelled.reason}`;
-    const open = this.current(state).filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
+    const open = this.current(state)
+      .filter((d) => d.result?.status !== 'completed')
+      .map((d) => d.agent);
     const answer =
       state.delegations.length === 0
         ? `Incident ${incident.id} (${incident.reason}, ${incident.severity}): ${incident.summary}\n\n${line}\nIt was cancelled before anything was delegated: nothing was checked.`
-        : [this.merge(incident, state), '', line, open.length > 0 ? `Not finished: ${open.join(', ')}.` : 'Every delegated part had reported before the cancellation.'].join('\n');
+        : [
+            this.merge(incident, state),
+            '',
+            line,
+            open.length > 0 ? `Not finished: ${open.join(', ')}.` : 'Every delegated part had reported before the cancellation.',
+          ].join('\n');
     return this.finish(`run:${state.runId}`, incident, state, answer);
   }
 
@@ -658,7 +797,11 @@ export class Coordinator {
   private async lookAgain(timer: z.infer<typeof TimerJob>): Promise<void> {
     const again = (timer.again ?? 0) + 1;
     if (again > CANCEL_LOOKS) return;
-    await this.timers.add('cancel-run', { kind: 'cancel-run', runId: timer.runId, again }, { jobId: `cancel-run-${timer.runId}-a${again}`, delay: 1_000, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
+    await this.timers.add(
+      'cancel-run',
+      { kind: 'cancel-run', runId: timer.runId, again },
+      { jobId: `cancel-run-${timer.runId}-a${again}`, delay: 1_000, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
+    );
   }
 
   /**
@@ -679,11 +822,18 @@ export class Coordinator {
     }
     if (!approvalId) return;
     try {
-      const decided = await approvals.decide(approvalId, { approve: false, reason: `the run was cancelled: ${cancelled.reason}`, by: cancelled.by });
+      const decided = await approvals.decide(approvalId, {
+        approve: false,
+        reason: `the run was cancelled: ${cancelled.reason}`,
+        by: cancelled.by,
+      });
       this.deps.events.emit(approvalResolvedEvent(decided));
     } catch (err) {
       if (err instanceof ApprovalError && (err.code === 'already_decided' || err.code === 'not_found')) return;
-      log.warn({ err, approvalId, taskId: d.taskId }, 'cancelled run: could not deny the approval its task waits for; the task stops when it wakes');
+      log.warn(
+        { err, approvalId, taskId: d.taskId },
+        'cancelled run: could not deny the approval its task waits for; the task stops when it wakes',
+      );
     }
   }
 
@@ -705,8 +855,15 @@ export class Coordinator {
     // The timers of one task form a chain (task-deadline-<taskId>, then -m1, -m2, …), so a
     // handler that runs twice adds the same next one.
     const nextId = `task-deadline-${d.taskId}-m${moved + 1}`;
-    await this.timers.add('task-deadline', { kind: 'task-deadline', runId, taskId: d.taskId, moved: moved + 1 }, { jobId: nextId, delay: due - Date.now(), removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
-    this.deps.log.info({ taskId: d.taskId, approvalWaitMs: ckpt.approvalWaitMs ?? 0, waitingNow: ckpt.pending?.kind === 'approval', timer: nextId }, 'task deadline moved by its approval wait');
+    await this.timers.add(
+      'task-deadline',
+      { kind: 'task-deadline', runId, taskId: d.taskId, moved: moved + 1 },
+      { jobId: nextId, delay: due - Date.now(), removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
+    );
+    this.deps.log.info(
+      { taskId: d.taskId, approvalWaitMs: ckpt.approvalWaitMs ?? 0, waitingNow: ckpt.pending?.kind === 'approval', timer: nextId },
+      'task deadline moved by its approval wait',
+    );
     return true;
   }
 
@@ -772,7 +929,9 @@ export class Coordinator {
       lines.push('', `## ${d.agent} — ${status === 'completed' ? 'completed' : `INCOMPLETE (${status})`}`);
       lines.push(describeOutput(r?.output));
     }
-    const incomplete = this.current(state).filter((d) => d.result?.status !== 'completed').map((d) => d.agent);
+    const incomplete = this.current(state)
+      .filter((d) => d.result?.status !== 'completed')
+      .map((d) => d.agent);
     if (incomplete.length > 0) lines.push('', `Not checked: ${incomplete.join(', ')}. Treat those parts as unknown, not as clean.`);
     return lines.join('\n');
   }
@@ -784,12 +943,19 @@ export class Coordinator {
   private inDoubt(state: RunCheckpoint): RunResult['inDoubt'] {
     const calls: { key: string; tool: string; agent: string }[] = [];
     for (const d of state.delegations) {
-      for (const c of d.result?.inDoubt ?? []) if (!calls.some((x) => x.key === c.key)) calls.push({ key: c.key, tool: c.tool, agent: d.agent });
+      for (const c of d.result?.inDoubt ?? [])
+        if (!calls.some((x) => x.key === c.key)) calls.push({ key: c.key, tool: c.tool, agent: d.agent });
     }
     return calls.length > 0 ? { count: calls.length, calls } : undefined;
   }
 
-  private async finish(ckptId: string, incident: Incident, state: RunCheckpoint, reply: string, options: { deadlineReached?: boolean } = {}): Promise<RunResult> {
+  private async finish(
+    ckptId: string,
+    incident: Incident,
+    state: RunCheckpoint,
+    reply: string,
+    options: { deadlineReached?: boolean } = {},
+  ): Promise<RunResult> {
     const specialists = this.outcomes(state);
     const degraded = specialists.filter((s) => s.status !== 'completed' || isStalled(s.output)).length;
     const inDoubt = this.inDoubt(state);
@@ -823,7 +989,11 @@ export class Coordinator {
     await Promise.all([
       this.deps.checkpoints.save(ckptId, state),
       ...[`run-deadline-${state.runId}`, ...state.delegations.map((d) => `task-deadline-${d.taskId}`)].map((id) =>
-        this.timers.remove(id).catch((err: unknown) => this.deps.log.warn({ err, timer: id }, 'could not remove a deadline timer; it will find the run finished')),
+        this.timers
+          .remove(id)
+          .catch((err: unknown) =>
+            this.deps.log.warn({ err, timer: id }, 'could not remove a deadline timer; it will find the run finished'),
+          ),
       ),
     ]);
     this.deps.events.emit({
@@ -848,7 +1018,12 @@ export class Coordinator {
       runId: state.runId,
       incidentId: incident.id,
       agent: 'coordinator',
-      data: { model: response.model ?? this.deps.model.name, durationMs, calls: response.calls.map((c) => c.name), ...(response.usage ? { usage: response.usage } : {}) },
+      data: {
+        model: response.model ?? this.deps.model.name,
+        durationMs,
+        calls: response.calls.map((c) => c.name),
+        ...(response.usage ? { usage: response.usage } : {}),
+      },
     });
   }
 
@@ -864,7 +1039,11 @@ function cancelledReason(c: RunCancellation): string {
 
 /** Specialist names from a classifier's reply: `{"specialists": [...]}`, a JSON array, or names in prose. */
 export function parseRouting(text: string, known: readonly string[]): string[] {
-  const candidates = [text.trim(), text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1), text.slice(text.indexOf('['), text.lastIndexOf(']') + 1)];
+  const candidates = [
+    text.trim(),
+    text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1),
+    text.slice(text.indexOf('['), text.lastIndexOf(']') + 1),
+  ];
   for (const c of candidates) {
     if (!c) continue;
     try {

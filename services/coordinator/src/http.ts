@@ -142,7 +142,10 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
   try {
     body = JSON.parse(text) as unknown;
   } catch {
-    throw new HttpError(400, 'body: not valid JSON (expected {"decision": "approve" | "deny", "only"?: number[], "reason"?: string, "by"?: string})');
+    throw new HttpError(
+      400,
+      'body: not valid JSON (expected {"decision": "approve" | "deny", "only"?: number[], "reason"?: string, "by"?: string})',
+    );
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'body: must be a JSON object');
   const b = body as Record<string, unknown>;
@@ -151,7 +154,8 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
   if (b.decision !== 'approve' && b.decision !== 'deny') throw new HttpError(400, 'decision: must be "approve" or "deny"');
   let by = defaultBy;
   if (b.by !== undefined) {
-    if (typeof b.by !== 'string' || b.by.trim() === '' || b.by.length > BY_MAX) throw new HttpError(400, `by: must be a non-empty string of at most ${BY_MAX} characters`);
+    if (typeof b.by !== 'string' || b.by.trim() === '' || b.by.length > BY_MAX)
+      throw new HttpError(400, `by: must be a non-empty string of at most ${BY_MAX} characters`);
     by = b.by.trim();
   }
   if (b.decision === 'approve') {
@@ -163,7 +167,8 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
     return { approve: true, only: [...new Set(b.only as number[])], by };
   }
   if (b.only !== undefined) throw new HttpError(400, 'only: only an approval takes call indexes (a denial covers every call)');
-  if (typeof b.reason !== 'string' || b.reason.trim() === '') throw new HttpError(400, 'reason: required to deny (a non-empty string; the agent is told it)');
+  if (typeof b.reason !== 'string' || b.reason.trim() === '')
+    throw new HttpError(400, 'reason: required to deny (a non-empty string; the agent is told it)');
   if (b.reason.length > REASON_MAX) throw new HttpError(400, `reason: at most ${REASON_MAX} characters`);
   return { approve: false, reason: b.reason.trim(), by };
 }
@@ -187,21 +192,34 @@ export function parseCancelBody(text: string, defaultBy = 'http-operator'): { by
   if (b.reason !== undefined && (typeof b.reason !== 'string' || b.reason.trim() === '' || b.reason.length > REASON_MAX)) {
     throw new HttpError(400, `reason: must be a non-empty string of at most ${REASON_MAX} characters`);
   }
-  return { by: typeof b.by === 'string' ? b.by.trim() : defaultBy, reason: typeof b.reason === 'string' ? b.reason.trim() : NO_REASON_GIVEN };
+  return {
+    by: typeof b.by === 'string' ? b.by.trim() : defaultBy,
+    reason: typeof b.reason === 'string' ? b.reason.trim() : NO_REASON_GIVEN,
+  };
 }
 
 /** Checks `?status=&limit=` of `GET /runs`; a 400 names the parameter at fault. */
 export function parseRunsQuery(search: URLSearchParams): { state?: RunState; limit: number } {
   const status = search.get('status');
   const limitText = search.get('limit') ?? '50';
-  if (status !== null && !(RUN_STATES as readonly string[]).includes(status)) throw new HttpError(400, `status: must be one of ${RUN_STATES.join(', ')}`);
+  if (status !== null && !(RUN_STATES as readonly string[]).includes(status))
+    throw new HttpError(400, `status: must be one of ${RUN_STATES.join(', ')}`);
   const limit = Number(limitText);
-  if (!/^\d+$/.test(limitText) || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000) throw new HttpError(400, 'limit: must be an integer from 1 to 1000');
+  if (!/^\d+$/.test(limitText) || !Number.isSafeInteger(limit) || limit < 1 || limit > 1000)
+    throw new HttpError(400, 'limit: must be an integer from 1 to 1000');
   return { ...(status !== null ? { state: status as RunState } : {}), limit };
 }
 
 /** `/runs`, `/runs/<runId>`, `/runs/<runId>/cancel`. */
-async function handleRuns(req: IncomingMessage, res: ServerResponse, runs: RunControl, parts: string[], search: URLSearchParams, maxBody: number, log: Logger): Promise<void> {
+async function handleRuns(
+  req: IncomingMessage,
+  res: ServerResponse,
+  runs: RunControl,
+  parts: string[],
+  search: URLSearchParams,
+  maxBody: number,
+  log: Logger,
+): Promise<void> {
   const allow = (methods: string) => {
     req.resume();
     send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: methods });
@@ -232,7 +250,10 @@ async function handleRuns(req: IncomingMessage, res: ServerResponse, runs: RunCo
   const request = parseCancelBody(await readBody(req, maxBody));
   try {
     const outcome = await runs.cancel(runId, request);
-    log.info({ runId, incidentId: outcome.incidentId, by: outcome.cancelled.by, already: outcome.already, state: outcome.state }, 'run cancelled over HTTP');
+    log.info(
+      { runId, incidentId: outcome.incidentId, by: outcome.cancelled.by, already: outcome.already, state: outcome.state },
+      'run cancelled over HTTP',
+    );
     return send(res, outcome.state === 'cancelled' ? 200 : 202, outcome);
   } catch (err) {
     if (!(err instanceof RunControlError)) throw err;
@@ -256,7 +277,8 @@ export async function startOperatorApi(options: OperatorApiOptions): Promise<Ope
     }
     const [path = '/', query = ''] = (req.url ?? '/').split('?');
     const parts = path.split('/').filter((p) => p !== '');
-    if (parts[0] === 'runs' && options.runs && parts.length <= 3) return handleRuns(req, res, options.runs, parts, new URLSearchParams(query), maxBody, log);
+    if (parts[0] === 'runs' && options.runs && parts.length <= 3)
+      return handleRuns(req, res, options.runs, parts, new URLSearchParams(query), maxBody, log);
     if (parts[0] !== 'approvals' || parts.length > 2) {
       req.resume();
       return send(res, 404, { error: 'not found' });
@@ -295,7 +317,14 @@ export async function startOperatorApi(options: OperatorApiOptions): Promise<Ope
       return send(res, status, { error: err.message, code: err.code });
     }
     log.info(
-      { approvalId: id, decision: decision.approve ? 'approve' : 'deny', by: decided.decidedBy, approved: decided.approved, runId: decided.runId, agent: decided.agent },
+      {
+        approvalId: id,
+        decision: decision.approve ? 'approve' : 'deny',
+        by: decided.decidedBy,
+        approved: decided.approved,
+        runId: decided.runId,
+        agent: decided.agent,
+      },
       'approval decided over HTTP',
     );
     events.emit(approvalResolvedEvent(decided));

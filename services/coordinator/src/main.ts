@@ -33,7 +33,8 @@ runService({
   async check() {
     const { env, config, model } = load();
     const http = config.coordinator.http;
-    if (http && http.operatorToken === '') throw new ConfigError(`${env.configFile}: coordinator.http.operatorToken is empty after substitution`);
+    if (http && http.operatorToken === '')
+      throw new ConfigError(`${env.configFile}: coordinator.http.operatorToken is empty after substitution`);
     const connections = await checkRuntime(env, { service: 'coordinator' });
     const api = http ? `, operator API on ${http.host}:${http.port}` : '';
     return `config ${env.configFile} (${config.coordinator.mode} mode, model ${model.name}, ${Object.keys(config.specialists).length} specialists${api}); ${connections}`;
@@ -80,7 +81,15 @@ runService({
     const runs = new RunControl({ redis: rt.redis, prefix: env.prefix });
     if (c.http) {
       try {
-        api = await startOperatorApi({ port: c.http.port, host: c.http.host, token: c.http.operatorToken, approvals, runs, events: rt.events, log });
+        api = await startOperatorApi({
+          port: c.http.port,
+          host: c.http.host,
+          token: c.http.operatorToken,
+          approvals,
+          runs,
+          events: rt.events,
+          log,
+        });
       } catch (err) {
         await runs.close();
         await Promise.all([worker.close(), timers.close()]);

@@ -2,7 +2,17 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, approvalTimeoutFor, createLogger, loadClusterConfig, offeredTools, readEnv, specialistCaller, specialistConfig, toolState } from '@bosun/config';
+import {
+  ConfigError,
+  approvalTimeoutFor,
+  createLogger,
+  loadClusterConfig,
+  offeredTools,
+  readEnv,
+  specialistCaller,
+  specialistConfig,
+  toolState,
+} from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
@@ -14,7 +24,13 @@ function load(args: ServiceArgs) {
   const env = readEnv();
   const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
   const all = Object.keys(config.specialists);
-  const names = typeof args.only === 'string' ? args.only.split(',').map((s) => s.trim()).filter(Boolean) : all;
+  const names =
+    typeof args.only === 'string'
+      ? args.only
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : all;
   const unknown = names.filter((n) => !specialistConfig(config, n));
   if (unknown.length > 0) throw new ConfigError(`--only: unknown specialist(s) ${unknown.join(', ')} (known: ${all.join(', ')})`);
   return { env, config, names };
@@ -26,7 +42,9 @@ runService({
   args: { only: { type: 'string' } },
   async check(args) {
     const { env, config, names } = load(args);
-    const models = names.map((name) => `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey }).name})`);
+    const models = names.map(
+      (name) => `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey }).name})`,
+    );
     const connections = await checkRuntime(env, { service: 'specialist' });
     return `config ${env.configFile} (specialists ${models.join(', ')}); ${connections}`;
   },
@@ -64,7 +82,8 @@ runService({
           },
           // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
           // the run), read in one round trip.
-          isCancelled: async (taskId, runId) => (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null),
+          isCancelled: async (taskId, runId) =>
+            (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null),
         }),
         {
           connection: rt.redis,

@@ -67,9 +67,34 @@ export function specialistProcessor(deps: SpecialistDeps) {
         // A checkpoint we cannot read fails this task only, with an explicit INCOMPLETE result.
         const reason = err.message;
         log.error({ taskId: task.taskId, reason }, 'unusable checkpoint');
-        await deps.deadLetters.add({ kind: 'failure', runId: task.runId, incidentId: task.incidentId, agent: deps.name, taskId: task.taskId, reason, attempts: attempt }, `failure-${task.taskId}-checkpoint`);
-        deps.events.emit({ type: 'agent.failed', runId: task.runId, incidentId: task.incidentId, agent: deps.name, data: { taskId: task.taskId, reason } });
-        return { v: 1, taskId: task.taskId, agent: deps.name, status: 'failed', output: buildStallPayload(deps.spec, deps.name, '', reason), attempts: attempt, error: reason };
+        await deps.deadLetters.add(
+          {
+            kind: 'failure',
+            runId: task.runId,
+            incidentId: task.incidentId,
+            agent: deps.name,
+            taskId: task.taskId,
+            reason,
+            attempts: attempt,
+          },
+          `failure-${task.taskId}-checkpoint`,
+        );
+        deps.events.emit({
+          type: 'agent.failed',
+          runId: task.runId,
+          incidentId: task.incidentId,
+          agent: deps.name,
+          data: { taskId: task.taskId, reason },
+        });
+        return {
+          v: 1,
+          taskId: task.taskId,
+          agent: deps.name,
+          status: 'failed',
+          output: buildStallPayload(deps.spec, deps.name, '', reason),
+          attempts: attempt,
+          error: reason,
+        };
       }
       if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err: err.message }, 'task will be retried');
       else log.error({ taskId: task.taskId, attempt, err }, 'task error');

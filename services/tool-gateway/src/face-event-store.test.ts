@@ -4,7 +4,11 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { SessionEventStore } from './face-event-store.js';
 
 const PRIMING = {} as JSONRPCMessage;
-const progress = (n: number): JSONRPCMessage => ({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: n } });
+const progress = (n: number): JSONRPCMessage => ({
+  jsonrpc: '2.0',
+  method: 'notifications/progress',
+  params: { progressToken: 1, progress: n },
+});
 const answer = (id: number, text = 'done'): JSONRPCMessage => ({ jsonrpc: '2.0', id, result: { content: [{ type: 'text', text }] } });
 
 async function replay(store: SessionEventStore, after: string): Promise<{ stream: string; sent: [string, JSONRPCMessage][] }> {
@@ -28,7 +32,13 @@ describe('SessionEventStore', () => {
     expect(await store.getStreamIdForEventId(primed)).toBe('s1');
     expect(await store.getStreamIdForEventId(other)).toBe('s2');
 
-    expect(await replay(store, primed)).toEqual({ stream: 's1', sent: [[p1, progress(1)], [done, answer(1)]] });
+    expect(await replay(store, primed)).toEqual({
+      stream: 's1',
+      sent: [
+        [p1, progress(1)],
+        [done, answer(1)],
+      ],
+    });
     expect((await replay(store, p1)).sent).toEqual([[done, answer(1)]]);
     expect((await replay(store, done)).sent).toEqual([]);
     expect((await replay(store, other)).sent.map(([, m]) => m)).toEqual([progress(9)]);

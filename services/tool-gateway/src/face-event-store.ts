@@ -85,7 +85,10 @@ export class SessionEventStore implements EventStore {
     return parsed && this.streams.has(parsed.streamId) ? parsed.streamId : undefined;
   }
 
-  async replayEventsAfter(lastEventId: EventId, { send }: { send: (eventId: EventId, message: JSONRPCMessage) => Promise<void> }): Promise<StreamId> {
+  async replayEventsAfter(
+    lastEventId: EventId,
+    { send }: { send: (eventId: EventId, message: JSONRPCMessage) => Promise<void> },
+  ): Promise<StreamId> {
     const parsed = parseEventId(lastEventId);
     const stream = parsed && this.streams.get(parsed.streamId);
     if (!parsed || !stream) throw new Error(`unknown event id ${JSON.stringify(lastEventId)}`);
@@ -121,5 +124,7 @@ export class SessionEventStore implements EventStore {
 function parseEventId(eventId: string): { streamId: StreamId; seq: number } | undefined {
   const dot = eventId.lastIndexOf('.');
   const seq = Number(eventId.slice(dot + 1));
-  return dot > 0 && /^[1-9][0-9]*$/.test(eventId.slice(dot + 1)) && Number.isSafeInteger(seq) ? { streamId: eventId.slice(0, dot), seq } : undefined;
+  return dot > 0 && /^[1-9][0-9]*$/.test(eventId.slice(dot + 1)) && Number.isSafeInteger(seq)
+    ? { streamId: eventId.slice(0, dot), seq }
+    : undefined;
 }

@@ -17,7 +17,9 @@ describe('allowedOrigins and rebindingRefusal (DNS-rebinding protection)', () =>
     expect(rebindingRefusal(defaults, 'evil.example.com:7000', undefined)).toMatch(/Host/);
     expect(rebindingRefusal(defaults, 'localhost:7001', undefined)).toMatch(/Host/);
     expect(rebindingRefusal(defaults, 'localhost', undefined)).toMatch(/Host/);
-    expect(rebindingRefusal(defaults, 'localhost:7000', 'http://evil.example.com')).toMatch(/^Forbidden: Origin "http:\/\/evil.example.com"/);
+    expect(rebindingRefusal(defaults, 'localhost:7000', 'http://evil.example.com')).toMatch(
+      /^Forbidden: Origin "http:\/\/evil.example.com"/,
+    );
     expect(rebindingRefusal(defaults, 'localhost:7000', 'https://localhost:7000')).toMatch(/Origin/);
     expect(rebindingRefusal(defaults, 'localhost:7000', 'null')).toMatch(/Origin/);
     expect(rebindingRefusal(defaults, undefined, undefined)).toMatch(/Host/);
@@ -36,13 +38,20 @@ describe('allowedOrigins and rebindingRefusal (DNS-rebinding protection)', () =>
   });
 
   it('configured values replace the defaults', () => {
-    const configured = allowedOrigins({ host: '0.0.0.0', port: 7000, allowedHosts: ['mcp.example.org', 'gw:7000'], allowedOrigins: ['https://console.example.org'] });
+    const configured = allowedOrigins({
+      host: '0.0.0.0',
+      port: 7000,
+      allowedHosts: ['mcp.example.org', 'gw:7000'],
+      allowedOrigins: ['https://console.example.org'],
+    });
     expect(rebindingRefusal(configured, 'mcp.example.org', 'https://console.example.org')).toBeUndefined();
     expect(rebindingRefusal(configured, 'MCP.example.org:80', undefined)).toBeUndefined();
     expect(rebindingRefusal(configured, 'gw:7000', undefined)).toBeUndefined();
     expect(rebindingRefusal(configured, 'localhost:7000', undefined)).toMatch(/Host/);
     expect(rebindingRefusal(configured, 'gw:7000', 'http://localhost:7000')).toMatch(/Origin/);
-    expect(() => allowedOrigins({ host: '0.0.0.0', port: 1, allowedHosts: ['http://x/'] })).toThrow(/allowedHosts: "http:\/\/x\/" is not a valid value/);
+    expect(() => allowedOrigins({ host: '0.0.0.0', port: 1, allowedHosts: ['http://x/'] })).toThrow(
+      /allowedHosts: "http:\/\/x\/" is not a valid value/,
+    );
     expect(() => allowedOrigins({ host: '0.0.0.0', port: 1, allowedOrigins: ['x.example.org'] })).toThrow(/allowedOrigins/);
   });
 });

@@ -21,10 +21,16 @@ const WILDCARDS = new Set(['0.0.0.0', '::', '[::]']);
  * `localhost`, `127.0.0.1`, `[::1]` and `host` (unless it is a wildcard address), each with
  * `port`, as `Host`, and `http://` each of them as `Origin`.
  */
-export function allowedOrigins(options: { host: string; port: number; allowedHosts?: readonly string[]; allowedOrigins?: readonly string[] }): AllowedOrigins {
+export function allowedOrigins(options: {
+  host: string;
+  port: number;
+  allowedHosts?: readonly string[];
+  allowedOrigins?: readonly string[];
+}): AllowedOrigins {
   const { port } = options;
   const names = ['localhost', '127.0.0.1', '[::1]'];
-  if (!WILDCARDS.has(options.host)) names.push(options.host.includes(':') && !options.host.startsWith('[') ? `[${options.host}]` : options.host);
+  if (!WILDCARDS.has(options.host))
+    names.push(options.host.includes(':') && !options.host.startsWith('[') ? `[${options.host}]` : options.host);
   const hosts = options.allowedHosts ?? names.map((n) => `${n}:${port}`);
   const origins = options.allowedOrigins ?? names.map((n) => `http://${n}:${port}`);
   const normalized = (values: readonly string[], normalize: (v: string) => string | undefined, field: string): Set<string> =>
@@ -45,10 +51,12 @@ export function allowedOrigins(options: { host: string; port: number; allowedHos
  */
 export function rebindingRefusal(allowed: AllowedOrigins, host: string | undefined, origin: string | undefined): string | undefined {
   const h = host === undefined ? undefined : normalizeHost(host);
-  if (h === undefined || !allowed.hosts.has(h)) return `Forbidden: Host ${JSON.stringify(host ?? '')} is not allowed (gateway.mcpServer.allowedHosts)`;
+  if (h === undefined || !allowed.hosts.has(h))
+    return `Forbidden: Host ${JSON.stringify(host ?? '')} is not allowed (gateway.mcpServer.allowedHosts)`;
   if (origin === undefined) return undefined;
   const o = normalizeOrigin(origin);
-  if (o === undefined || !allowed.origins.has(o)) return `Forbidden: Origin ${JSON.stringify(origin)} is not allowed (gateway.mcpServer.allowedOrigins)`;
+  if (o === undefined || !allowed.origins.has(o))
+    return `Forbidden: Origin ${JSON.stringify(origin)} is not allowed (gateway.mcpServer.allowedOrigins)`;
   return undefined;
 }
 
@@ -62,7 +70,9 @@ export function bearerChecker(token: string): (header: string | undefined) => Be
     if (!/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return 'missing';
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
     // Hash both sides so the comparison takes the same time whatever the presented length.
-    const presented = createHash('sha256').update(m?.[1] ?? '').digest();
+    const presented = createHash('sha256')
+      .update(m?.[1] ?? '')
+      .digest();
     return timingSafeEqual(presented, expected) && m !== null ? 'ok' : 'invalid';
   };
 }

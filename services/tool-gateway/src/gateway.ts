@@ -1,14 +1,7 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import type { RedisClient } from '@bosun/transport';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
-import {
-  ToolCallJob,
-  describeIssues,
-  redactSecrets,
-  type Catalog,
-  type CatalogTool,
-  type ToolCallResult,
-} from '@bosun/contract';
+import { ToolCallJob, describeIssues, redactSecrets, type Catalog, type CatalogTool, type ToolCallResult } from '@bosun/contract';
 import { decideCall, isReadOnlyTool, mcpServerConfig, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
 import { ApprovalStore, keys, matchesProposedCall, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
 import { CallNotSentError, McpServerConnection } from './mcp.js';
@@ -55,7 +48,6 @@ function claimCall(redis: RedisClient, args: string[]): Promise<[string, string?
 
 /** The agent name calls through the gateway's own MCP face carry. */
 export const MCP_CLIENT = 'mcp-client';
-
 
 /**
  * The tool gateway: the only way agents reach MCP servers. It publishes the catalog, enforces
@@ -134,14 +126,20 @@ export class ToolGateway {
     // a recorded refusal would answer the same key later, when an approval may cover it.
     const fail = async (error: string, durationMs = 0, options: { record: boolean } = { record: true }): Promise<ToolCallResult> => {
       const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
-      if (options.record) await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
+      if (options.record)
+        await redis
+          .multi()
+          .hset(recordKey, { state: 'done', result: JSON.stringify(result) })
+          .expire(recordKey, RECORD_TTL_SECONDS)
+          .exec();
       events.emit({ ...base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs } });
       return result;
     };
 
     const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
     // Policy is decided here, at call time, whatever the model was offered.
-    const caller = call.agent === MCP_CLIENT && config.gateway.mcpServer ? { ...config.gateway.mcpServer } : specialistCaller(config, call.agent);
+    const caller =
+      call.agent === MCP_CLIENT && config.gateway.mcpServer ? { ...config.gateway.mcpServer } : specialistCaller(config, call.agent);
     const decision = tool ? decideCall(config, caller, call.agent, tool) : undefined;
     if (!tool || decision?.decision !== 'allow') {
       // A call answered before is answered from its record, whatever the policy says now. (An
@@ -211,8 +209,16 @@ export class ToolGateway {
         ...(outcome.structured === undefined ? {} : { structured: outcome.structured }),
         durationMs,
       };
-      await redis.multi().hset(recordKey, { state: 'done', result: JSON.stringify(result) }).expire(recordKey, RECORD_TTL_SECONDS).exec();
-      events.emit({ ...base, type: 'tool.completed', data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length } });
+      await redis
+        .multi()
+        .hset(recordKey, { state: 'done', result: JSON.stringify(result) })
+        .expire(recordKey, RECORD_TTL_SECONDS)
+        .exec();
+      events.emit({
+        ...base,
+        type: 'tool.completed',
+        data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length },
+      });
       if (!readOnly) await this.audit(call, outcome.isError ? 'tool-error' : 'ok', approval);
       return result;
     } catch (err) {
@@ -221,11 +227,18 @@ export class ToolGateway {
       const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
       // Sent, and then the answer was lost (timeout, connection closed, transport failure): the
       // server may have applied the change. A JSON-RPC error reply, or a call never sent, is not.
-      const outcomeUnknown = !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
+      const outcomeUnknown =
+        !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
       if (outcomeUnknown && !readOnly) {
         await redis.hset(recordKey, { state: 'inflight' });
         await this.audit(call, 'in-doubt', approval);
-        return this.inDoubt(call, tool, false, timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`, true);
+        return this.inDoubt(
+          call,
+          tool,
+          false,
+          timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`,
+          true,
+        );
       }
       log.warn({ key: call.key, tool: call.tool, err: message }, 'tool call failed');
       if (!readOnly) await this.audit(call, 'error', approval);
@@ -249,7 +262,8 @@ export class ToolGateway {
     if (ofKey.length === 0 || approval.runId !== call.runId) {
       return `approval ${call.approvalId} does not cover this call (key ${call.key}): it approved ${approved.map((c) => c.key).join(', ') || 'no call'}${approval.runId === call.runId ? '' : ` of run ${approval.runId}`}, each once, under its own key`;
     }
-    if (!ofKey.some((c) => matchesProposedCall(approval, c, call.tool, call.args))) return `approval ${call.approvalId} does not cover this call of ${call.tool} with these arguments`;
+    if (!ofKey.some((c) => matchesProposedCall(approval, c, call.tool, call.args)))
+      return `approval ${call.approvalId} does not cover this call of ${call.tool} with these arguments`;
     return approval;
   }
 
@@ -258,7 +272,11 @@ export class ToolGateway {
    * caller hears the outcome. A failed write is logged as an error; it does not change the
    * outcome, which has happened.
    */
-  private async audit(call: ToolCallJob, status: 'ok' | 'tool-error' | 'error' | 'in-doubt' | 'refused', approval?: Approval): Promise<void> {
+  private async audit(
+    call: ToolCallJob,
+    status: 'ok' | 'tool-error' | 'error' | 'in-doubt' | 'refused',
+    approval?: Approval,
+  ): Promise<void> {
     const { redis, prefix, log } = this.deps;
     await redis
       .xadd(
@@ -267,21 +285,37 @@ export class ToolGateway {
         '~',
         '100000',
         '*',
-        'at', new Date().toISOString(),
-        'key', call.key,
-        'runId', call.runId,
-        'incidentId', call.incidentId,
-        'agent', call.agent,
-        'tool', call.tool,
-        'args', JSON.stringify(redactSecrets(call.args)),
-        'approvalId', approval?.id ?? call.approvalId ?? '',
-        'approver', approval?.decidedBy ?? '',
-        'status', status,
+        'at',
+        new Date().toISOString(),
+        'key',
+        call.key,
+        'runId',
+        call.runId,
+        'incidentId',
+        call.incidentId,
+        'agent',
+        call.agent,
+        'tool',
+        call.tool,
+        'args',
+        JSON.stringify(redactSecrets(call.args)),
+        'approvalId',
+        approval?.id ?? call.approvalId ?? '',
+        'approver',
+        approval?.decidedBy ?? '',
+        'status',
+        status,
       )
       .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 
-  private async inDoubt(call: ToolCallJob, tool: CatalogTool, known: boolean, why = 'the gateway stopped before it recorded the result', audited = false): Promise<ToolCallResult> {
+  private async inDoubt(
+    call: ToolCallJob,
+    tool: CatalogTool,
+    known: boolean,
+    why = 'the gateway stopped before it recorded the result',
+    audited = false,
+  ): Promise<ToolCallResult> {
     const { redis, prefix, events, deadLetters, log } = this.deps;
     const recordKey = keys.toolCall(prefix, call.key);
     const error =
@@ -294,10 +328,23 @@ export class ToolGateway {
       await redis.hset(recordKey, { state: 'in-doubt' });
       log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
       await deadLetters.add(
-        { kind: 'in-doubt', runId: call.runId, incidentId: call.incidentId, agent: call.agent, reason: error, input: { key: call.key, tool: call.tool, args: redactSecrets(call.args) } },
+        {
+          kind: 'in-doubt',
+          runId: call.runId,
+          incidentId: call.incidentId,
+          agent: call.agent,
+          reason: error,
+          input: { key: call.key, tool: call.tool, args: redactSecrets(call.args) },
+        },
         `in-doubt-${call.key}`,
       );
-      events.emit({ runId: call.runId, incidentId: call.incidentId, agent: call.agent, type: 'tool.in_doubt', data: { key: call.key, tool: call.tool, args: redactSecrets(call.args), server: tool.server } });
+      events.emit({
+        runId: call.runId,
+        incidentId: call.incidentId,
+        agent: call.agent,
+        type: 'tool.in_doubt',
+        data: { key: call.key, tool: call.tool, args: redactSecrets(call.args), server: tool.server },
+      });
     }
     // Flagged in its structure too, so the task and the run count it without reading the text.
     return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };

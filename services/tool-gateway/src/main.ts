@@ -38,7 +38,16 @@ runService({
     const faceConfig = config.gateway.mcpServer;
     if (faceConfig) {
       faceApprovals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
-      face = await startMcpFace({ gateway, config, approvals: faceApprovals, events: rt.events, log, port: faceConfig.port, host: faceConfig.host, token: faceConfig.token });
+      face = await startMcpFace({
+        gateway,
+        config,
+        approvals: faceApprovals,
+        events: rt.events,
+        log,
+        port: faceConfig.port,
+        host: faceConfig.host,
+        token: faceConfig.token,
+      });
       log.info({ host: faceConfig.host, port: face.port, tools: faceConfig.tools, mode: faceConfig.mode }, 'gateway MCP face listening');
     }
     const worker = new Worker(TOOLS_QUEUE, (job) => gateway.process(job), {

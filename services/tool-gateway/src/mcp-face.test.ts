@@ -22,7 +22,10 @@ beforeAll(async () => {
   const base = loadClusterConfig(DEMO, { resolveServers: false });
   const config: ClusterConfig = {
     ...base,
-    gateway: { ...base.gateway, mcpServer: { port: 0, host: '127.0.0.1', token: TOKEN, tools: ['demo__*'], mode: 'read-write', approvalTimeoutMs: 1_000 } },
+    gateway: {
+      ...base.gateway,
+      mcpServer: { port: 0, host: '127.0.0.1', token: TOKEN, tools: ['demo__*'], mode: 'read-write', approvalTimeoutMs: 1_000 },
+    },
   };
   const tools: CatalogTool[] = NAMES.map((name) => ({
     name,
@@ -39,7 +42,12 @@ beforeAll(async () => {
       servers: [],
     },
     config,
-    approvals: { request: () => Promise.reject(new Error('unused')), get: async () => undefined, decide: () => Promise.reject(new Error('unused')), pending: async () => [] },
+    approvals: {
+      request: () => Promise.reject(new Error('unused')),
+      get: async () => undefined,
+      decide: () => Promise.reject(new Error('unused')),
+      pending: async () => [],
+    },
     events: { emit: () => undefined, flush: async () => undefined },
     log: createLogger({ service: 'face-test', level: 'silent' }),
     port: 0,
@@ -47,7 +55,11 @@ beforeAll(async () => {
     pageSize: 2,
   });
   client = new Client({ name: 'face-unit', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${face.port}/mcp`), { requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } } }));
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${face.port}/mcp`), {
+      requestInit: { headers: { Authorization: `Bearer ${TOKEN}` } },
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -64,11 +76,7 @@ describe('tools/list paging', () => {
       pages.push(page.tools.map((t) => t.name));
       cursor = page.nextCursor;
     } while (cursor !== undefined && pages.length < 10);
-    expect(pages).toEqual([
-      ['demo__a', 'demo__b'],
-      ['demo__c', 'demo__d'],
-      ['demo__e'],
-    ]);
+    expect(pages).toEqual([['demo__a', 'demo__b'], ['demo__c', 'demo__d'], ['demo__e']]);
   });
 
   it('answers a cursor it did not issue with -32602 (invalid params)', async () => {

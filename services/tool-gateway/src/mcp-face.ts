@@ -4,10 +4,25 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ErrorCode, ListToolsRequestSchema, McpError, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+  type CallToolResult,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
 import { approvalTimeoutFor, decideCall, offeredTools, type Caller, type ClusterConfig, type Logger } from '@bosun/config';
-import { ApprovalError, approvalRequestedEvent, approvalResolvedEvent, matchesProposedCall, type Approval, type ApprovalStore, type EventSink } from '@bosun/transport';
+import {
+  ApprovalError,
+  approvalRequestedEvent,
+  approvalResolvedEvent,
+  matchesProposedCall,
+  type Approval,
+  type ApprovalStore,
+  type EventSink,
+} from '@bosun/transport';
 import { SessionEventStore } from './face-event-store.js';
 import { allowedOrigins, bearerChallenge, bearerChecker, rebindingRefusal } from './face-http.js';
 import { MCP_CLIENT, type ToolGateway } from './gateway.js';
@@ -187,7 +202,11 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
     let start = 0;
     if (cursor !== undefined) {
       const after = readCursor(cursor);
-      if (after === undefined) throw new McpError(ErrorCode.InvalidParams, `Invalid cursor: ${JSON.stringify(cursor.slice(0, 100))} is not a cursor this server issued`);
+      if (after === undefined)
+        throw new McpError(
+          ErrorCode.InvalidParams,
+          `Invalid cursor: ${JSON.stringify(cursor.slice(0, 100))} is not a cursor this server issued`,
+        );
       // After the last tool of the previous page, even if that tool is gone since.
       start = all.findIndex((t) => t.name > after);
       if (start < 0) start = all.length;
@@ -311,7 +330,8 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
     } else {
       const key = `mcp-${randomUUID()}`;
       const id = `ap-mcp-${randomUUID()}`;
-      const reason = typeof meta[FACE_META.reason] === 'string' && meta[FACE_META.reason] !== '' ? (meta[FACE_META.reason] as string) : DEFAULT_REASON;
+      const reason =
+        typeof meta[FACE_META.reason] === 'string' && meta[FACE_META.reason] !== '' ? (meta[FACE_META.reason] as string) : DEFAULT_REASON;
       const calls = [{ index: 0, tool: tool.name, args, needsApproval: true, key }];
       approval = await approvals.request({
         id,
@@ -420,7 +440,9 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
                   method: 'notifications/progress',
                   params: { progressToken, progress: ++tick, message, _meta: { [FACE_META.approvalId]: approvalId } },
                 })
-                .catch((err: unknown) => log.debug({ err: err instanceof Error ? err.message : String(err) }, 'MCP face progress notification not sent'));
+                .catch((err: unknown) =>
+                  log.debug({ err: err instanceof Error ? err.message : String(err) }, 'MCP face progress notification not sent'),
+                );
       const work = callTool(tool, request.params.arguments ?? {}, meta, signal, progress).catch((err: unknown) => {
         const message = err instanceof Error ? err.message : String(err);
         log.warn({ tool: name, err: message }, 'MCP face call failed');
@@ -459,7 +481,10 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
     const bearer = checkBearer(req.headers.authorization);
     if (bearer !== 'ok') {
       req.resume();
-      return jsonError(res, 401, -32000, 'Unauthorized: a valid bearer token is required', { 'www-authenticate': bearerChallenge(bearer), connection: 'close' });
+      return jsonError(res, 401, -32000, 'Unauthorized: a valid bearer token is required', {
+        'www-authenticate': bearerChallenge(bearer),
+        connection: 'close',
+      });
     }
     if (closing) {
       req.resume();
@@ -527,12 +552,15 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
 
   // ---- background: idle sessions, expired approvals, tool list changes --------------------
 
-  const idleTimer = setInterval(() => {
-    const cutoff = Date.now() - idleSessionMs;
-    for (const s of sessions.values()) {
-      if (s.open === 0 && s.lastSeen < cutoff) void s.transport.close().catch(() => undefined);
-    }
-  }, Math.min(60_000, idleSessionMs));
+  const idleTimer = setInterval(
+    () => {
+      const cutoff = Date.now() - idleSessionMs;
+      for (const s of sessions.values()) {
+        if (s.open === 0 && s.lastSeen < cutoff) void s.transport.close().catch(() => undefined);
+      }
+    },
+    Math.min(60_000, idleSessionMs),
+  );
   idleTimer.unref();
 
   let sweeping = false;
@@ -544,7 +572,12 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       for (const a of await approvals.pending()) {
         if (closing) break;
         if (a.runId !== FACE_RUN || a.agent !== MCP_CLIENT || Date.parse(a.timeoutAt) > now) continue;
-        await expire(a).catch((err: unknown) => log.warn({ approvalId: a.id, err: err instanceof Error ? err.message : String(err) }, 'could not deny an expired MCP face approval'));
+        await expire(a).catch((err: unknown) =>
+          log.warn(
+            { approvalId: a.id, err: err instanceof Error ? err.message : String(err) },
+            'could not deny an expired MCP face approval',
+          ),
+        );
       }
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not sweep expired MCP face approvals');
