@@ -1,0 +1,75 @@
+// The layering rules of the workspace, checked by `npm run lint` (dependency-cruiser).
+// Packages are reached through their names (`@bosun/x`), which resolve to their built entry
+// (`<package>/dist/index.js`); the rules below are written on those resolved paths.
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'contract-imports-nothing-of-ours',
+      comment: 'libs/contract is the wire contract: every other package depends on it, it depends on none of ours.',
+      severity: 'error',
+      from: { path: '^libs/contract/' },
+      to: { path: '^(libs/(?!contract/)|services/|cli/|bench/|mcp-servers/)' },
+    },
+    {
+      name: 'libs-import-no-service',
+      comment: 'A lib is used by services; it never reaches into one (nor into the CLI or the bench).',
+      severity: 'error',
+      from: { path: '^libs/' },
+      to: { path: '^(services|cli|bench)/' },
+    },
+    {
+      name: 'no-service-imports-another',
+      comment: 'Services talk over queues and NATS, never by importing each other.',
+      severity: 'error',
+      from: { path: '^services/([^/]+)/' },
+      to: { path: '^services/', pathNot: '^services/$1/' },
+    },
+    {
+      name: 'cli-and-bench-use-public-entries',
+      comment: "The CLI and the bench reach a service or a lib only through its package's public entry (dist/index.js).",
+      severity: 'error',
+      from: { path: '^(cli|bench)/' },
+      to: { path: '^(services|libs)/[^/]+/', pathNot: '^(services|libs)/[^/]+/dist/index\\.(js|d\\.ts)$' },
+    },
+    {
+      name: 'no-reaching-into-another-package',
+      comment: "No import into another package's src/ or into its dist/ past the entry.",
+      severity: 'error',
+      from: { path: '^(libs|services)/([^/]+)/' },
+      to: { path: '^(libs|services)/[^/]+/', pathNot: ['^$1/$2/', '^(libs|services)/[^/]+/dist/index\\.(js|d\\.ts)$'] },
+    },
+    {
+      name: 'libs-layering',
+      comment:
+        'The libs form layers (contract < config, models < transport < agent): a lower lib never imports a higher one, so no cycle can form between packages (whose dist/ is not followed).',
+      severity: 'error',
+      from: { path: '^libs/(config|models)/' },
+      to: { path: '^libs/(models|config|transport|agent)/', pathNot: '^libs/$1/' },
+    },
+    {
+      name: 'libs-layering-transport',
+      comment: 'libs/transport sits below the agent loops and knows nothing of models.',
+      severity: 'error',
+      from: { path: '^libs/transport/' },
+      to: { path: '^libs/(models|agent)/' },
+    },
+    {
+      name: 'no-circular',
+      comment: 'No import cycles, inside a package or between packages.',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+  ],
+  options: {
+    // Packages resolve through their node_modules symlinks to their real folders; their built
+    // entries are where the rules look, and nothing past them is followed.
+    preserveSymlinks: false,
+    doNotFollow: { path: ['node_modules', '/dist/'] },
+    exclude: { path: ['\\.test\\.ts$'] },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.eslint.json' },
+    enhancedResolveOptions: { exportsFields: ['exports'], conditionNames: ['import', 'require', 'node', 'default', 'types'] },
+  },
+};

@@ -1,0 +1,59 @@
+// ESLint for the workspace: typescript-eslint's type-checked rules, plus the house limits on
+// function length and positional parameters for code that ships (libs, services, the CLI).
+// Run with `npm run lint` (after `tsc -b`: tests import the built packages).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.bosun/**', 'test/fixtures/**', 'bench/profiles/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { project: ['./tsconfig.eslint.json'], tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+    },
+  },
+  {
+    // Code that ships: short functions, few positional parameters, no console (a logger is injected).
+    files: ['libs/*/src/**/*.ts', 'services/*/src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+      'max-params': ['error', 4],
+      'no-console': 'error',
+    },
+  },
+  {
+    // The CLI and the bench print to the terminal on purpose; their functions stay short too.
+    files: ['cli/src/**/*.ts', 'bench/src/**/*.ts', 'mcp-servers/*/src/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+      'max-params': ['error', 4],
+    },
+  },
+  {
+    // Tests read JSON from Redis, NATS and HTTP as it comes: `any` there is the point, not a slip.
+    files: ['**/*.test.ts', 'test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+      '@typescript-eslint/no-unsafe-call': 'off',
+      '@typescript-eslint/no-explicit-any': 'off',
+    },
+  },
+  {
+    // Plain JavaScript: the config itself, the bin shims and the test fixtures' servers.
+    files: ['eslint.config.js', '**/bin/*.mjs', '.dependency-cruiser.cjs'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: { globals: { process: 'readonly', URL: 'readonly', console: 'readonly', module: 'writable', require: 'readonly' } },
+  },
+);
