@@ -2,7 +2,8 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import type { RedisClient } from '@bosun/transport';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { ToolCallJob, describeIssues, redactSecrets, type Catalog, type CatalogTool, type ToolCallResult } from '@bosun/contract';
-import { decideCall, isReadOnlyTool, mcpServerConfig, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
+import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config';
+import { decideCall, isReadOnlyTool, specialistCaller } from '@bosun/policy';
 import { ApprovalStore, keys, matchesProposedCall, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
 import { CallNotSentError, McpServerConnection } from './mcp.js';
 

@@ -13,7 +13,8 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
-import { approvalTimeoutFor, decideCall, offeredTools, type Caller, type ClusterConfig, type Logger } from '@bosun/config';
+import type { ClusterConfig, Logger } from '@bosun/config';
+import { approvalTimeoutFor, decideCall, offeredTools, type Caller } from '@bosun/policy';
 import {
   ApprovalError,
   approvalRequestedEvent,
