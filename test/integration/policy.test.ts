@@ -47,7 +47,7 @@ function call(agent: string, tool: string, args: Record<string, unknown>, approv
     args,
     ...(approvalId ? { approvalId } : {}),
   };
-  return gateway.process({ name: 'tool-call', id: key, data } as never);
+  return gateway.execute(data);
 }
 
 async function auditEntries(): Promise<Record<string, string>[]> {
