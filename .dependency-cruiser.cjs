@@ -42,10 +42,18 @@ module.exports = {
     {
       name: 'libs-layering',
       comment:
-        'The libs form layers (contract < config, models < transport < agent): a lower lib never imports a higher one, so no cycle can form between packages (whose dist/ is not followed).',
+        'The libs form layers (contract < config, models < policy < transport < agent): a lower lib never imports a higher one, so no cycle can form between packages (whose dist/ is not followed).',
       severity: 'error',
       from: { path: '^libs/(config|models)/' },
-      to: { path: '^libs/(models|config|transport|agent)/', pathNot: '^libs/$1/' },
+      to: { path: '^libs/(models|config|policy|transport|agent)/', pathNot: '^libs/$1/' },
+    },
+    {
+      name: 'libs-layering-policy',
+      comment:
+        'libs/policy decides on tools from the parsed config: it sits above contract and config, below transport and the agent loops, and knows nothing of models.',
+      severity: 'error',
+      from: { path: '^libs/policy/' },
+      to: { path: '^libs/(models|transport|agent)/' },
     },
     {
       name: 'libs-layering-transport',

@@ -7,8 +7,18 @@
 import { Job, Queue, QueueEvents } from 'bullmq';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '@bosun/transport';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, TOOLS_QUEUE, TOOL_CALL_JOB, type ToolCallJob, type ToolCallResult } from '@bosun/contract';
-import { ApprovalError, ApprovalStore, approvalResolvedEvent, keys, type Approval, type Decision, type EmitInput } from '@bosun/transport';
+import {
+  DEAD_LETTER_QUEUE,
+  INCIDENTS_QUEUE,
+  InvalidInputError,
+  TOOLS_QUEUE,
+  TOOL_CALL_JOB,
+  type ToolCallJob,
+  type ToolCallRecord,
+  type ToolCallResolution,
+  type ToolCallResult,
+} from '@bosun/contract';
+import { ApprovalError, ApprovalStore, ToolCallRecords, keys, type Approval, type Decision } from '@bosun/transport';
 import { publishIncident } from './publish.js';
 
 /** What every operator command needs. */
@@ -51,12 +61,8 @@ async function withQueue<T>(deps: OperatorDeps, name: string, fn: (q: Queue) => 
 // ---------------------------------------------------------------------------------------------
 // Dead letters
 
-/** Who resolved something, and how. */
-export interface Resolution {
-  action: AckAction;
-  by: string;
-  at: string;
-}
+/** Who resolved an in-doubt call, and how (stored in its record and its dead letter). */
+export type Resolution = ToolCallResolution;
 
 /** What a retried dead letter was re-run as. */
 export interface RetriedAs {
@@ -592,7 +598,7 @@ export function formatRun(view: RunView): string {
 // ---------------------------------------------------------------------------------------------
 // ack
 
-export type AckAction = 'done' | 'retry' | 'skip';
+export type AckAction = ToolCallResolution['action'];
 
 /** What {@link ackToolCall} did. */
 export interface AckOutcome {
@@ -607,18 +613,11 @@ export interface AckOutcome {
   deadLetterId: string | null;
 }
 
-/** Sets fields of a record only if it is in state `in-doubt`; returns the state it was in. */
-const RESOLVE_SCRIPT = `
-local state = redis.call('HGET', KEYS[1], 'state')
-if state ~= 'in-doubt' then return state or false end
-for i = 1, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-return 'in-doubt'
-`;
-
 /**
  * `bosun ack`: resolves an in-doubt tool call. `done`: it took effect; `skip`: treat it as not
  * executed; `retry`: send it once more through the gateway and wait (up to `timeoutMs`) for its
- * result. The in-doubt dead letter of the call gets the `resolution`.
+ * result. The in-doubt dead letter of the call gets the `resolution`. The record changes only
+ * through `ToolCallRecords` (libs/transport), whose scripts check that it is still in doubt.
  */
 export async function ackToolCall(
   deps: OperatorDeps,
@@ -626,53 +625,59 @@ export async function ackToolCall(
   action: AckAction,
   options: { by: string; timeoutMs?: number },
 ): Promise<AckOutcome> {
-  const recordKey = keys.toolCall(deps.prefix, key);
-  const record = await deps.redis.hgetall(recordKey);
-  if (Object.keys(record).length === 0) throw new OperatorError(`no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`, 1);
-  if (record.state !== 'in-doubt')
-    throw new OperatorError(`tool call ${key} is not in doubt: its state is "${record.state ?? '(none)'}"`, 1);
-  const tool = record.tool ?? '';
-  const resolution: Resolution = { action, by: options.by, at: new Date().toISOString() };
+  const records = new ToolCallRecords(deps);
+  // A record that does not parse is a failure to report (exit 1), not bad usage.
+  const record = await records.read(key).catch((err: unknown) => {
+    throw err instanceof InvalidInputError ? new OperatorError(err.message, 1) : err;
+  });
+  if (!record) throw new OperatorError(`no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`, 1);
+  if (record.state !== 'in-doubt') throw notInDoubt(key, record.state);
+  const at = new Date().toISOString();
+  if (action === 'retry')
+    return retryToolCall(deps, { key, record, resolution: { action, by: options.by, at }, timeoutMs: options.timeoutMs });
+  const resolution = { action, by: options.by, at };
+  const { changed, was, result } = await records.resolve(key, resolution, record.tool ?? '');
+  if (!changed) throw notInDoubt(key, was);
+  const deadLetterId = await annotateInDoubt(deps, key, resolution);
+  return { key, action, resolution, result, deadLetterId };
+}
 
-  if (action === 'done' || action === 'skip') {
-    const result: ToolCallResult =
-      action === 'done'
-        ? { v: 1, key, tool, status: 'ok', isError: false, text: 'Resolved by an operator: the call took effect.', durationMs: 0 }
-        : {
-            v: 1,
-            key,
-            tool,
-            status: 'error',
-            isError: true,
-            text: '',
-            error: 'Resolved by an operator: treated as not executed.',
-            durationMs: 0,
-          };
-    await setIfInDoubt(deps, recordKey, key, ['state', 'done', 'result', JSON.stringify(result), 'resolution', JSON.stringify(resolution)]);
-    const deadLetterId = await annotateInDoubt(deps, key, resolution);
-    return { key, action, resolution, result, deadLetterId };
-  }
+function notInDoubt(key: string, state: string | null): OperatorError {
+  return new OperatorError(`tool call ${key} is not in doubt: its state is "${state ?? '(none)'}"`, 1);
+}
 
-  // retry: everything the tool job needs must be in the record before the state changes.
-  const args = record.argsRedacted === 'true' ? await realArgs(deps, key, record) : parseJson(record.args);
+/** The tool job that sends an in-doubt call once more, from its record (and the real arguments, when the record's are redacted). */
+async function retryJob(deps: OperatorDeps, key: string, record: ToolCallRecord): Promise<ToolCallJob> {
+  // Everything the tool job needs must be in the record before the state changes.
+  const args = record.argsRedacted === true ? await realArgs(deps, key, record) : record.args;
   const missing = (['tool', 'runId', 'incidentId', 'agent'] as const).filter((f) => !record[f]);
-  if (missing.length > 0 || !isObject(args)) {
+  if (missing.length > 0 || !args) {
     throw new OperatorError(
-      `tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(isObject(args) ? [] : ['args'])].join(', ')}`,
+      `tool call ${key} cannot be re-sent: its record lacks ${[...missing, ...(args ? [] : ['args'])].join(', ')}`,
       1,
     );
   }
   // A call that needed approval is re-sent under the same approval: the gateway checks it again.
-  const call: ToolCallJob = {
+  return {
     v: 1,
     key,
     runId: record.runId!,
     incidentId: record.incidentId!,
     agent: record.agent!,
-    tool,
+    tool: record.tool!,
     args,
     ...(record.approvalId ? { approvalId: record.approvalId } : {}),
   };
+}
+
+/** `bosun ack --retry`: marks the call `retry`, adds its tool job `<key>-ack<n>` and waits for the result. */
+async function retryToolCall(
+  deps: OperatorDeps,
+  r: { key: string; record: ToolCallRecord; resolution: Resolution & { action: 'retry' }; timeoutMs: number | undefined },
+): Promise<AckOutcome> {
+  const { key, resolution } = r;
+  const call = await retryJob(deps, key, r.record);
+  const records = new ToolCallRecords(deps);
   const queue = new Queue(TOOLS_QUEUE, { connection: deps.redis, prefix: deps.prefix });
   const eventsConnection = deps.redis.duplicate();
   eventsConnection.on('error', () => undefined);
@@ -680,28 +685,13 @@ export async function ackToolCall(
   try {
     // Listen before adding, so the completion cannot be missed.
     await events.waitUntilReady();
-    await setIfInDoubt(deps, recordKey, key, ['state', 'retry', 'resolution', JSON.stringify(resolution)]);
-    // Only this ack moved the record out of `in-doubt` (the script above is atomic), so no other
-    // ack adds a job for this key now: the first unused `-ack<n>` id is ours.
-    let job: Job;
-    try {
-      let n = 1;
-      while (await Job.fromId(queue, `${key}-ack${n}`)) n++;
-      job = await queue.add(TOOL_CALL_JOB, call, {
-        jobId: `${key}-ack${n}`,
-        removeOnComplete: { age: 7 * 24 * 3600 },
-        removeOnFail: { age: 7 * 24 * 3600 },
-      });
-    } catch (err) {
-      // Nothing was sent: put the call back in doubt so that it can be resolved again.
-      await deps.redis.multi().hset(recordKey, { state: 'in-doubt' }).hdel(recordKey, 'resolution').exec();
-      throw err;
-    }
+    const marked = await records.markRetry(key, resolution);
+    if (!marked.changed) throw notInDoubt(key, marked.was);
+    const job = await addRetryJob(queue, records, call);
     const deadLetterId = await annotateInDoubt(deps, key, resolution);
-    const timeoutMs = options.timeoutMs ?? 120_000;
     let value: unknown;
     try {
-      value = await job.waitUntilFinished(events, timeoutMs);
+      value = await job.waitUntilFinished(events, r.timeoutMs ?? 120_000);
     } catch (err) {
       throw new OperatorError(
         `tool call ${key} was re-sent as job ${String(job.id)}, but ${(err as Error).message}. ` +
@@ -709,7 +699,7 @@ export async function ackToolCall(
         1,
       );
     }
-    return { key, action, resolution, result: value as ToolCallResult, jobId: String(job.id), deadLetterId };
+    return { key, action: 'retry', resolution, result: value as ToolCallResult, jobId: String(job.id), deadLetterId };
   } finally {
     await events.close().catch(() => undefined);
     eventsConnection.disconnect();
@@ -718,11 +708,31 @@ export async function ackToolCall(
 }
 
 /**
+ * Adds the retry's tool job. Only this ack moved the record out of `in-doubt` (the script is
+ * atomic), so no other ack adds a job for this key now: the first unused `-ack<n>` id is ours.
+ * When the job cannot be added, nothing was sent: the call is put back in doubt, to be resolved again.
+ */
+async function addRetryJob(queue: Queue, records: ToolCallRecords, call: ToolCallJob): Promise<Job> {
+  try {
+    let n = 1;
+    while (await Job.fromId(queue, `${call.key}-ack${n}`)) n++;
+    return await queue.add(TOOL_CALL_JOB, call, {
+      jobId: `${call.key}-ack${n}`,
+      removeOnComplete: { age: 7 * 24 * 3600 },
+      removeOnFail: { age: 7 * 24 * 3600 },
+    });
+  } catch (err) {
+    await records.undoRetry(call.key);
+    throw err;
+  }
+}
+
+/**
  * The real arguments of a call whose record shows them with secrets redacted: from its task's
  * checkpoint, where the model's turn is kept as proposed. A call with no task checkpoint (made
  * through the gateway's MCP face) cannot be re-sent from here.
  */
-async function realArgs(deps: OperatorDeps, key: string, record: Record<string, string>): Promise<Record<string, unknown>> {
+async function realArgs(deps: OperatorDeps, key: string, record: ToolCallRecord): Promise<Record<string, unknown>> {
   const { TaskCheckpoint, toolCallAtKey } = await import('@bosun/agent');
   const { canonicalJson, redactSecrets } = await import('@bosun/contract');
   const taskId = /^(.+)-s\d+-c\d+$/.exec(key)?.[1];
@@ -730,7 +740,7 @@ async function realArgs(deps: OperatorDeps, key: string, record: Record<string, 
   const ckpt = taskId ? TaskCheckpoint.parse(await readCheckpoint(deps, ckptId), ckptId) : null;
   const found = ckpt ? toolCallAtKey(ckpt, key) : undefined;
   // The checkpoint's call must be the recorded one: same tool, same arguments once redacted.
-  if (!found || found.tool !== record.tool || canonicalJson(redactSecrets(found.args)) !== canonicalJson(parseJson(record.args))) {
+  if (!found || found.tool !== record.tool || canonicalJson(redactSecrets(found.args)) !== canonicalJson(record.args)) {
     throw new OperatorError(
       `tool call ${key} cannot be re-sent: its arguments hold secrets, which Bosun shows and stores redacted, and ` +
         `${ckpt ? `the task checkpoint ${ckptId} has no matching call` : 'no task checkpoint keeps them (a call through the gateway MCP face, or an expired run)'}. ` +
@@ -739,11 +749,6 @@ async function realArgs(deps: OperatorDeps, key: string, record: Record<string, 
     );
   }
   return found.args;
-}
-
-async function setIfInDoubt(deps: OperatorDeps, recordKey: string, key: string, fields: string[]): Promise<void> {
-  const was = (await deps.redis.eval(RESOLVE_SCRIPT, 1, recordKey, ...fields)) as string | null;
-  if (was !== 'in-doubt') throw new OperatorError(`tool call ${key} is not in doubt: its state is "${was ?? '(none)'}"`, 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ToolCallJob, ToolCallResult } from '@bosun/contract';
-import { createLogger, offeredTools, parseClusterConfig, specialistCaller, type ClusterConfig } from '@bosun/config';
+import { createLogger, parseClusterConfig, type ClusterConfig } from '@bosun/config';
+import { offeredTools, specialistCaller } from '@bosun/policy';
 import { ApprovalStore, DeadLetters, EventPublisher, keys } from '@bosun/transport';
 import { ToolGateway } from '@bosun/tool-gateway';
 import {
@@ -46,7 +47,7 @@ function call(agent: string, tool: string, args: Record<string, unknown>, approv
     args,
     ...(approvalId ? { approvalId } : {}),
   };
-  return gateway.process({ name: 'tool-call', id: key, data } as never);
+  return gateway.execute(data);
 }
 
 async function auditEntries(): Promise<Record<string, string>[]> {

@@ -1,5 +1,5 @@
 import type { CatalogTool } from '@bosun/contract';
-import { toolAllowed } from '@bosun/config';
+import { toolAllowed } from '@bosun/policy';
 import type { ToolDeclaration } from '@bosun/models';
 
 /** The tool the model loads tool groups with, when routing is on. */

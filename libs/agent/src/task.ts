@@ -8,15 +8,8 @@ import {
   type TaskResult,
   type ToolCallResult,
 } from '@bosun/contract';
-import {
-  MAX_TOOLS_PER_REQUEST,
-  buildStallPayload,
-  isReadOnlyTool,
-  toolAllowed,
-  validateAgainstSchema,
-  type Logger,
-  type ToolState,
-} from '@bosun/config';
+import { buildStallPayload, validateAgainstSchema, type Logger } from '@bosun/config';
+import { MAX_TOOLS_PER_REQUEST, isReadOnlyTool, toolAllowed, type ToolState } from '@bosun/policy';
 import {
   ModelError,
   renderIncident,

@@ -423,14 +423,7 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
       if (!known.includes(g))
         throw new ConfigError(`${file}: specialists.${name}.routing.alwaysOn: unknown group "${g}" (known: ${known.join(', ')})`);
     }
-    for (const [i, pattern] of spec.tools.entries()) {
-      const server = pattern.split('__')[0] ?? '';
-      if (!pattern.includes('__') || !servers.includes(server)) {
-        throw new ConfigError(
-          `${file}: specialists.${name}.tools.${i}: "${pattern}" must be "<server>__<tool>" or "<server>__*" with a server from mcpServers (known: ${servers.join(', ') || 'none'})`,
-        );
-      }
-    }
+    for (const [i, pattern] of spec.tools.entries()) checkPattern(pattern, `specialists.${name}.tools.${i}`);
     try {
       checkOutputSchema(name, spec);
     } catch (err) {
@@ -507,9 +500,4 @@ export function configSecrets(config: ClusterConfig): string[] {
   if (config.coordinator.http) out.push(config.coordinator.http.operatorToken);
   // An unresolved `${VAR}` is a placeholder, not a secret.
   return out.filter((v) => !/^\$\{[^}]+\}$/.test(v));
-}
-
-/** Whether a catalog tool name is allowed by a specialist's tool patterns. */
-export function toolAllowed(patterns: readonly string[], tool: string): boolean {
-  return patterns.some((p) => (p.endsWith('__*') ? tool.startsWith(p.slice(0, -1)) : p === tool));
 }

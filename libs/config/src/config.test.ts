@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { STALL_MARKER } from '@bosun/contract';
 import { stringify } from 'yaml';
 
-import { ConfigError, loadClusterConfig, parseClusterConfig, toolAllowed } from './cluster.js';
+import { ConfigError, loadClusterConfig, parseClusterConfig } from './cluster.js';
 import { readEnv } from './env.js';
 import { createLogger } from './logger.js';
 import { buildStallPayload, deriveStallPayload, validateAgainstSchema } from './output-schema.js';
@@ -394,18 +394,6 @@ describe('stall payloads and schema validation', () => {
     expect(validateAgainstSchema(enumSchema, { severity: 'mid' })).toBe(
       '/severity: must be equal to one of the allowed values ["low","high"]',
     );
-  });
-});
-
-describe('toolAllowed', () => {
-  it('matches exact names and server__* patterns', () => {
-    expect(toolAllowed(['demo__get_pods'], 'demo__get_pods')).toBe(true);
-    expect(toolAllowed(['demo__get_pods'], 'demo__get_logs')).toBe(false);
-    expect(toolAllowed(['demo__*'], 'demo__get_logs')).toBe(true);
-    expect(toolAllowed(['demo__*'], 'demox__get_logs')).toBe(false);
-    expect(toolAllowed(['demo__*'], 'other__get_logs')).toBe(false);
-    expect(toolAllowed([], 'demo__get_pods')).toBe(false);
-    expect(toolAllowed(['db__query', 'demo__*'], 'db__query')).toBe(true);
   });
 });
 

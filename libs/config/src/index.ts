@@ -1,12 +1,4 @@
-export {
-  parseClusterConfig,
-  loadClusterConfig,
-  toolAllowed,
-  specialistConfig,
-  mcpServerConfig,
-  configSecrets,
-  ConfigError,
-} from './cluster.js';
+export { parseClusterConfig, loadClusterConfig, specialistConfig, mcpServerConfig, configSecrets, ConfigError } from './cluster.js';
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl } from './env.js';
 export { normalizeHost, normalizeOrigin } from './http-origin.js';
@@ -17,13 +9,3 @@ export { createLogger, addLogSecrets, knownSecrets, scrub, REDACT_PATHS } from '
 export type { Logger, LoggerOptions } from './logger.js';
 export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';
-export {
-  MAX_TOOLS_PER_REQUEST,
-  isReadOnlyTool,
-  toolState,
-  approvalTimeoutFor,
-  specialistCaller,
-  offeredTools,
-  decideCall,
-} from './policy.js';
-export type { ToolState, PolicyTool, Caller, CallDecision } from './policy.js';

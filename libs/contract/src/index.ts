@@ -43,6 +43,18 @@ export {
   Catalog,
 } from './schemas.js';
 export type { IncidentInput, TaskJobInput } from './schemas.js';
+export {
+  toolCallRecordKey,
+  TOOL_CALL_RECORD_TTL_SECONDS,
+  TOOL_CALL_STATES,
+  ToolCallState,
+  TOOL_CALL_TRANSITIONS,
+  toolCallTransition,
+  ToolCallResolution,
+  ToolCallRecord,
+  resolvedResult,
+} from './tool-record.js';
+export type { ToolCallStateOrNone, ToolCallActor, ToolCallTransition } from './tool-record.js';
 export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
 export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
 export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';

@@ -21,6 +21,8 @@ export type { CheckpointStore, RedisCheckpointStoreOptions } from './checkpoints
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
 export { QueueToolClient } from './tools.js';
+export { ToolCallRecords } from './tool-records.js';
+export type { ToolCallClaim, ClaimOutcome, OperatorChange, ToolCallRecordsOptions } from './tool-records.js';
 export type { ToolClient, QueueToolClientOptions } from './tools.js';
 export { runService, readyLine } from './service.js';
 export type { ServiceHandle, RunServiceOptions, ServiceArgs, ServiceArgOptions } from './service.js';

@@ -1,3 +1,5 @@
+import { toolCallRecordKey } from '@bosun/contract';
+
 /**
  * Bosun's own Redis keys, all under `<prefix>:`. BullMQ's keys are `<prefix>:<queue>:…`;
  * ours use the segments below, which are never queue names.
@@ -9,8 +11,8 @@ export const keys = {
   checkpoint: (prefix: string, id: string) => `${prefix}:ckpt:${id}`,
   /** The gateway's tool catalog. */
   catalog: (prefix: string) => `${prefix}:gateway:catalog`,
-  /** The record of one tool call, by idempotency key. */
-  toolCall: (prefix: string, key: string) => `${prefix}:toolcall:${key}`,
+  /** The record of one tool call, by idempotency key (its format: `ToolCallRecord` in libs/contract). */
+  toolCall: toolCallRecordKey,
   /** Event counters: a hash with `dropped`. */
   events: (prefix: string) => `${prefix}:stats:events`,
   /** A cancellation flag the coordinator sets for a task past its deadline. */

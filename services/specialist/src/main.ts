@@ -2,17 +2,8 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import {
-  ConfigError,
-  approvalTimeoutFor,
-  createLogger,
-  loadClusterConfig,
-  offeredTools,
-  readEnv,
-  specialistCaller,
-  specialistConfig,
-  toolState,
-} from '@bosun/config';
+import { ConfigError, createLogger, loadClusterConfig, readEnv, specialistConfig } from '@bosun/config';
+import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';

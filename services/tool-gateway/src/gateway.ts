@@ -1,10 +1,19 @@
 import { UnrecoverableError, type Job } from 'bullmq';
-import type { RedisClient } from '@bosun/transport';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { ToolCallJob, describeIssues, redactSecrets, type Catalog, type CatalogTool, type ToolCallResult } from '@bosun/contract';
-import { decideCall, isReadOnlyTool, mcpServerConfig, specialistCaller, type ClusterConfig, type Logger } from '@bosun/config';
-import { ApprovalStore, keys, matchesProposedCall, type Approval, type DeadLetters, type EventSink } from '@bosun/transport';
-import { CallNotSentError, McpServerConnection } from './mcp.js';
+import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config';
+import { decideCall, isReadOnlyTool, specialistCaller, type Caller } from '@bosun/policy';
+import {
+  ApprovalStore,
+  ToolCallRecords,
+  keys,
+  matchesProposedCall,
+  type Approval,
+  type DeadLetters,
+  type EventSink,
+  type RedisClient,
+} from '@bosun/transport';
+import { CallNotSentError, McpServerConnection, type McpCallOutcome } from './mcp.js';
 
 /** The ports of the gateway. */
 export interface GatewayDeps {
@@ -16,34 +25,40 @@ export interface GatewayDeps {
   log: Logger;
 }
 
-const RECORD_TTL_SECONDS = 7 * 24 * 3600;
+/**
+ * How far one call got; what an unexpected failure means for it depends on this. `checking`:
+ * policy and approval, nothing claimed; `claimed`: its record is `inflight`, nothing sent;
+ * `sent`: sent to its server, by this attempt or (found in flight) an earlier one; `recorded`:
+ * its outcome is recorded.
+ */
+type Stage = 'checking' | 'claimed' | 'sent' | 'recorded';
+
+/** One call under way through {@link ToolGateway.execute}. */
+interface CallRun {
+  readonly call: ToolCallJob;
+  /** The arguments as the gateway shows and stores them (events, record, audit, dead letters): secrets redacted. Only the MCP server gets the real ones. */
+  readonly shownArgs: unknown;
+  readonly base: { runId: string; incidentId: string; agent: string };
+  stage: Stage;
+  tool?: CatalogTool;
+  readOnly: boolean;
+  approval?: Approval;
+  /** Whether its `in-doubt` audit entry is written. */
+  inDoubtAudited: boolean;
+  /** The result, once recorded. */
+  result?: ToolCallResult;
+}
 
 /**
- * KEYS[1] the call record; ARGV: readOnly ('1'|'0'), ttl, tool, args (secrets redacted), runId,
- * incidentId, agent, now, approvalId, argsRedacted ('true'|'false': the stored args are not the real ones).
- * Returns ['claimed'] after marking the record in flight, ['done', <recorded result>] for a call
- * already answered, or [<the state that prevents it>]. One round trip for a new call.
+ * The answer for a mutating call in doubt; flagged `inDoubt` in its structure too, so the task
+ * and the run count it without reading the text.
  */
-const CLAIM_SCRIPT = `
-local state = redis.call('HGET', KEYS[1], 'state')
-if (not state) or state == 'retry' or (ARGV[1] == '1' and state == 'inflight') then
-  redis.call('HSET', KEYS[1], 'state', 'inflight', 'tool', ARGV[3], 'args', ARGV[4], 'runId', ARGV[5],
-    'incidentId', ARGV[6], 'agent', ARGV[7], 'startedAt', ARGV[8], 'readOnly', ARGV[1] == '1' and 'true' or 'false', 'approvalId', ARGV[9],
-    'argsRedacted', ARGV[10])
-  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-  return {'claimed'}
-end
-if state == 'done' then
-  return {'done', redis.call('HGET', KEYS[1], 'result') or ''}
-end
-return {state}
-`;
-
-/** The claim script, registered once per connection (then sent as EVALSHA, not as text). */
-function claimCall(redis: RedisClient, args: string[]): Promise<[string, string?]> {
-  const r = redis as RedisClient & { bosunClaimCall?: (key: string, ...argv: string[]) => Promise<[string, string?]> };
-  if (!r.bosunClaimCall) redis.defineCommand('bosunClaimCall', { numberOfKeys: 1, lua: CLAIM_SCRIPT });
-  return r.bosunClaimCall!(...(args as [string, ...string[]]));
+function inDoubtResult(call: ToolCallJob, why = 'the gateway stopped before it recorded the result'): ToolCallResult {
+  const error =
+    `IN DOUBT: the mutating call ${call.tool} (key ${call.key}) was sent to its server, but ${why}. ` +
+    'Whether it took effect is unknown. It will not be retried automatically; an operator must resolve it. ' +
+    'Do not assume it succeeded or failed.';
+  return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };
 }
 
 /** The agent name calls through the gateway's own MCP face carry. */
@@ -59,10 +74,12 @@ export class ToolGateway {
   readonly servers: McpServerConnection[];
   private unavailable: Record<string, string> = {};
   private readonly approvals: ApprovalStore;
+  private readonly records: ToolCallRecords;
 
   constructor(deps: GatewayDeps) {
     this.deps = deps;
     this.approvals = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
+    this.records = new ToolCallRecords({ redis: deps.redis, prefix: deps.prefix });
     this.servers = Object.entries(deps.config.mcpServers).map(([name, cfg]) => {
       const s = new McpServerConnection(name, cfg, deps.log);
       s.onToolsChanged = () => void this.publishCatalog().catch((err: unknown) => deps.log.warn({ err }, 'could not publish the catalog'));
@@ -79,7 +96,7 @@ export class ToolGateway {
           delete this.unavailable[s.name];
         } catch (err) {
           this.unavailable[s.name] = (err as Error).message;
-          this.deps.log.error({ server: s.name, err: (err as Error).message }, 'MCP server unavailable');
+          this.deps.log.error({ server: s.name, err }, 'MCP server unavailable');
         }
       }),
     );
@@ -102,147 +119,245 @@ export class ToolGateway {
     return catalog;
   }
 
-  /** The BullMQ processor of the `tools` queue. */
+  /**
+   * The BullMQ processor of the `tools` queue: parses the job and {@link execute}s the call. A job
+   * whose data is not a tool call is poison: it goes to the dead-letter queue with its data, and
+   * the job fails without retries.
+   */
   async process(job: Job): Promise<ToolCallResult> {
-    const { redis, prefix, config, events, deadLetters, log } = this.deps;
     const parsed = ToolCallJob.safeParse(job.data);
     if (!parsed.success) {
       const reason = `invalid tool call: ${describeIssues(parsed.error).issues.join('; ')}`;
-      await deadLetters.add({ kind: 'poison', reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
+      await this.deps.deadLetters.add({ kind: 'poison', reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
       throw new UnrecoverableError(reason);
     }
-    const call = parsed.data;
-    // The arguments as the gateway shows and stores them (events, call record, audit, dead
-    // letters): secrets redacted. Only the MCP server gets the real ones.
-    const shownArgs = redactSecrets(call.args);
-    const recordKey = keys.toolCall(prefix, call.key);
-    const base = { runId: call.runId, incidentId: call.incidentId, agent: call.agent };
-    const repeated = (recorded: string): ToolCallResult => {
-      log.debug({ key: call.key }, 'answering a repeated call from its record');
-      return JSON.parse(recorded) as ToolCallResult;
-    };
+    return this.execute(parsed.data);
+  }
 
-    // A call that was sent and failed is recorded under its key. A refusal is not: nothing ran, and
-    // a recorded refusal would answer the same key later, when an approval may cover it.
-    const fail = async (error: string, durationMs = 0, options: { record: boolean } = { record: true }): Promise<ToolCallResult> => {
-      const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
-      if (options.record)
-        await redis
-          .multi()
-          .hset(recordKey, { state: 'done', result: JSON.stringify(result) })
-          .expire(recordKey, RECORD_TTL_SECONDS)
-          .exec();
-      events.emit({ ...base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs } });
-      return result;
+  /**
+   * Executes one call, from the tools queue or the gateway's MCP face: policy, approval check,
+   * claim, the MCP call, record, events and audit (docs/durability.md, "Tool calls"). It always
+   * answers with a result: an unexpected failure (Redis unreachable, a corrupt record) too, see
+   * {@link unexpected}.
+   */
+  async execute(call: ToolCallJob): Promise<ToolCallResult> {
+    const run: CallRun = {
+      call,
+      shownArgs: redactSecrets(call.args),
+      base: { runId: call.runId, incidentId: call.incidentId, agent: call.agent },
+      stage: 'checking',
+      readOnly: false,
+      inDoubtAudited: false,
     };
+    try {
+      return (await this.admit(run)) ?? (await this.claim(run)) ?? (await this.send(run));
+    } catch (err) {
+      return this.unexpected(run, err);
+    }
+  }
 
+  /** Who is calling: the MCP face's policy for its own calls, else the specialist's (undefined for an unknown one). */
+  private callerOf(agent: string): Caller | undefined {
+    const face = this.deps.config.gateway.mcpServer;
+    if (agent === MCP_CLIENT && face) return { tools: face.tools, mode: face.mode, approvalTimeoutMs: face.approvalTimeoutMs };
+    return specialistCaller(this.deps.config, agent);
+  }
+
+  /**
+   * Policy and approvals, decided here at call time, whatever the model was offered. Returns the
+   * answer when the call goes no further (refused, or answered before), else undefined.
+   */
+  private async admit(run: CallRun): Promise<ToolCallResult | undefined> {
+    const { call } = run;
     const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
-    // Policy is decided here, at call time, whatever the model was offered.
-    const caller =
-      call.agent === MCP_CLIENT && config.gateway.mcpServer ? { ...config.gateway.mcpServer } : specialistCaller(config, call.agent);
-    const decision = tool ? decideCall(config, caller, call.agent, tool) : undefined;
+    const decision = tool ? decideCall(this.deps.config, this.callerOf(call.agent), call.agent, tool) : undefined;
     if (!tool || decision?.decision !== 'allow') {
       // A call answered before is answered from its record, whatever the policy says now. (An
-      // allowed call learns the same from the claim below, in the same round trip.)
-      const [state, recorded] = await redis.hmget(recordKey, 'state', 'result');
-      if (state === 'done' && recorded) return repeated(recorded);
+      // allowed call learns the same from the claim, in the same round trip.)
+      const recorded = await this.records.recorded(call.key);
+      if (recorded) return this.repeated(call, recorded);
     }
-    if (!tool || !decision) return fail(`unknown tool "${call.tool}"`, 0, { record: false });
-    const readOnly = isReadOnlyTool(tool);
-    let approval: Approval | undefined;
+    // A refusal is not recorded: nothing ran, and a recorded refusal would answer the same key
+    // later, when an approval may cover it.
+    if (!tool || !decision) return this.fail(run, `unknown tool "${call.tool}"`, { record: false });
+    run.tool = tool;
+    run.readOnly = isReadOnlyTool(tool);
     if (decision.decision === 'refuse') {
-      if (!readOnly) await this.audit(call, 'refused');
-      return fail(decision.reason, 0, { record: false });
+      if (!run.readOnly) await this.audit(call, 'refused');
+      return this.fail(run, decision.reason, { record: false });
     }
     if (decision.decision === 'ask') {
       const verdict = await this.checkApproval(call);
       if (typeof verdict === 'string') {
         await this.audit(call, 'refused');
-        return fail(verdict, 0, { record: false });
+        return this.fail(run, verdict, { record: false });
       }
-      approval = verdict;
+      run.approval = verdict;
     }
+    return undefined;
+  }
 
-    // Claim the call atomically: only a new call, one an operator asked to retry (`bosun ack
-    // --retry`), or a read-only call found in flight may be sent to the server.
-    const [claim, recorded] = await claimCall(redis, [
-      recordKey,
-      readOnly ? '1' : '0',
-      String(RECORD_TTL_SECONDS),
-      call.tool,
-      JSON.stringify(shownArgs),
-      call.runId,
-      call.incidentId,
-      call.agent,
-      new Date().toISOString(),
-      call.approvalId ?? '',
-      JSON.stringify(shownArgs) === JSON.stringify(call.args) ? 'false' : 'true',
-    ]);
-    if (claim === 'done' && recorded) return repeated(recorded);
-    if (claim !== 'claimed') {
-      // A previous attempt sent this mutating call and nobody recorded what happened.
-      return this.inDoubt(call, tool, claim === 'in-doubt');
+  /**
+   * Claims the call atomically: only a new call, one an operator asked to retry (`bosun ack
+   * --retry`), or a read-only call found in flight may be sent to the server. Returns the answer
+   * when the call is not ours to send (recorded before, or in doubt), else undefined.
+   */
+  private async claim(run: CallRun): Promise<ToolCallResult | undefined> {
+    const { call } = run;
+    const outcome = await this.records.claim({
+      key: call.key,
+      tool: call.tool,
+      shownArgs: run.shownArgs,
+      argsRedacted: JSON.stringify(run.shownArgs) !== JSON.stringify(call.args),
+      runId: call.runId,
+      incidentId: call.incidentId,
+      agent: call.agent,
+      readOnly: run.readOnly,
+      approvalId: call.approvalId,
+    });
+    if (outcome.claimed) {
+      run.stage = 'claimed';
+      return undefined;
     }
-    events.emit({ ...base, type: 'tool.started', data: { key: call.key, tool: call.tool, readOnly, args: shownArgs } });
+    if (outcome.result) return this.repeated(call, outcome.result);
+    // A previous attempt sent this mutating call and nobody recorded what happened.
+    run.stage = 'sent';
+    return this.inDoubt(run, { known: outcome.state === 'in-doubt' });
+  }
+
+  /** Sends a claimed call to its MCP server, and records and reports what came of it. */
+  private async send(run: CallRun): Promise<ToolCallResult> {
+    const { call } = run;
+    const tool = run.tool!;
+    const { config, events } = this.deps;
+    events.emit({
+      ...run.base,
+      type: 'tool.started',
+      data: { key: call.key, tool: call.tool, readOnly: run.readOnly, args: run.shownArgs },
+    });
     const server = this.servers.find((s) => s.name === tool.server);
     const started = Date.now();
+    let outcome: McpCallOutcome;
     try {
-      let lastProgress = 0;
-      const outcome = await server!.call(tool.remoteName, call.args, {
+      run.stage = 'sent';
+      outcome = await server!.call(tool.remoteName, call.args, {
         timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
         maxChars: config.gateway.maxResultChars,
-        onProgress: (p) => {
-          // Forwarded as events, at most two a second per call: observers, not a firehose.
-          if (Date.now() - lastProgress < 500 && p.total !== p.progress) return;
-          lastProgress = Date.now();
-          events.emit({ ...base, type: 'tool.progress', data: { key: call.key, tool: call.tool, ...p } });
-        },
+        onProgress: this.progressEvents(run),
       });
-      const durationMs = Date.now() - started;
-      const result: ToolCallResult = {
-        v: 1,
-        key: call.key,
-        tool: call.tool,
-        status: 'ok',
-        isError: outcome.isError,
-        text: outcome.text,
-        ...(outcome.structured === undefined ? {} : { structured: outcome.structured }),
-        durationMs,
-      };
-      await redis
-        .multi()
-        .hset(recordKey, { state: 'done', result: JSON.stringify(result) })
-        .expire(recordKey, RECORD_TTL_SECONDS)
-        .exec();
-      events.emit({
-        ...base,
-        type: 'tool.completed',
-        data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length },
-      });
-      if (!readOnly) await this.audit(call, outcome.isError ? 'tool-error' : 'ok', approval);
-      return result;
     } catch (err) {
-      const durationMs = Date.now() - started;
-      const message = err instanceof Error ? err.message : String(err);
-      const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
-      // Sent, and then the answer was lost (timeout, connection closed, transport failure): the
-      // server may have applied the change. A JSON-RPC error reply, or a call never sent, is not.
-      const outcomeUnknown =
-        !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
-      if (outcomeUnknown && !readOnly) {
-        await redis.hset(recordKey, { state: 'inflight' });
-        await this.audit(call, 'in-doubt', approval);
-        return this.inDoubt(
-          call,
-          tool,
-          false,
-          timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`,
-          true,
-        );
+      return this.callFailed(run, err, Date.now() - started);
+    }
+    return this.answered(run, outcome, Date.now() - started);
+  }
+
+  /** Forwards a call's MCP progress as events, at most two a second: observers, not a firehose. */
+  private progressEvents(run: CallRun): (p: { progress: number; total?: number; message?: string }) => void {
+    let lastProgress = 0;
+    return (p) => {
+      if (Date.now() - lastProgress < 500 && p.total !== p.progress) return;
+      lastProgress = Date.now();
+      this.deps.events.emit({ ...run.base, type: 'tool.progress', data: { key: run.call.key, tool: run.call.tool, ...p } });
+    };
+  }
+
+  /** The server answered (even with its own `isError`): record, event, audit, in that order. */
+  private async answered(run: CallRun, outcome: McpCallOutcome, durationMs: number): Promise<ToolCallResult> {
+    const { call } = run;
+    const result: ToolCallResult = {
+      v: 1,
+      key: call.key,
+      tool: call.tool,
+      status: 'ok',
+      isError: outcome.isError,
+      text: outcome.text,
+      ...(outcome.structured === undefined ? {} : { structured: outcome.structured }),
+      durationMs,
+    };
+    await this.records.recordDone(result);
+    run.stage = 'recorded';
+    run.result = result;
+    this.deps.events.emit({
+      ...run.base,
+      type: 'tool.completed',
+      data: { key: call.key, tool: call.tool, isError: outcome.isError, durationMs, chars: outcome.text.length },
+    });
+    if (!run.readOnly) await this.audit(call, outcome.isError ? 'tool-error' : 'ok', run.approval);
+    return result;
+  }
+
+  /**
+   * The MCP call threw. Sent, and then the answer was lost (timeout, connection closed, transport
+   * failure): the server may have applied the change, so a mutating call is in doubt. A JSON-RPC
+   * error reply, or a call never sent, is an ordinary failure, recorded as such.
+   */
+  private async callFailed(run: CallRun, err: unknown, durationMs: number): Promise<ToolCallResult> {
+    const { call } = run;
+    const message = err instanceof Error ? err.message : String(err);
+    const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
+    if (err instanceof CallNotSentError) run.stage = 'claimed';
+    const outcomeUnknown =
+      !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
+    if (outcomeUnknown && !run.readOnly) {
+      const why = timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`;
+      return this.inDoubt(run, { known: false, why, approval: run.approval });
+    }
+    this.deps.log.warn({ key: call.key, tool: call.tool, err }, 'tool call failed');
+    if (!run.readOnly) await this.audit(call, 'error', run.approval);
+    return this.fail(run, timedOut ? `timed out after ${durationMs} ms` : message, { record: true, durationMs });
+  }
+
+  /** A call answered from its record. */
+  private repeated(call: ToolCallJob, recorded: ToolCallResult): ToolCallResult {
+    this.deps.log.debug({ key: call.key }, 'answering a repeated call from its record');
+    return recorded;
+  }
+
+  /**
+   * Answers a call with an error and a `tool.failed` event. A call that was claimed (sent and
+   * failed, or never sent) is recorded under its key; a refusal is not.
+   */
+  private async fail(run: CallRun, error: string, options: { record: boolean; durationMs?: number }): Promise<ToolCallResult> {
+    const { call } = run;
+    const durationMs = options.durationMs ?? 0;
+    const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
+    if (options.record) {
+      await this.records.recordDone(result);
+      run.stage = 'recorded';
+      run.result = result;
+    }
+    this.deps.events.emit({ ...run.base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs } });
+    return result;
+  }
+
+  /**
+   * An error nobody expected (Redis unreachable, a corrupt record, a bug): the caller still gets
+   * a result, by the same rules as an expected failure. A mutating call that may have been sent
+   * is in doubt; a claimed call that was not sent (or a read-only one) is recorded as failed; a
+   * call not yet claimed is answered with the error and not recorded. When even that cannot be
+   * written, the caller is answered all the same, and a mutating call left `inflight` is found
+   * in doubt by the next attempt.
+   */
+  private async unexpected(run: CallRun, err: unknown): Promise<ToolCallResult> {
+    const { call } = run;
+    this.deps.log.error({ err, key: call.key, tool: call.tool, stage: run.stage }, 'tool call failed unexpectedly');
+    if (run.stage === 'recorded' && run.result) return run.result;
+    const message = err instanceof Error ? err.message : String(err);
+    const mayHaveRun = run.stage === 'sent' && !run.readOnly;
+    const why = `the gateway failed before it recorded the result (${message})`;
+    try {
+      if (mayHaveRun) return await this.inDoubt(run, { known: false, why, approval: run.approval });
+      if (run.stage !== 'checking' && !run.readOnly) await this.audit(call, 'error', run.approval);
+      return await this.fail(run, `the tool gateway could not process the call: ${message}`, { record: run.stage !== 'checking' });
+    } catch (again) {
+      this.deps.log.error({ err: again, key: call.key }, 'could not record the outcome of a tool call that failed unexpectedly');
+      if (mayHaveRun) {
+        this.emitInDoubt(run);
+        return inDoubtResult(call, why);
       }
-      log.warn({ key: call.key, tool: call.tool, err: message }, 'tool call failed');
-      if (!readOnly) await this.audit(call, 'error', approval);
-      return fail(timedOut ? `timed out after ${durationMs} ms` : message, durationMs);
+      const error = `the tool gateway could not process the call: ${message}`;
+      this.deps.events.emit({ ...run.base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs: 0 } });
+      return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
     }
   }
 
@@ -309,45 +424,43 @@ export class ToolGateway {
       .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 
-  private async inDoubt(
-    call: ToolCallJob,
-    tool: CatalogTool,
-    known: boolean,
-    why = 'the gateway stopped before it recorded the result',
-    audited = false,
-  ): Promise<ToolCallResult> {
-    const { redis, prefix, events, deadLetters, log } = this.deps;
-    const recordKey = keys.toolCall(prefix, call.key);
-    const error =
-      `IN DOUBT: the mutating call ${call.tool} (key ${call.key}) was sent to its server, but ${why}. ` +
-      'Whether it took effect is unknown. It will not be retried automatically; an operator must resolve it. ' +
-      'Do not assume it succeeded or failed.';
-    if (!known) {
-      // Found in flight after a crash: the gateway that sent it could not audit the outcome.
-      if (!audited) await this.audit(call, 'in-doubt');
-      await redis.hset(recordKey, { state: 'in-doubt' });
-      log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
-      await deadLetters.add(
+  /**
+   * Answers a mutating call that was sent and whose outcome nobody recorded. The first time
+   * (`known: false`) it is audited, marked `in-doubt`, written to the dead-letter queue and
+   * announced with `tool.in_doubt`; a call already in doubt is answered the same, with nothing new.
+   */
+  private async inDoubt(run: CallRun, options: { known: boolean; why?: string; approval?: Approval }): Promise<ToolCallResult> {
+    const { call } = run;
+    const result = inDoubtResult(call, options.why);
+    if (!options.known) {
+      // Found in flight after a crash, the gateway that sent it could not audit the outcome: this one does.
+      if (!run.inDoubtAudited) await this.audit(call, 'in-doubt', options.approval);
+      run.inDoubtAudited = true;
+      await this.records.markInDoubt(call.key);
+      this.deps.log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
+      await this.deps.deadLetters.add(
         {
           kind: 'in-doubt',
           runId: call.runId,
           incidentId: call.incidentId,
           agent: call.agent,
-          reason: error,
-          input: { key: call.key, tool: call.tool, args: redactSecrets(call.args) },
+          reason: result.error!,
+          input: { key: call.key, tool: call.tool, args: run.shownArgs },
         },
         `in-doubt-${call.key}`,
       );
-      events.emit({
-        runId: call.runId,
-        incidentId: call.incidentId,
-        agent: call.agent,
-        type: 'tool.in_doubt',
-        data: { key: call.key, tool: call.tool, args: redactSecrets(call.args), server: tool.server },
-      });
+      this.emitInDoubt(run);
     }
-    // Flagged in its structure too, so the task and the run count it without reading the text.
-    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };
+    return result;
+  }
+
+  private emitInDoubt(run: CallRun): void {
+    const { call } = run;
+    this.deps.events.emit({
+      ...run.base,
+      type: 'tool.in_doubt',
+      data: { key: call.key, tool: call.tool, args: run.shownArgs, server: run.tool?.server },
+    });
   }
 
   async close(): Promise<void> {

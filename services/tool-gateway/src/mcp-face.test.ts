@@ -38,17 +38,17 @@ beforeAll(async () => {
   face = await startMcpFace({
     gateway: {
       catalog: () => ({ v: 1, updatedAt: new Date(0).toISOString(), tools, unavailable: {} }),
-      process: () => Promise.reject(new Error('no calls in this test')),
+      execute: () => Promise.reject(new Error('no calls in this test')),
       servers: [],
     },
     config,
     approvals: {
       request: () => Promise.reject(new Error('unused')),
-      get: async () => undefined,
+      get: () => Promise.resolve(undefined),
       decide: () => Promise.reject(new Error('unused')),
-      pending: async () => [],
+      pending: () => Promise.resolve([]),
     },
-    events: { emit: () => undefined, flush: async () => undefined },
+    events: { emit: () => undefined, flush: () => Promise.resolve() },
     log: createLogger({ service: 'face-test', level: 'silent' }),
     port: 0,
     token: TOKEN,

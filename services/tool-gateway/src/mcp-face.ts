@@ -13,7 +13,8 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
-import { approvalTimeoutFor, decideCall, offeredTools, type Caller, type ClusterConfig, type Logger } from '@bosun/config';
+import type { ClusterConfig, Logger } from '@bosun/config';
+import { approvalTimeoutFor, decideCall, offeredTools, type Caller } from '@bosun/policy';
 import {
   ApprovalError,
   approvalRequestedEvent,
@@ -47,7 +48,7 @@ import { MCP_CLIENT, type ToolGateway } from './gateway.js';
  *   than a fresh server per request) let an MCP `notifications/cancelled` reach the call it
  *   cancels. Sessions hold nothing durable: calls, approvals and results live in Redis, so a
  *   client that loses its session (gateway restart) initializes again and carries on.
- * - Calls are ToolCallJobs of agent `mcp-client`, run by {@link ToolGateway.process}, which
+ * - Calls are ToolCallJobs of agent `mcp-client`, run by {@link ToolGateway.execute}, which
  *   applies the `gateway.mcpServer` policy, checks approvals, records the result under the
  *   call's idempotency key and writes the audit entry.
  * - An `ask` tool first gets an approval (`ap-mcp-<uuid>`, run `mcp`) and an
@@ -110,7 +111,7 @@ function readCursor(cursor: string): string | undefined {
 
 /** Options of {@link startMcpFace}. */
 export interface McpFaceOptions {
-  gateway: Pick<ToolGateway, 'catalog' | 'process' | 'servers'>;
+  gateway: Pick<ToolGateway, 'catalog' | 'execute' | 'servers'>;
   config: ClusterConfig;
   approvals: Pick<ApprovalStore, 'request' | 'get' | 'decide' | 'pending'>;
   events: EventSink;
@@ -234,18 +235,17 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
 
   /** Runs one call through the gateway: policy, approval check, idempotency record, audit, events. */
   const run = async (key: string, tool: string, args: Record<string, unknown>, approvalId?: string): Promise<ToolCallResult> => {
-    const data: ToolCallJob = {
+    const call: ToolCallJob = {
       v: 1,
       key,
       runId: FACE_RUN,
       incidentId: FACE_RUN,
       agent: MCP_CLIENT,
       tool,
-      args: args as ToolCallJob['args'],
+      args,
       ...(approvalId ? { approvalId } : {}),
     };
-    // The processor reads only the job's name, id and data.
-    return gateway.process({ name: 'tool-call', id: key, data } as never);
+    return gateway.execute(call);
   };
 
   // ---- approvals -------------------------------------------------------------------------

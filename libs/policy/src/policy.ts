@@ -1,8 +1,19 @@
-import type { ClusterConfig } from './cluster.js';
-import { mcpServerConfig, specialistConfig, toolAllowed } from './cluster.js';
+/**
+ * Tool policy: which tools a caller is offered, and the gateway's decision on each call. It reads
+ * the parsed cluster config (`@bosun/config`); it opens nothing and keeps no state.
+ */
+import { mcpServerConfig, specialistConfig, type ClusterConfig } from '@bosun/config';
 
 /** The most tools offered to a model in one request: providers reject more, and choice degrades long before. */
 export const MAX_TOOLS_PER_REQUEST = 128;
+
+/**
+ * Whether a catalog tool name is allowed by a caller's tool patterns: an exact name, or
+ * `<server>__*` for every tool of a server.
+ */
+export function toolAllowed(patterns: readonly string[], tool: string): boolean {
+  return patterns.some((p) => (p.endsWith('__*') ? tool.startsWith(p.slice(0, -1)) : p === tool));
+}
 
 /** What a tool may do: run, wait for an operator, or not exist for agents. */
 export type ToolState = 'allow' | 'ask' | 'off';

@@ -1,0 +1,175 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidInputError, TOOL_CALL_RECORD_TTL_SECONDS, TOOL_CALL_TRANSITIONS, type ToolCallResult } from '@bosun/contract';
+import { openContext, type TestContext } from '../../../test/helpers/context.js';
+
+import { ToolCallRecords, type ToolCallClaim } from './tool-records.js';
+
+// The record's transitions against a real Redis (the scripts are Lua): each change happens from
+// the state it starts from, and from no other.
+
+let ctx: TestContext;
+let records: ToolCallRecords;
+
+const AT = new Date('2026-01-01T00:00:00.000Z');
+const BY = { by: 'alice', at: AT.toISOString() };
+
+function claimOf(key: string, readOnly = false): ToolCallClaim {
+  return {
+    key,
+    tool: 'demo__restart_pod',
+    shownArgs: { pod: 'p1', password: '[redacted]' },
+    argsRedacted: true,
+    runId: 'r-rec',
+    incidentId: 'inc-rec',
+    agent: 'kubernetes',
+    readOnly,
+    approvalId: 'ap-1',
+  };
+}
+
+function okResult(key: string): ToolCallResult {
+  return { v: 1, key, tool: 'demo__restart_pod', status: 'ok', isError: false, text: 'restarted', durationMs: 12 };
+}
+
+const stateOf = (key: string) => ctx.redis.hget(records.key(key), 'state');
+const setState = (key: string, state: string) => ctx.redis.hset(records.key(key), { state, tool: 'demo__restart_pod' });
+
+beforeAll(async () => {
+  ctx = await openContext('tool-records');
+  records = new ToolCallRecords({ redis: ctx.redis, prefix: ctx.prefix });
+});
+
+afterAll(async () => {
+  await ctx?.close();
+});
+
+describe('ToolCallRecords.claim', () => {
+  it('claims a new call: inflight, with its fields and a 7-day expiry', async () => {
+    expect(await records.claim(claimOf('c-new'), AT)).toEqual({ claimed: true });
+    expect(await ctx.redis.hgetall(records.key('c-new'))).toEqual({
+      state: 'inflight',
+      tool: 'demo__restart_pod',
+      args: JSON.stringify({ pod: 'p1', password: '[redacted]' }),
+      runId: 'r-rec',
+      incidentId: 'inc-rec',
+      agent: 'kubernetes',
+      startedAt: AT.toISOString(),
+      readOnly: 'false',
+      approvalId: 'ap-1',
+      argsRedacted: 'true',
+    });
+    const ttl = await ctx.redis.ttl(records.key('c-new'));
+    expect(ttl).toBeGreaterThan(TOOL_CALL_RECORD_TTL_SECONDS - 60);
+    expect(await records.read('c-new')).toMatchObject({ state: 'inflight', readOnly: false, argsRedacted: true, args: { pod: 'p1' } });
+  });
+
+  it('does not claim a mutating call in flight or in doubt, and claims a read-only one in flight and one to retry', async () => {
+    await records.claim(claimOf('c-rw'));
+    expect(await records.claim(claimOf('c-rw'))).toEqual({ claimed: false, state: 'inflight' });
+    await setState('c-doubt', 'in-doubt');
+    expect(await records.claim(claimOf('c-doubt'))).toEqual({ claimed: false, state: 'in-doubt' });
+    expect(await stateOf('c-doubt')).toBe('in-doubt');
+
+    await records.claim(claimOf('c-ro', true));
+    expect(await records.claim(claimOf('c-ro', true))).toEqual({ claimed: true });
+    await setState('c-retry', 'retry');
+    expect(await records.claim(claimOf('c-retry'))).toEqual({ claimed: true });
+    expect(await stateOf('c-retry')).toBe('inflight');
+  });
+
+  it('answers a done call with its recorded result, read-only or not', async () => {
+    await records.claim(claimOf('c-done'));
+    await records.recordDone(okResult('c-done'));
+    expect(await records.claim(claimOf('c-done'))).toEqual({ claimed: false, state: 'done', result: okResult('c-done') });
+    expect(await records.claim(claimOf('c-done', true))).toEqual({ claimed: false, state: 'done', result: okResult('c-done') });
+    expect(await records.recorded('c-done')).toEqual(okResult('c-done'));
+    expect(await records.recorded('c-rw')).toBeUndefined();
+    expect(await records.recorded('c-none')).toBeUndefined();
+  });
+
+  it('refuses a corrupt recorded result with an error naming the call, not a made-up result', async () => {
+    await ctx.redis.hset(records.key('c-corrupt'), { state: 'done', result: '{"v":1,' });
+    await expect(records.claim(claimOf('c-corrupt'))).rejects.toThrow('the recorded result of tool call c-corrupt is not valid JSON');
+    await ctx.redis.hset(records.key('c-bad-result'), { state: 'done', result: '{"v":1,"key":"x"}' });
+    await expect(records.recorded('c-bad-result')).rejects.toThrow(InvalidInputError);
+  });
+});
+
+describe("the gateway's outcome writes", () => {
+  it('recordDone: inflight → done with the result; markInDoubt: inflight → in-doubt', async () => {
+    await records.claim(claimOf('o-done'));
+    await records.recordDone(okResult('o-done'));
+    expect(await records.read('o-done')).toMatchObject({ state: 'done', result: okResult('o-done') });
+    await records.claim(claimOf('o-doubt'));
+    await records.markInDoubt('o-doubt');
+    expect(await stateOf('o-doubt')).toBe('in-doubt');
+  });
+});
+
+describe("the operator's changes", () => {
+  it('resolve (done, skip): in-doubt → done with the resolved result and the resolution, once', async () => {
+    await setState('r-done', 'in-doubt');
+    const done = await records.resolve('r-done', { action: 'done', ...BY }, 'demo__restart_pod');
+    expect(done).toMatchObject({ changed: true, was: 'in-doubt' });
+    expect(done.result).toEqual({
+      v: 1,
+      key: 'r-done',
+      tool: 'demo__restart_pod',
+      status: 'ok',
+      isError: false,
+      text: 'Resolved by an operator: the call took effect.',
+      durationMs: 0,
+    });
+    expect(await records.read('r-done')).toMatchObject({ state: 'done', result: done.result, resolution: { action: 'done', ...BY } });
+    // A second resolution finds it done and changes nothing.
+    const again = await records.resolve('r-done', { action: 'skip', ...BY }, 'demo__restart_pod');
+    expect(again).toMatchObject({ changed: false, was: 'done' });
+    expect((await records.read('r-done'))?.result).toEqual(done.result);
+
+    await setState('r-skip', 'in-doubt');
+    const skip = await records.resolve('r-skip', { action: 'skip', ...BY }, 'demo__restart_pod');
+    expect(skip.result).toMatchObject({ status: 'error', isError: true, error: 'Resolved by an operator: treated as not executed.' });
+    expect(await stateOf('r-skip')).toBe('done');
+  });
+
+  it('changes nothing from any other state, and says what it found', async () => {
+    for (const state of ['inflight', 'done', 'retry']) {
+      await setState(`r-from-${state}`, state);
+      expect(await records.resolve(`r-from-${state}`, { action: 'done', ...BY }, 't')).toMatchObject({ changed: false, was: state });
+      expect(await records.markRetry(`r-from-${state}`, { action: 'retry', ...BY })).toEqual({ changed: false, was: state });
+      expect(await stateOf(`r-from-${state}`)).toBe(state);
+      expect(await ctx.redis.hexists(records.key(`r-from-${state}`), 'resolution')).toBe(0);
+    }
+    expect(await records.resolve('r-missing', { action: 'done', ...BY }, 't')).toMatchObject({ changed: false, was: null });
+    expect(await ctx.redis.exists(records.key('r-missing'))).toBe(0);
+  });
+
+  it('markRetry: in-doubt → retry; undoRetry: retry → in-doubt without the resolution, and from nothing else', async () => {
+    await setState('r-retry', 'in-doubt');
+    expect(await records.markRetry('r-retry', { action: 'retry', ...BY })).toEqual({ changed: true, was: 'in-doubt' });
+    expect(await records.read('r-retry')).toMatchObject({ state: 'retry', resolution: { action: 'retry', ...BY } });
+    expect(await records.undoRetry('r-retry')).toEqual({ changed: true, was: 'retry' });
+    const back = await records.read('r-retry');
+    expect(back?.state).toBe('in-doubt');
+    expect(back?.resolution).toBeUndefined();
+    // Claimed meanwhile by a gateway: the undo must not put it back in doubt.
+    await setState('r-claimed', 'inflight');
+    expect(await records.undoRetry('r-claimed')).toEqual({ changed: false, was: 'inflight' });
+    expect(await stateOf('r-claimed')).toBe('inflight');
+  });
+
+  it('makes only the operator transitions of the contract', () => {
+    const operator = TOOL_CALL_TRANSITIONS.filter((t) => t.by === 'operator').map((t) => `${t.from} → ${t.to}`);
+    expect(operator).toEqual(['in-doubt → done', 'in-doubt → retry', 'retry → in-doubt']);
+  });
+});
+
+describe('ToolCallRecords.read', () => {
+  it('is null for no record, and names the bad field of a corrupt one', async () => {
+    expect(await records.read('x-none')).toBeNull();
+    await ctx.redis.hset(records.key('x-state'), { state: 'sideways' });
+    await expect(records.read('x-state')).rejects.toThrow(/^invalid tool call record x-state: state: /);
+    await ctx.redis.hset(records.key('x-args'), { state: 'in-doubt', args: 'not json' });
+    await expect(records.read('x-args')).rejects.toThrow('invalid tool call record x-args: args: is not valid JSON');
+  });
+});

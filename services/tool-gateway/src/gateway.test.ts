@@ -1,0 +1,200 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { UnrecoverableError, type Job } from 'bullmq';
+import type { CatalogTool, ToolCallJob } from '@bosun/contract';
+import { createLogger, parseClusterConfig } from '@bosun/config';
+import { MemoryEventSink, keys, type DeadLetterInput, type RedisClient } from '@bosun/transport';
+import { openContext, type TestContext } from '../../../test/helpers/context.js';
+
+import { ToolGateway } from './gateway.js';
+import type { McpCallOutcome } from './mcp.js';
+
+// ToolGateway.execute when things go wrong that nobody planned for: Redis failing at a given
+// step (through a stand-in that fails chosen commands), over a stand-in MCP server. Whatever
+// fails, the caller gets a result, and a mutating call that may have run is never answered as
+// anything but in doubt.
+
+let ctx: TestContext;
+let gateway: ToolGateway;
+let events: MemoryEventSink;
+let deadLetters: { input: DeadLetterInput; id: string | undefined }[];
+/** Redis commands that fail while in this set (`multi` fails at `exec`). */
+const failing = new Set<string>();
+/** Calls the stand-in server received. */
+let sent: string[];
+
+const REPORT = { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } };
+
+function tool(remoteName: string, readOnlyHint: boolean): CatalogTool {
+  return {
+    name: `demo__${remoteName}`,
+    server: 'demo',
+    remoteName,
+    description: '',
+    inputSchema: { type: 'object' },
+    annotations: { readOnlyHint },
+  };
+}
+
+/** The context's Redis, with the commands in {@link failing} failing. */
+function flakyRedis(redis: RedisClient): RedisClient {
+  return new Proxy(redis, {
+    get(target, prop) {
+      if (typeof prop === 'string' && failing.has(prop)) {
+        if (prop === 'multi') {
+          const chain = { hset: () => chain, expire: () => chain, exec: () => Promise.reject(new Error('redis multi failed')) };
+          return () => chain;
+        }
+        return () => Promise.reject(new Error(`redis ${prop} failed`));
+      }
+      const value: unknown = Reflect.get(target, prop, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+function call(key: string, remoteName: string): ToolCallJob {
+  return { v: 1, key, runId: 'r-unit', incidentId: 'inc-unit', agent: 'ops', tool: `demo__${remoteName}`, args: { pod: 'p1' } };
+}
+
+const eventsOf = (key: string) => events.events.filter((e) => e.data.key === key).map((e) => e.type);
+const stateOf = (key: string) => ctx.redis.hget(keys.toolCall(ctx.prefix, key), 'state');
+
+async function audited(key: string): Promise<string[]> {
+  const entries = (await ctx.redis.xrange(keys.audit(ctx.prefix), '-', '+')) as [string, string[]][];
+  return entries.filter(([, f]) => f[f.indexOf('key') + 1] === key).map(([, f]) => f[f.indexOf('status') + 1]!);
+}
+
+beforeAll(async () => {
+  ctx = await openContext('gateway-unit');
+  const config = parseClusterConfig(
+    {
+      coordinator: { routes: {}, defaultRoute: ['ops'] },
+      specialists: { ops: { description: 'ops', tools: ['demo__*'], outputSchema: REPORT, mode: 'read-write' } },
+      mcpServers: { demo: { transport: 'stdio', command: 'node', args: ['never-started.js'] } },
+    },
+    { file: 'unit.json', env: {} },
+  );
+  events = new MemoryEventSink();
+  gateway = new ToolGateway({
+    redis: flakyRedis(ctx.redis),
+    prefix: ctx.prefix,
+    config,
+    events,
+    deadLetters: {
+      add: (input, id) => {
+        deadLetters.push({ input, id });
+        return Promise.resolve({ v: 1, kind: input.kind, marker: '', at: '', reason: input.reason });
+      },
+    },
+    log: createLogger({ service: 'gateway-unit', level: 'silent' }),
+  });
+  const server = gateway.servers[0]!;
+  server.tools = [tool('get_pods', true), tool('restart_pod', false)];
+  server.call = (remoteName): Promise<McpCallOutcome> => {
+    sent.push(remoteName);
+    return Promise.resolve({ isError: false, text: `${remoteName} ok` });
+  };
+});
+
+beforeEach(() => {
+  failing.clear();
+  deadLetters = [];
+  sent = [];
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await ctx?.close();
+});
+
+describe('ToolGateway.execute, when something fails unexpectedly', () => {
+  it('before the claim: answers with an error and tool.failed, sends nothing and records nothing', async () => {
+    failing.add('bosunClaimCall');
+    const result = await gateway.execute(call('u-claim', 'restart_pod'));
+    expect(result).toMatchObject({
+      status: 'error',
+      isError: true,
+      error: 'the tool gateway could not process the call: redis bosunClaimCall failed',
+    });
+    expect(result.inDoubt).toBeUndefined();
+    expect(eventsOf('u-claim')).toEqual(['tool.failed']);
+    expect(sent).toEqual([]);
+    expect(await stateOf('u-claim')).toBeNull();
+    expect(deadLetters).toEqual([]);
+  });
+
+  it('after a mutating call was sent, when its result cannot be recorded: in doubt, with audit, record, dead letter and event', async () => {
+    failing.add('multi');
+    const result = await gateway.execute(call('u-record', 'restart_pod'));
+    expect(sent).toEqual(['restart_pod']);
+    expect(result.inDoubt).toBe(true);
+    expect(result.error).toMatch(
+      /^IN DOUBT: the mutating call demo__restart_pod \(key u-record\) was sent to its server, but the gateway failed before it recorded the result \(redis multi failed\)\./,
+    );
+    expect(await stateOf('u-record')).toBe('in-doubt');
+    expect(await audited('u-record')).toEqual(['in-doubt']);
+    expect(deadLetters).toMatchObject([
+      { id: 'in-doubt-u-record', input: { kind: 'in-doubt', input: { key: 'u-record', tool: 'demo__restart_pod' } } },
+    ]);
+    expect(eventsOf('u-record')).toEqual(['tool.started', 'tool.in_doubt']);
+    // Asked again with Redis well: still in doubt, and not sent again.
+    failing.clear();
+    expect((await gateway.execute(call('u-record', 'restart_pod'))).inDoubt).toBe(true);
+    expect(sent).toEqual(['restart_pod']);
+  });
+
+  it('after a mutating call was sent, when nothing can be written: still answered in doubt, and found in doubt by the next attempt', async () => {
+    failing.add('multi').add('hset').add('xadd');
+    const result = await gateway.execute(call('u-down', 'restart_pod'));
+    expect(result.inDoubt).toBe(true);
+    expect(result.error).toMatch(/^IN DOUBT: .*redis multi failed/);
+    expect(eventsOf('u-down')).toEqual(['tool.started', 'tool.in_doubt']);
+    // The record stays in flight: the next attempt declares it in doubt, with its dead letter, and does not send it.
+    expect(await stateOf('u-down')).toBe('inflight');
+    failing.clear();
+    const again = await gateway.execute(call('u-down', 'restart_pod'));
+    expect(again.inDoubt).toBe(true);
+    expect(await stateOf('u-down')).toBe('in-doubt');
+    expect(deadLetters.map((d) => d.id)).toEqual(['in-doubt-u-down']);
+    expect(sent).toEqual(['restart_pod']);
+  });
+
+  it('after a read-only call was sent, when nothing can be recorded: an error and tool.failed, not in doubt', async () => {
+    failing.add('multi');
+    const result = await gateway.execute(call('u-ro', 'get_pods'));
+    expect(result).toMatchObject({ status: 'error', error: 'the tool gateway could not process the call: redis multi failed' });
+    expect(result.inDoubt).toBeUndefined();
+    expect(eventsOf('u-ro')).toEqual(['tool.started', 'tool.failed']);
+    expect(deadLetters).toEqual([]);
+    // Read-only: run again next time.
+    failing.clear();
+    expect(await gateway.execute(call('u-ro', 'get_pods'))).toMatchObject({ status: 'ok', text: 'get_pods ok' });
+    expect(sent).toEqual(['get_pods', 'get_pods']);
+  });
+
+  it('a corrupt recorded result: an error, and the call is not sent', async () => {
+    await ctx.redis.hset(keys.toolCall(ctx.prefix, 'u-corrupt'), { state: 'done', result: 'not json' });
+    const result = await gateway.execute(call('u-corrupt', 'restart_pod'));
+    expect(result).toMatchObject({
+      status: 'error',
+      error: 'the tool gateway could not process the call: the recorded result of tool call u-corrupt is not valid JSON',
+    });
+    expect(sent).toEqual([]);
+    expect(await stateOf('u-corrupt')).toBe('done');
+  });
+});
+
+describe('ToolGateway.process', () => {
+  it('executes the call of a valid job', async () => {
+    const result = await gateway.process({ id: 'p-ok', name: 'tool-call', data: call('p-ok', 'get_pods') } as Job);
+    expect(result).toMatchObject({ key: 'p-ok', status: 'ok', text: 'get_pods ok' });
+  });
+
+  it('sends a poison job to the dead-letter queue with its data, and fails it without retries', async () => {
+    const data = { v: 1, key: 'p-bad', tool: 42 };
+    await expect(gateway.process({ id: 'p-bad', name: 'tool-call', data } as Job)).rejects.toThrow(UnrecoverableError);
+    expect(deadLetters).toMatchObject([{ id: 'poison-p-bad', input: { kind: 'poison', input: data } }]);
+    expect(deadLetters[0]!.input.reason).toMatch(/^invalid tool call: /);
+    expect(sent).toEqual([]);
+  });
+});
