@@ -10,5 +10,5 @@ export {
 export type { TaskAgentSpec, TaskAgentDeps, TaskPolicy, RunTaskOptions } from './task.js';
 export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';
-export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey } from './checkpoint.js';
-export type { TaskCheckpointData } from './checkpoint.js';
+export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey, taskCheckpointId } from './checkpoint.js';
+export type { TaskCheckpointData, TaskPending } from './checkpoint.js';

@@ -37,7 +37,7 @@ export {
   proposedCallKey,
   matchesProposedCall,
 } from './approvals.js';
-export type { Decision, ApprovalRequest, ProposedCallInput } from './approvals.js';
+export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './approvals.js';
 export {
   RunControl,
   RunControlError,
