@@ -38,6 +38,8 @@ export {
   matchesProposedCall,
 } from './approvals.js';
 export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './approvals.js';
+export { ApprovalWaiter, TIMEOUT_DENIAL } from './approval-waiter.js';
+export type { ApprovalWaiterOptions, ApprovalWaitOptions } from './approval-waiter.js';
 export {
   RunControl,
   RunControlError,
