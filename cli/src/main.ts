@@ -2,9 +2,11 @@
 import { Job, Queue, QueueEvents } from 'bullmq';
 import {
   DeadLetterKind,
+  DecisionError,
   INCIDENTS_QUEUE,
   InvalidInputError,
   RUN_ID_PATTERN,
+  parseDecision,
   runIdFor,
   type RunEvent,
   type RunResult,
@@ -139,6 +141,33 @@ async function publishResolved(env: BosunEnv, redis: RedisClient, approval: Appr
     if (events.stats.published === 0) warn('NATS did not store it in time');
   } finally {
     await nc.close().catch(() => undefined);
+  }
+}
+
+/**
+ * The decision of `bosun approve` / `bosun deny` from its flags, checked by the contract's
+ * `parseDecision` (as the HTTP API and the approval store check it); a refusal is a usage error
+ * (exit 2) worded for the command line.
+ */
+function decisionFromFlags(command: 'approve' | 'deny', values: { only?: string; reason?: string }, by: string): Decision {
+  // Indexes as numbers; anything else is left as written, for the check to refuse.
+  const only = values.only?.split(',').map((p) => (/^\d+$/.test(p.trim()) ? Number(p.trim()) : p));
+  try {
+    return parseDecision({
+      decision: command,
+      by,
+      ...(only === undefined ? {} : { only }),
+      ...(values.reason === undefined ? {} : { reason: values.reason }),
+    });
+  } catch (err) {
+    if (!(err instanceof DecisionError)) throw err;
+    const flag = `${err.field}/${err.problem}`;
+    if (flag === 'reason/not_allowed') throw new UsageError('approve: --reason is for deny');
+    if (flag === 'only/invalid')
+      throw new UsageError(`approve: --only takes call indexes separated by commas, like --only 0,2 (got "${values.only}")`);
+    if (flag === 'only/not_allowed') throw new UsageError('deny: --only is for approve (a denial covers every call)');
+    if (flag === 'reason/missing') throw new UsageError('deny needs --reason "…": the agent is told why');
+    throw new UsageError(`${command}: --${err.message}`);
   }
 }
 
@@ -423,24 +452,7 @@ async function main(argv: string[]): Promise<number> {
         const id = positionals[0];
         if (!id) throw new UsageError(`${command} needs an approval id (see bosun approvals list)`);
         const by = values.by?.trim() || process.env.USER?.trim() || 'operator';
-        let decision: Decision;
-        if (command === 'approve') {
-          if (values.reason !== undefined) throw new UsageError('approve: --reason is for deny');
-          let only: number[] | undefined;
-          if (values.only !== undefined) {
-            const parts = values.only.split(',').map((p) => p.trim());
-            if (parts.length === 0 || parts.some((p) => !/^\d+$/.test(p))) {
-              throw new UsageError(`approve: --only takes call indexes separated by commas, like --only 0,2 (got "${values.only}")`);
-            }
-            only = [...new Set(parts.map(Number))];
-          }
-          decision = { approve: true, by, ...(only ? { only } : {}) };
-        } else {
-          if (values.only !== undefined) throw new UsageError('deny: --only is for approve (a denial covers every call)');
-          const reason = values.reason?.trim();
-          if (!reason) throw new UsageError('deny needs --reason "…": the agent is told why');
-          decision = { approve: false, reason, by };
-        }
+        const decision = decisionFromFlags(command, values, by);
         run = async (deps) => {
           const a = await decideApproval(deps, id, decision);
           const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;

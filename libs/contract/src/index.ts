@@ -62,3 +62,29 @@ export type { RedactOptions } from './redact.js';
 export { stallText, isStalled } from './stall.js';
 export { TRUNCATION_MARKER, TRUNCATED_KEYS_FIELD, jsonDepth, jsonBytes, boundJson } from './json-bounds.js';
 export type { JsonBounds, BoundedJson } from './json-bounds.js';
+export {
+  ProposedCall,
+  Approval,
+  ApprovalDecisionRecord,
+  APPROVAL_TIMEOUT_REASON,
+  DECISION_FIELDS,
+  DECISION_LIMITS,
+  DecisionError,
+  taskApprovalId,
+  proposedCallKey,
+  matchesProposedCall,
+  parseDecision,
+  decisionInput,
+} from './approvals.js';
+export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
+export {
+  MessageSchema,
+  TaskPending,
+  TaskRoutingState,
+  TaskCheckpointSchema,
+  TaskCheckpoint,
+  BadCheckpointError,
+  taskCheckpointId,
+  toolCallAtKey,
+} from './task-checkpoint.js';
+export type { TaskCheckpointData } from './task-checkpoint.js';

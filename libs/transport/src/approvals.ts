@@ -1,121 +1,58 @@
 import { Queue } from 'bullmq';
-import { z } from 'zod';
-import { callDigest, callFingerprint, redactSecrets, toolCallKey } from '@bosun/contract';
+import {
+  Approval,
+  ApprovalDecisionRecord,
+  BosunError,
+  DecisionError,
+  callDigest,
+  callFingerprint,
+  decisionInput,
+  parseDecision,
+  proposedCallKey,
+  redactSecrets,
+  type ApprovalRequest,
+  type Decision,
+} from '@bosun/contract';
+import { createLogger, type Logger } from '@bosun/config';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
 
-/** One call proposed in a turn that needs an approval. */
-export const ProposedCall = z.object({
-  /** Position of the call in the model's turn. */
-  index: z.number().int().nonnegative(),
-  tool: z.string(),
-  /**
-   * The arguments as proposed, with the values of secret-looking keys shown as `[redacted]`
-   * (`redactSecrets`); the real ones stay with the caller (the task's checkpoint).
-   */
-  args: z.record(z.string(), z.unknown()),
-  /** True for calls to `ask` tools; the others run without an approval. */
-  needsApproval: z.boolean(),
-  /**
-   * The idempotency key the call runs under: the approval authorises exactly this key, once.
-   * Approvals stored before keys were recorded get it derived when read (see {@link ApprovalStore.get}).
-   */
-  key: z.string().optional(),
-  /** `callDigest` of the real arguments; absent in approvals stored before it, whose `args` are the real ones. */
-  digest: z.string().optional(),
-});
-export type ProposedCall = z.infer<typeof ProposedCall>;
-
-/** A call as the proposer gives it to {@link ApprovalStore.request}: real arguments, and its key. */
-export interface ProposedCallInput {
-  index: number;
-  tool: string;
-  args: Record<string, unknown>;
-  needsApproval: boolean;
-  key: string;
-}
-
-/** An approval request and, once decided, its decision. */
-export const Approval = z.object({
-  id: z.string(),
-  status: z.enum(['pending', 'approved', 'denied']),
-  runId: z.string(),
-  incidentId: z.string(),
-  agent: z.string(),
-  taskId: z.string(),
-  /** The calls proposed, exactly as the model wrote them. */
-  calls: z.array(ProposedCall),
-  /** The agent's reason: the text of its turn. */
-  reason: z.string(),
-  createdAt: z.string(),
-  /** When an undecided request resolves as denied with reason `timeout`. */
-  timeoutAt: z.string(),
-  /** Indexes of the approved calls (all calls needing approval when approved without `--only`). */
-  approved: z.array(z.number().int()).optional(),
-  decidedBy: z.string().optional(),
-  decidedAt: z.string().optional(),
-  /** Why it was denied (`timeout` when nobody decided in time). */
-  denyReason: z.string().optional(),
-  /** Where the parked task waits: its queue and job id. */
-  queue: z.string().optional(),
-  jobId: z.string().optional(),
-});
-export type Approval = z.infer<typeof Approval>;
-
-/** An operator's decision. */
-export type Decision = { approve: true; only?: number[]; by: string } | { approve: false; reason: string; by: string };
-
-/** What {@link ApprovalStore.request} takes: an approval's request, with the calls as proposed. */
-export type ApprovalRequest = Omit<Approval, 'status' | 'calls'> & { calls: ProposedCallInput[] };
-
-/**
- * The key a proposed call runs under. Approvals stored before keys were recorded: for a
- * specialist's turn (`ap-<taskId>-s<step>`) it is `<taskId>-s<step>-c<index>`; for a call through
- * the gateway's MCP face, the key it was proposed under, kept as the approval's `taskId`.
- */
-export function proposedCallKey(approval: Pick<Approval, 'id' | 'taskId'>, call: Pick<ProposedCall, 'index' | 'key'>): string {
-  if (call.key) return call.key;
-  const prefix = `ap-${approval.taskId}-s`;
-  const step = approval.id.startsWith(prefix) ? approval.id.slice(prefix.length) : '';
-  return /^\d+$/.test(step) ? toolCallKey(approval.taskId, Number(step), call.index) : approval.taskId;
-}
-
-/**
- * Whether a call of `tool` with `args` (the real arguments) is the proposed call `call` of the
- * approval: by the digest of the real arguments when stored, else (older approvals) by the
- * arguments as stored. Key order does not matter.
- */
-export function matchesProposedCall(approval: Pick<Approval, 'id' | 'taskId'>, call: ProposedCall, tool: string, args: unknown): boolean {
-  if (call.tool !== tool) return false;
-  if (call.digest) return call.digest === callDigest(approval.id, proposedCallKey(approval, call), tool, args);
-  return callFingerprint(call.tool, call.args) === callFingerprint(tool, args);
-}
-
 /** Why a decision was refused. */
-export class ApprovalError extends Error {
-  readonly code: 'not_found' | 'already_decided' | 'bad_request';
-  constructor(code: ApprovalError['code'], message: string) {
-    super(message);
+export class ApprovalError extends BosunError {
+  declare readonly code: 'not_found' | 'already_decided' | 'bad_request';
+  constructor(code: ApprovalError['code'], message: string, cause?: unknown) {
+    super(code, message, { cause });
     this.name = 'ApprovalError';
-    this.code = code;
   }
 }
 
 const TTL_SECONDS = 30 * 24 * 3600;
 
+/** Options of {@link ApprovalStore}. */
+export interface ApprovalStoreOptions {
+  redis: RedisClient;
+  prefix: string;
+  /** Where a failure to wake a parked task is logged; default a logger on stderr. */
+  log?: Logger;
+}
+
 /**
- * Approvals in Redis: `<prefix>:approval:<id>` (JSON) and the sorted set of pending ids
- * `<prefix>:approvals:pending`. They outlive every process: a task waiting for one holds no
+ * Approvals in Redis, in the stored format of `@bosun/contract` (`libs/contract/src/approvals.ts`,
+ * which documents the keys): `<prefix>:approval:<id>` (the request, JSON),
+ * `<prefix>:approval:<id>:decision` (the decision, written once) and the sorted set of pending
+ * ids `<prefix>:approvals:pending`. They outlive every process: a task waiting for one holds no
  * worker, and the decision wakes it wherever it is parked.
  */
 export class ApprovalStore {
   private readonly redis: RedisClient;
   private readonly prefix: string;
   private readonly queues = new Map<string, Queue>();
+  private log: Logger | undefined;
 
-  constructor(options: { redis: RedisClient; prefix: string }) {
+  constructor(options: ApprovalStoreOptions) {
     this.redis = options.redis;
     this.prefix = options.prefix;
+    this.log = options.log;
   }
 
   /**
@@ -147,6 +84,7 @@ export class ApprovalStore {
     await this.redis.set(keys.approval(this.prefix, id), JSON.stringify({ ...a, queue, jobId }), 'KEEPTTL');
   }
 
+  /** The approval with its decision, if any; null when there is none (or it expired). */
   async get(id: string): Promise<Approval | null> {
     const [raw, decision] = await Promise.all([
       this.redis.get(keys.approval(this.prefix, id)),
@@ -155,7 +93,8 @@ export class ApprovalStore {
     if (raw === null) return null;
     // The request and its decision live in two keys: the decision is written once (SET NX),
     // and the request — the calls exactly as proposed — is never rewritten by a decision.
-    const a = Approval.parse({ ...(JSON.parse(raw) as object), ...(decision ? (JSON.parse(decision) as object) : {}) });
+    const decided = decision ? ApprovalDecisionRecord.parse(JSON.parse(decision)) : {};
+    const a = Approval.parse({ ...(JSON.parse(raw) as object), ...decided });
     // Stored before keys were recorded: each call's key, derived as it was then.
     return { ...a, calls: a.calls.map((c) => (c.key ? c : { ...c, key: proposedCallKey(a, c) })) };
   }
@@ -175,53 +114,27 @@ export class ApprovalStore {
 
   /**
    * Decides a pending request, once, and wakes the parked task. `only` names the indexes of the
-   * calls approved; without it every call needing approval is approved.
+   * calls approved; without it every call needing approval is approved. The decision's form is
+   * checked by `parseDecision` (`@bosun/contract`), here without length limits.
    */
   async decide(id: string, decision: Decision): Promise<Approval> {
     const current = await this.get(id);
     if (!current) throw new ApprovalError('not_found', `no approval ${id}`);
-    if (current.status !== 'pending') {
-      throw new ApprovalError(
-        'already_decided',
-        `approval ${id} was already decided: ${current.status}${current.decidedBy ? ` by ${current.decidedBy}` : ''}`,
-      );
-    }
-    if (decision.by.trim() === '') throw new ApprovalError('bad_request', `approval ${id}: the decider must be named`);
-    const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
-    let approved: number[] | undefined;
-    if (decision.approve) {
-      approved = [...new Set(decision.only ?? asking)].sort((a, b) => a - b);
-      const unknown = approved.filter((i) => !asking.includes(i));
-      if (unknown.length > 0) {
-        throw new ApprovalError(
-          'bad_request',
-          `approval ${id}: "only" names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`,
-        );
-      }
-      if (approved.length === 0) throw new ApprovalError('bad_request', `approval ${id}: approve at least one call, or deny it`);
-    } else if (decision.reason.trim() === '') {
-      throw new ApprovalError('bad_request', `approval ${id}: a denial needs a reason`);
-    }
-    const patch = {
-      status: decision.approve ? 'approved' : 'denied',
-      decidedBy: decision.by,
-      decidedAt: new Date().toISOString(),
-      ...(approved ? { approved } : {}),
-      ...(decision.approve ? {} : { denyReason: decision.reason }),
-    };
-    const written = await this.redis.set(keys.approvalDecision(this.prefix, id), JSON.stringify(patch), 'EX', TTL_SECONDS, 'NX');
-    if (written === null) {
-      const already = await this.get(id);
-      throw new ApprovalError(
-        'already_decided',
-        `approval ${id} was already decided: ${already?.status ?? 'unknown'}${already?.decidedBy ? ` by ${already.decidedBy}` : ''}`,
-      );
-    }
+    if (current.status !== 'pending') throw alreadyDecided(id, current);
+    const record = decisionRecord(id, current, checked(id, decision));
+    const written = await this.redis.set(keys.approvalDecision(this.prefix, id), JSON.stringify(record), 'EX', TTL_SECONDS, 'NX');
+    if (written === null) throw alreadyDecided(id, await this.get(id));
     await this.redis.zrem(keys.approvalsPending(this.prefix), id);
     const decided = (await this.get(id))!;
-    // The decision is stored; waking the task is best effort: a parked task also wakes by itself
-    // at the approval's timeout and then finds the decision.
-    await this.wake(decided).catch(() => false);
+    await this.wake(decided).catch((err: unknown) => {
+      // The decision is stored; waking the task is best effort: a parked task also wakes by
+      // itself at the approval's timeout, and then finds the decision.
+      this.log ??= createLogger({ service: 'approvals', destination: process.stderr });
+      this.log.warn(
+        { err, approvalId: id, queue: decided.queue, jobId: decided.jobId },
+        'approval decided, but its parked task could not be woken: it wakes by itself at the approval timeout and finds the decision',
+      );
+    });
     return decided;
   }
 
@@ -242,6 +155,40 @@ export class ApprovalStore {
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.close()));
   }
+}
+
+function alreadyDecided(id: string, a: Approval | null): ApprovalError {
+  return new ApprovalError(
+    'already_decided',
+    `approval ${id} was already decided: ${a?.status ?? 'unknown'}${a?.decidedBy ? ` by ${a.decidedBy}` : ''}`,
+  );
+}
+
+/** The decision in its checked form (`parseDecision`); a bad one is an {@link ApprovalError} `bad_request`. */
+function checked(id: string, decision: Decision): Decision {
+  try {
+    return parseDecision(decisionInput(decision), { limits: false });
+  } catch (err) {
+    if (err instanceof DecisionError) throw new ApprovalError('bad_request', `approval ${id}: ${err.message}`, err);
+    throw err;
+  }
+}
+
+/** The stored decision: which calls it approves must be calls of the approval that need it. */
+function decisionRecord(id: string, current: Approval, decision: Decision): ApprovalDecisionRecord {
+  const base = { decidedBy: decision.by, decidedAt: new Date().toISOString() };
+  if (!decision.approve) return { status: 'denied', ...base, denyReason: decision.reason };
+  const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
+  const approved = [...new Set(decision.only ?? asking)].sort((a, b) => a - b);
+  const unknown = approved.filter((i) => !asking.includes(i));
+  if (unknown.length > 0) {
+    throw new ApprovalError(
+      'bad_request',
+      `approval ${id}: "only" names calls that do not need approval: ${unknown.join(', ')} (calls needing approval: ${asking.join(', ')})`,
+    );
+  }
+  if (approved.length === 0) throw new ApprovalError('bad_request', `approval ${id}: approve at least one call, or deny it`);
+  return { status: 'approved', ...base, approved };
 }
 
 /**
@@ -284,3 +231,6 @@ export function approvalResolvedEvent(a: Approval) {
 
 /** Re-exported for the gateway and tests: a call's identity, see `@bosun/contract`. */
 export { callFingerprint };
+/** The stored format, defined in `@bosun/contract`; re-exported for the store's users. */
+export { Approval, ProposedCall, proposedCallKey, matchesProposedCall } from '@bosun/contract';
+export type { ApprovalRequest, Decision, ProposedCallInput } from '@bosun/contract';

@@ -39,7 +39,9 @@ export {
   proposedCallKey,
   matchesProposedCall,
 } from './approvals.js';
-export type { Decision, ApprovalRequest, ProposedCallInput } from './approvals.js';
+export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './approvals.js';
+export { ApprovalWaiter, TIMEOUT_DENIAL } from './approval-waiter.js';
+export type { ApprovalWaiterOptions, ApprovalWaitOptions } from './approval-waiter.js';
 export {
   RunControl,
   RunControlError,

@@ -18,6 +18,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { DecisionError, parseDecision } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import {
   ApprovalError,
@@ -134,9 +135,7 @@ function readBody(req: IncomingMessage, max: number): Promise<string> {
   });
 }
 
-const BODY_FIELDS = ['decision', 'only', 'reason', 'by'];
-
-/** Checks a decision body; a 400 names the field at fault. */
+/** Checks a decision body with the contract's `parseDecision`; a 400 names the field at fault. */
 export function parseDecisionBody(text: string, defaultBy = 'http-operator'): Decision {
   let body: unknown;
   try {
@@ -147,30 +146,12 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
       'body: not valid JSON (expected {"decision": "approve" | "deny", "only"?: number[], "reason"?: string, "by"?: string})',
     );
   }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'body: must be a JSON object');
-  const b = body as Record<string, unknown>;
-  const unknown = Object.keys(b).filter((k) => !BODY_FIELDS.includes(k));
-  if (unknown.length > 0) throw new HttpError(400, `${unknown[0]}: unknown field (known: ${BODY_FIELDS.join(', ')})`);
-  if (b.decision !== 'approve' && b.decision !== 'deny') throw new HttpError(400, 'decision: must be "approve" or "deny"');
-  let by = defaultBy;
-  if (b.by !== undefined) {
-    if (typeof b.by !== 'string' || b.by.trim() === '' || b.by.length > BY_MAX)
-      throw new HttpError(400, `by: must be a non-empty string of at most ${BY_MAX} characters`);
-    by = b.by.trim();
+  try {
+    return parseDecision(body, { defaultBy });
+  } catch (err) {
+    if (err instanceof DecisionError) throw new HttpError(400, err.message);
+    throw err;
   }
-  if (b.decision === 'approve') {
-    if (b.reason !== undefined) throw new HttpError(400, 'reason: only a denial takes a reason');
-    if (b.only === undefined) return { approve: true, by };
-    if (!Array.isArray(b.only) || b.only.length === 0 || !b.only.every((i) => Number.isSafeInteger(i) && (i as number) >= 0)) {
-      throw new HttpError(400, 'only: must be a non-empty array of call indexes (integers ≥ 0)');
-    }
-    return { approve: true, only: [...new Set(b.only as number[])], by };
-  }
-  if (b.only !== undefined) throw new HttpError(400, 'only: only an approval takes call indexes (a denial covers every call)');
-  if (typeof b.reason !== 'string' || b.reason.trim() === '')
-    throw new HttpError(400, 'reason: required to deny (a non-empty string; the agent is told it)');
-  if (b.reason.length > REASON_MAX) throw new HttpError(400, `reason: at most ${REASON_MAX} characters`);
-  return { approve: false, reason: b.reason.trim(), by };
 }
 
 /** Checks a cancel body (`{ "reason"?: string, "by"?: string }`, or none); a 400 names the field at fault. */

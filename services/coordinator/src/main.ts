@@ -44,7 +44,7 @@ runService({
     const c = config.coordinator;
     const rt = await openRuntime(env, { service: 'coordinator', log });
     // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
-    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
+    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     const coordinator = new Coordinator({
       redis: rt.redis,
       prefix: env.prefix,

@@ -45,7 +45,7 @@ runService({
     const rt = await openRuntime(env, { service: 'specialist', log });
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await tools.ready();
-    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix });
+    const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     const workers: Worker[] = [];
     let draining = false;
     for (const name of names) {

@@ -44,7 +44,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
     const task = parsed.data;
     const attempt = job.attemptsMade + 1;
     try {
-      return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, attempt, { firstPickup: job.attemptsStarted <= 1 });
+      return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
     } catch (err) {
       if (err instanceof ParkError && token && deps.approvals) {
         // Waiting for an operator holds no worker: the job is delayed until the approval's

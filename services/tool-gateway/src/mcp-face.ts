@@ -16,9 +16,8 @@ import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import { approvalTimeoutFor, decideCall, offeredTools, type Caller } from '@bosun/policy';
 import {
-  ApprovalError,
+  ApprovalWaiter,
   approvalRequestedEvent,
-  approvalResolvedEvent,
   matchesProposedCall,
   type Approval,
   type ApprovalStore,
@@ -254,46 +253,8 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
   const covers = (a: Approval, tool: string, args: Record<string, unknown>): boolean =>
     a.runId === FACE_RUN && a.agent === MCP_CLIENT && a.calls.some((c) => c.needsApproval && matchesProposedCall(a, c, tool, args));
 
-  /** Denies an undecided approval whose time is up; another process may have decided it first. */
-  const expire = async (a: Approval): Promise<Approval> => {
-    try {
-      const decided = await approvals.decide(a.id, { approve: false, reason: 'timeout', by: 'bosun (approval timeout)' });
-      events.emit(approvalResolvedEvent(decided));
-      log.info({ approvalId: a.id }, 'approval timed out: denied');
-      return decided;
-    } catch (err) {
-      if (!(err instanceof ApprovalError && err.code === 'already_decided')) throw err;
-      return (await approvals.get(a.id)) ?? a;
-    }
-  };
-
-  /**
-   * Waits until the approval is decided or its time is up (then denies it). Returns undefined
-   * when the wait was cancelled: the approval stays pending.
-   */
-  const waitForDecision = async (first: Approval, signal: AbortSignal, progress?: ProgressSender): Promise<Approval | undefined> => {
-    const deadline = Date.parse(first.timeoutAt);
-    const message = `waiting for approval ${first.id} (bosun approve ${first.id} / bosun deny ${first.id} --reason "…")`;
-    let lastProgress = Date.now();
-    progress?.(message, first.id);
-    for (;;) {
-      if (signal.aborted) return undefined;
-      const left = deadline - Date.now();
-      if (left <= 0) return expire(first);
-      try {
-        await sleep(Math.min(pollMs, left), undefined, { signal });
-      } catch {
-        return undefined;
-      }
-      const current = await approvals.get(first.id);
-      if (!current) throw new Error(`approval ${first.id} no longer exists`);
-      if (current.status !== 'pending') return current;
-      if (progress && Date.now() - lastProgress >= progressMs) {
-        lastProgress = Date.now();
-        progress(message, first.id);
-      }
-    }
-  };
+  /** Waits for decisions, and denies (reason `timeout`) what nobody decided in time. */
+  const waiter = new ApprovalWaiter({ approvals, events, log });
 
   const pendingResult = (a: Approval): CallToolResult =>
     textResult(
@@ -350,7 +311,10 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
 
     if (approval.status === 'pending') {
       if (!wait) return pendingResult(approval);
-      const decided = await waitForDecision(approval, signal, progress);
+      const { id } = approval;
+      const message = `waiting for approval ${id} (bosun approve ${id} / bosun deny ${id} --reason "…")`;
+      const onProgress = progress && (() => progress(message, id));
+      const decided = await waiter.wait(approval, { signal, pollMs, progressMs, onProgress });
       if (!decided) {
         log.info({ approvalId: approval.id, tool: tool.name }, 'approval wait cancelled; the approval stays pending');
         const why = stopping.signal.aborted ? 'the gateway is stopping' : 'the call was cancelled';
@@ -571,13 +535,15 @@ export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
       const now = Date.now();
       for (const a of await approvals.pending()) {
         if (closing) break;
-        if (a.runId !== FACE_RUN || a.agent !== MCP_CLIENT || Date.parse(a.timeoutAt) > now) continue;
-        await expire(a).catch((err: unknown) =>
-          log.warn(
-            { approvalId: a.id, err: err instanceof Error ? err.message : String(err) },
-            'could not deny an expired MCP face approval',
-          ),
-        );
+        if (a.runId !== FACE_RUN || a.agent !== MCP_CLIENT || !ApprovalWaiter.isDue(a, now)) continue;
+        await waiter
+          .expire(a)
+          .catch((err: unknown) =>
+            log.warn(
+              { approvalId: a.id, err: err instanceof Error ? err.message : String(err) },
+              'could not deny an expired MCP face approval',
+            ),
+          );
       }
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not sweep expired MCP face approvals');

@@ -1,0 +1,111 @@
+import { BosunError, type CatalogTool } from '@bosun/contract';
+import type { Logger } from '@bosun/config';
+import type { ToolState } from '@bosun/policy';
+import type { Model } from '@bosun/models';
+import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+import type { RoutingSpec } from './routing.js';
+
+/** The default system instruction of a task-mode specialist. */
+export const DEFAULT_TASK_INSTRUCTION = [
+  'You are a specialist on an unattended incident-response team. Nobody will answer questions:',
+  'there is no person in this conversation. Investigate the incident in your domain with the tools',
+  'you have, prefer reading before changing anything, and do not guess. When you are done, or when',
+  'you cannot get further, call finish_task once with your structured report. Say plainly in the',
+  'report what you could not check.',
+].join(' ');
+
+/** What a specialist's task loop needs to know about it. */
+export interface TaskAgentSpec {
+  name: string;
+  instruction?: string | undefined;
+  tools: readonly string[];
+  outputSchema: Record<string, unknown>;
+  stallPayload?: Record<string, unknown> | undefined;
+  maxToolRounds: number;
+  maxInvalidOutputs: number;
+  /** `read-only`: only read-only tools are offered. Default `read-write`. */
+  mode?: 'read-only' | 'read-write' | undefined;
+  /** How long a call to an `ask` tool waits for an operator. Default 5 minutes. */
+  approvalTimeoutMs?: number | undefined;
+  /** In-band tool routing (`load_tools`); off when absent. */
+  routing?: RoutingSpec | undefined;
+}
+
+/** The policy the loop applies to the catalog (the gateway enforces it again at call time). */
+export interface TaskPolicy {
+  /** The tools this agent may be offered. */
+  offered(tools: readonly CatalogTool[]): CatalogTool[];
+  /** `ask` tools need an operator's approval before they run. */
+  stateOf(tool: CatalogTool): ToolState;
+  approvalTimeoutMs(tool: CatalogTool): number;
+}
+
+/** The ports a task loop uses. */
+export interface TaskAgentDeps {
+  model: Model;
+  tools: ToolClient;
+  checkpoints: CheckpointStore;
+  events: EventSink;
+  deadLetters: Pick<DeadLetters, 'add'>;
+  log: Logger;
+  /** Per-call timeout for tools. */
+  toolTimeoutMs?: number;
+  /** True when the process is draining: the loop hands the task back at the next step. */
+  shouldYield?: () => boolean;
+  /**
+   * Whether the coordinator has given up on this task (deadline passed), or an operator has
+   * cancelled its run. Checked before the task's effects — tool calls, an approval request, an
+   * INCOMPLETE report — not before model calls.
+   */
+  isCancelled?: (taskId: string, runId: string) => Promise<boolean>;
+  /** Tool policy; default: the spec's patterns and mode, every tool `allow`. */
+  policy?: TaskPolicy;
+  /** Where approvals live; required when a tool is `ask`. */
+  approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
+}
+
+/**
+ * Thrown when the task must wait for an operator: the processor parks the job (delayed until
+ * `until`, holding no worker) and a decision wakes it.
+ */
+export class ParkError extends BosunError {
+  readonly approvalId: string;
+  readonly until: number;
+  constructor(approvalId: string, until: number) {
+    super('park', `waiting for approval ${approvalId}`);
+    this.name = 'ParkError';
+    this.approvalId = approvalId;
+    this.until = until;
+  }
+}
+
+/** Thrown at a step boundary when the process is draining; the job goes back to the queue. */
+export class YieldError extends BosunError {
+  constructor(taskId: string) {
+    super('yield', `task ${taskId} handed back: this process is stopping`);
+    this.name = 'YieldError';
+  }
+}
+
+/** A model failure that may pass if the task is tried again (BullMQ retries the job). */
+export class RetryableTaskError extends BosunError {
+  constructor(message: string, cause: unknown) {
+    super('retryable', message, { cause });
+    this.name = 'RetryableTaskError';
+  }
+}
+
+/** Options of `runTask`. */
+export interface RunTaskOptions {
+  /**
+   * The task's job is being started for the first time (BullMQ's `attemptsStarted` is 1), so no
+   * checkpoint can exist yet and none is read.
+   */
+  firstPickup?: boolean;
+}
+
+/** Which attempt at its job this run of a task is, and how it was picked up (see `runTask`). */
+export interface TaskAttempt extends RunTaskOptions {
+  /** The attempt number (BullMQ's `attemptsMade` + 1): it goes into the task's result. */
+  attempt: number;
+}

@@ -1,0 +1,214 @@
+import { z } from 'zod';
+import { BosunError } from './errors.js';
+import { callDigest, callFingerprint, toolCallKey } from './ids.js';
+
+/*
+ * Approvals of tool calls, as stored in Redis (the store is `ApprovalStore` in libs/transport).
+ * Every key is under `<prefix>:`:
+ *
+ * - `approval:<id>`: the request, JSON ({@link Approval} without the decision fields, `status`
+ *   `pending`), kept 30 days. A decision never rewrites it; only the parked task's `queue` and
+ *   `jobId` are added to it once it parks.
+ * - `approval:<id>:decision`: the decision, JSON ({@link ApprovalDecisionRecord}), written once
+ *   (`SET NX`), kept 30 days. An approval as read is the request with its decision merged in.
+ * - `approvals:pending`: a sorted set of the pending ids, scored by creation time (ms).
+ *
+ * Ids: `ap-<taskId>-s<step>` for a specialist's turn ({@link taskApprovalId}), `ap-mcp-<uuid>`
+ * for a call through the gateway's MCP face.
+ */
+
+/** One call proposed in a turn that needs an approval. */
+export const ProposedCall = z.object({
+  /** Position of the call in the model's turn. */
+  index: z.number().int().nonnegative(),
+  tool: z.string(),
+  /**
+   * The arguments as proposed, with the values of secret-looking keys shown as `[redacted]`
+   * (`redactSecrets`); the real ones stay with the caller (the task's checkpoint).
+   */
+  args: z.record(z.string(), z.unknown()),
+  /** True for calls to `ask` tools; the others run without an approval. */
+  needsApproval: z.boolean(),
+  /**
+   * The idempotency key the call runs under: the approval authorises exactly this key, once.
+   * Approvals stored before keys were recorded get it derived when read ({@link proposedCallKey}).
+   */
+  key: z.string().optional(),
+  /** `callDigest` of the real arguments; absent in approvals stored before it, whose `args` are the real ones. */
+  digest: z.string().optional(),
+});
+export type ProposedCall = z.infer<typeof ProposedCall>;
+
+/** A call as the proposer gives it to the store: real arguments, and its key. */
+export interface ProposedCallInput {
+  index: number;
+  tool: string;
+  args: Record<string, unknown>;
+  needsApproval: boolean;
+  key: string;
+}
+
+/** An approval request and, once decided, its decision (the two stored keys merged). */
+export const Approval = z.object({
+  id: z.string(),
+  status: z.enum(['pending', 'approved', 'denied']),
+  runId: z.string(),
+  incidentId: z.string(),
+  agent: z.string(),
+  taskId: z.string(),
+  /** The calls proposed, exactly as the model wrote them. */
+  calls: z.array(ProposedCall),
+  /** The agent's reason: the text of its turn. */
+  reason: z.string(),
+  createdAt: z.string(),
+  /** When an undecided request resolves as denied with reason `timeout`. */
+  timeoutAt: z.string(),
+  /** Indexes of the approved calls (all calls needing approval when approved without `only`). */
+  approved: z.array(z.number().int()).optional(),
+  decidedBy: z.string().optional(),
+  decidedAt: z.string().optional(),
+  /** Why it was denied ({@link APPROVAL_TIMEOUT_REASON} when nobody decided in time). */
+  denyReason: z.string().optional(),
+  /** Where the parked task waits: its queue and job id. */
+  queue: z.string().optional(),
+  jobId: z.string().optional(),
+});
+export type Approval = z.infer<typeof Approval>;
+
+/** What the store's `request` takes: an approval's request, with the calls as proposed. */
+export type ApprovalRequest = Omit<Approval, 'status' | 'calls'> & { calls: ProposedCallInput[] };
+
+/** The decision as stored at `approval:<id>:decision`, merged into the request when read. */
+export const ApprovalDecisionRecord = z.object({
+  status: z.enum(['approved', 'denied']),
+  decidedBy: z.string(),
+  decidedAt: z.string(),
+  /** Present when approved: the indexes of the approved calls. */
+  approved: z.array(z.number().int()).optional(),
+  /** Present when denied. */
+  denyReason: z.string().optional(),
+});
+export type ApprovalDecisionRecord = z.infer<typeof ApprovalDecisionRecord>;
+
+/** The deny reason of an approval nobody decided before its `timeoutAt`. */
+export const APPROVAL_TIMEOUT_REASON = 'timeout';
+
+/** The id of the approval a specialist's turn asks for: `ap-<taskId>-s<step>`. */
+export function taskApprovalId(taskId: string, step: number): string {
+  return `ap-${taskId}-s${step}`;
+}
+
+/**
+ * The key a proposed call runs under. Approvals stored before keys were recorded: for a
+ * specialist's turn (`ap-<taskId>-s<step>`) it is `<taskId>-s<step>-c<index>`; for a call through
+ * the gateway's MCP face, the key it was proposed under, kept as the approval's `taskId`.
+ */
+export function proposedCallKey(approval: Pick<Approval, 'id' | 'taskId'>, call: Pick<ProposedCall, 'index' | 'key'>): string {
+  if (call.key) return call.key;
+  const prefix = `ap-${approval.taskId}-s`;
+  const step = approval.id.startsWith(prefix) ? approval.id.slice(prefix.length) : '';
+  return /^\d+$/.test(step) ? toolCallKey(approval.taskId, Number(step), call.index) : approval.taskId;
+}
+
+/**
+ * Whether a call of `tool` with `args` (the real arguments) is the proposed call `call` of the
+ * approval: by the digest of the real arguments when stored, else (older approvals) by the
+ * arguments as stored. Key order does not matter.
+ */
+export function matchesProposedCall(approval: Pick<Approval, 'id' | 'taskId'>, call: ProposedCall, tool: string, args: unknown): boolean {
+  if (call.tool !== tool) return false;
+  if (call.digest) return call.digest === callDigest(approval.id, proposedCallKey(approval, call), tool, args);
+  return callFingerprint(call.tool, call.args) === callFingerprint(tool, args);
+}
+
+// ---- decisions ---------------------------------------------------------------------------
+
+/** An operator's decision: approve (every call needing approval, or `only` those), or deny with a reason; `by` names the decider. */
+export type Decision = { approve: true; only?: number[]; by: string } | { approve: false; reason: string; by: string };
+
+/** The fields of a decision as an operator enters it (HTTP body, CLI flags). */
+export const DECISION_FIELDS = ['decision', 'only', 'reason', 'by'] as const;
+
+/** Limits of a decision as an operator enters it: `by` and a denial's `reason`, in characters. */
+export const DECISION_LIMITS = { by: 200, reason: 10_000 } as const;
+
+/** What is wrong with a decision: the field at fault (`body` for the whole) and how. */
+export type DecisionProblem = 'unknown_field' | 'invalid' | 'missing' | 'not_allowed' | 'too_long';
+
+/** A decision that cannot be taken. The message starts with the field at fault (`reason: …`). */
+export class DecisionError extends BosunError {
+  /** `decision`, `only`, `reason`, `by`, an unknown field's name, or `body`. */
+  readonly field: string;
+  readonly problem: DecisionProblem;
+  constructor(field: string, problem: DecisionProblem, message: string) {
+    super('bad_decision', `${field}: ${message}`, { data: { field, problem } });
+    this.name = 'DecisionError';
+    this.field = field;
+    this.problem = problem;
+  }
+}
+
+/** Options of {@link parseDecision}. */
+export interface ParseDecisionOptions {
+  /** The decider when `by` is absent. Without it, `by` is required. */
+  defaultBy?: string;
+  /** Length limits; default {@link DECISION_LIMITS}. `false`: none (a decision made by Bosun itself). */
+  limits?: { by: number; reason: number } | false;
+}
+
+/** A decision's `by`: trimmed, non-empty, within the limit. */
+function parseBy(value: unknown, options: ParseDecisionOptions): string {
+  const max = options.limits === false ? undefined : (options.limits ?? DECISION_LIMITS).by;
+  if (value === undefined && options.defaultBy !== undefined) return options.defaultBy;
+  if (typeof value !== 'string' || value.trim() === '' || (max !== undefined && value.length > max))
+    throw new DecisionError('by', 'invalid', `must be a non-empty string${max === undefined ? '' : ` of at most ${max} characters`}`);
+  return value.trim();
+}
+
+/** An approval's `only`: a non-empty array of call indexes, duplicates dropped. */
+function parseOnly(value: unknown): number[] {
+  if (!Array.isArray(value) || value.length === 0 || !value.every((i) => Number.isSafeInteger(i) && (i as number) >= 0))
+    throw new DecisionError('only', 'invalid', 'must be a non-empty array of call indexes (integers ≥ 0)');
+  return [...new Set(value as number[])];
+}
+
+/** A denial's `reason`: trimmed, non-empty, within the limit. */
+function parseReason(value: unknown, options: ParseDecisionOptions): string {
+  if (typeof value !== 'string' || value.trim() === '')
+    throw new DecisionError('reason', 'missing', 'required to deny (a non-empty string; the agent is told it)');
+  const max = options.limits === false ? undefined : (options.limits ?? DECISION_LIMITS).reason;
+  if (max !== undefined && value.length > max) throw new DecisionError('reason', 'too_long', `at most ${max} characters`);
+  return value.trim();
+}
+
+/**
+ * Checks an operator's decision — `{ decision: "approve" | "deny", only?, reason?, by? }`, from an
+ * HTTP body or CLI flags — and returns it as a {@link Decision}. This is the one check of a
+ * decision's form: the HTTP API, the CLI and the approval store all use it. Whether `only` names
+ * calls of the approval is the store's to check (it knows the approval).
+ *
+ * @throws DecisionError naming the first field at fault.
+ */
+export function parseDecision(input: unknown, options: ParseDecisionOptions = {}): Decision {
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new DecisionError('body', 'invalid', 'must be a JSON object');
+  const b = input as Record<string, unknown>;
+  const unknown = Object.keys(b).filter((k) => !(DECISION_FIELDS as readonly string[]).includes(k));
+  if (unknown.length > 0) throw new DecisionError(unknown[0]!, 'unknown_field', `unknown field (known: ${DECISION_FIELDS.join(', ')})`);
+  if (b.decision !== 'approve' && b.decision !== 'deny') throw new DecisionError('decision', 'invalid', 'must be "approve" or "deny"');
+  const by = parseBy(b.by, options);
+  if (b.decision === 'approve') {
+    if (b.reason !== undefined) throw new DecisionError('reason', 'not_allowed', 'only a denial takes a reason');
+    return b.only === undefined ? { approve: true, by } : { approve: true, only: parseOnly(b.only), by };
+  }
+  if (b.only !== undefined)
+    throw new DecisionError('only', 'not_allowed', 'only an approval takes call indexes (a denial covers every call)');
+  return { approve: false, reason: parseReason(b.reason, options), by };
+}
+
+/** The input form of a {@link Decision}, for {@link parseDecision}. */
+export function decisionInput(d: Decision): Record<string, unknown> {
+  return d.approve
+    ? { decision: 'approve', by: d.by, ...(d.only === undefined ? {} : { only: d.only }) }
+    : { decision: 'deny', reason: d.reason, by: d.by };
+}
