@@ -82,6 +82,7 @@ beforeAll(async () => {
     events,
     deadLetters: {
       add: (input, id) => {
+        if (failing.has('deadLetters.add')) return Promise.reject(new Error('dead-letter queue unavailable'));
         deadLetters.push({ input, id });
         return Promise.resolve({ v: 1, kind: input.kind, marker: '', at: '', reason: input.reason });
       },
@@ -155,8 +156,35 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
     const again = await gateway.execute(call('u-down', 'restart_pod'));
     expect(again.inDoubt).toBe(true);
     expect(await stateOf('u-down')).toBe('in-doubt');
-    expect(deadLetters.map((d) => d.id)).toEqual(['in-doubt-u-down']);
+    // The dead letter is written before the record's state, so both attempts write it, under one
+    // id (DeadLetters keeps one entry per id).
+    expect(new Set(deadLetters.map((d) => d.id))).toEqual(new Set(['in-doubt-u-down']));
     expect(sent).toEqual(['restart_pod']);
+  });
+
+  it('a call declared in doubt whose dead letter cannot be written stays in flight, so the next attempt announces it', async () => {
+    // A mutating call whose connection failed mid-call is in doubt; the dead letter fails.
+    gateway.servers[0]!.call = (remoteName): Promise<McpCallOutcome> => {
+      sent.push(remoteName);
+      return Promise.reject(new Error('connection reset'));
+    };
+    failing.add('deadLetters.add');
+    try {
+      const result = await gateway.execute(call('u-nodlq', 'restart_pod'));
+      expect(result.inDoubt).toBe(true);
+      expect(await stateOf('u-nodlq')).toBe('inflight');
+      failing.clear();
+      const again = await gateway.execute(call('u-nodlq', 'restart_pod'));
+      expect(again.inDoubt).toBe(true);
+      expect(await stateOf('u-nodlq')).toBe('in-doubt');
+      expect(deadLetters.map((d) => d.id)).toEqual(['in-doubt-u-nodlq']);
+      expect(sent).toEqual(['restart_pod']);
+    } finally {
+      gateway.servers[0]!.call = (remoteName): Promise<McpCallOutcome> => {
+        sent.push(remoteName);
+        return Promise.resolve({ isError: false, text: `${remoteName} ok` });
+      };
+    }
   });
 
   it('after a read-only call was sent, when nothing can be recorded: an error and tool.failed, not in doubt', async () => {

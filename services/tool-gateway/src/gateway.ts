@@ -436,8 +436,10 @@ export class ToolGateway {
       // Found in flight after a crash, the gateway that sent it could not audit the outcome: this one does.
       if (!run.inDoubtAudited) await this.audit(call, 'in-doubt', options.approval);
       run.inDoubtAudited = true;
-      await this.records.markInDoubt(call.key);
       this.deps.log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
+      // The dead letter before the record's state: a gateway that dies in between leaves the record
+      // `inflight`, and the next attempt declares the call in doubt again (the entry's id dedupes).
+      // The other order would leave an `in-doubt` record that no dead letter announces.
       await this.deps.deadLetters.add(
         {
           kind: 'in-doubt',
@@ -449,6 +451,7 @@ export class ToolGateway {
         },
         `in-doubt-${call.key}`,
       );
+      await this.records.markInDoubt(call.key);
       this.emitInDoubt(run);
     }
     return result;
