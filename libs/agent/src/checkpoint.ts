@@ -1,22 +1,8 @@
 import { z } from 'zod';
-import { BosunError, InDoubtCall, TaskResult, describeIssues } from '@bosun/contract';
+import { BosunError, InDoubtCall, MessageSchema, TaskResult, describeIssues } from '@bosun/contract';
 
-const ToolCallSchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  args: z.record(z.string(), z.unknown()),
-  signature: z.string().optional(),
-});
-
-/** A conversation turn as stored in a checkpoint. */
-export const MessageSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('user'), text: z.string() }),
-  z.object({ role: z.literal('model'), text: z.string().optional(), calls: z.array(ToolCallSchema).optional() }),
-  z.object({
-    role: z.literal('tool'),
-    responses: z.array(z.object({ id: z.string(), name: z.string(), output: z.unknown(), isError: z.boolean().optional() })),
-  }),
-]);
+/** A conversation turn as stored in a checkpoint (defined in the contract; kept here for its importers). */
+export { MessageSchema };
 
 /** A checkpoint that cannot be used: corrupt, or written by an incompatible version. */
 export class BadCheckpointError extends BosunError {
