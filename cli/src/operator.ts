@@ -8,11 +8,18 @@ import { Job, Queue, QueueEvents } from 'bullmq';
 import { Cluster } from 'ioredis';
 import type { RedisClient } from '@bosun/transport';
 import {
+  COORDINATOR_TIMERS_QUEUE,
   DEAD_LETTER_QUEUE,
   INCIDENTS_QUEUE,
   InvalidInputError,
+  RunCheckpoint,
   TOOLS_QUEUE,
   TOOL_CALL_JOB,
+  describeIssues,
+  runCheckpointId,
+  runCheckpointKey,
+  timerJobId,
+  type TimerJob,
   type ToolCallJob,
   type ToolCallRecord,
   type ToolCallResolution,
@@ -277,16 +284,14 @@ async function retryInOpenRun(deps: OperatorDeps, data: Data, jobId: string, job
   const agent = str(data.agent);
   const incidentId = str(data.incidentId);
   if (!runId || !agent || !incidentId) return null;
-  const readRun = async (): Promise<{
-    result?: unknown;
-    phase?: string;
-    delegations?: { taskId: string; agent: string; retryOf?: string; result?: { status: string } }[];
-  } | null> => {
-    const raw = await deps.redis.get(keys.checkpoint(deps.prefix, `run:${runId}`));
+  const readRun = async (): Promise<RunCheckpoint | null> => {
+    const raw = await deps.redis.get(runCheckpointKey(deps.prefix, runId));
     if (raw === null) return null;
     try {
-      return JSON.parse(raw) as never;
+      const parsed = RunCheckpoint.safeParse(JSON.parse(raw));
+      return parsed.success ? parsed.data : null;
     } catch {
+      // Not JSON: no open run to retry in (the incident is re-run instead).
       return null;
     }
   };
@@ -295,28 +300,19 @@ async function retryInOpenRun(deps: OperatorDeps, data: Data, jobId: string, job
   // The entry names its task; the run's checkpoint may not hold its result yet (the coordinator
   // collects results when every child has finished).
   const taskId = str(data.taskId);
-  const failed = (run.delegations ?? []).find(
+  const failed = run.delegations.find(
     (d) =>
-      d.taskId === taskId &&
-      d.agent === agent &&
-      d.result?.status !== 'completed' &&
-      !(run.delegations ?? []).some((r) => r.retryOf === d.taskId),
+      d.taskId === taskId && d.agent === agent && d.result?.status !== 'completed' && !run.delegations.some((r) => r.retryOf === d.taskId),
   );
   if (!failed) return null;
-  const timers = new Queue('coordinator-timers', { connection: deps.redis, prefix: deps.prefix });
-  try {
-    await timers.add(
-      'retry-task',
-      { kind: 'retry-task', runId, taskId: failed.taskId },
-      { jobId: `retry-task-${failed.taskId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
-    );
-  } finally {
-    await timers.close();
-  }
+  const timer: TimerJob = { kind: 'retry-task', runId, taskId: failed.taskId };
+  await withQueue(deps, COORDINATOR_TIMERS_QUEUE, (timers) =>
+    timers.add(timer.kind, timer, { jobId: timerJobId(timer), removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } }),
+  );
   const until = Date.now() + 15_000;
   while (Date.now() < until) {
     const now = await readRun();
-    const retry = now?.delegations?.find((d) => d.retryOf === failed.taskId);
+    const retry = now?.delegations.find((d) => d.retryOf === failed.taskId);
     if (retry) {
       const at = new Date().toISOString();
       const retriedAs: RetriedAs = { incidentId, runId, taskId: retry.taskId, at };
@@ -492,31 +488,25 @@ async function readCheckpoint(deps: OperatorDeps, id: string): Promise<unknown> 
 
 /** `bosun runs show`: a run's state from its checkpoints and tool-call records. */
 export async function showRun(deps: OperatorDeps, runId: string): Promise<RunView> {
-  const runKey = keys.checkpoint(deps.prefix, `run:${runId}`);
-  const raw = await readCheckpoint(deps, `run:${runId}`);
+  const runKey = runCheckpointKey(deps.prefix, runId);
+  const raw = await readCheckpoint(deps, runCheckpointId(runId));
   if (raw === null) throw new OperatorError(`no run ${runId} under BOSUN_PREFIX=${deps.prefix}`, 1);
-  if (!isObject(raw) || (raw.delegations !== undefined && !Array.isArray(raw.delegations))) {
-    throw new OperatorError(`checkpoint ${runKey} is not a run checkpoint (expected an object with delegations[])`, 1);
+  const parsed = RunCheckpoint.safeParse(raw);
+  if (!parsed.success) {
+    throw new OperatorError(`checkpoint ${runKey} is not a run checkpoint: ${describeIssues(parsed.error).issues.join('; ')}`, 1);
   }
+  const run = parsed.data;
   const view: RunView = { runId, delegations: [], inDoubt: [], problems: [] };
-  for (const f of ['incidentId', 'mode', 'phase', 'startedAt', 'deadlineAt', 'jobId'] as const) {
-    const v = str(raw[f]);
-    if (v !== undefined) view[f] = v;
-  }
-  if (typeof raw.round === 'number') view.round = raw.round;
-  if (isObject(raw.result) && typeof raw.result.status === 'string') view.status = raw.result.status;
+  for (const f of ['incidentId', 'mode', 'phase', 'startedAt', 'deadlineAt', 'jobId'] as const) view[f] = run[f];
+  view.round = run.round;
+  if (isObject(run.result) && typeof run.result.status === 'string') view.status = run.result.status;
 
-  const delegations = (Array.isArray(raw.delegations) ? raw.delegations : []) as unknown[];
-  for (const [i, d] of delegations.entries()) {
-    if (!isObject(d) || typeof d.taskId !== 'string') {
-      view.problems.push(`checkpoint ${runKey}: delegation ${i} has no taskId`);
-      continue;
-    }
+  for (const d of run.delegations) {
     const taskId = d.taskId;
-    const dv: DelegationView = { taskId, agent: str(d.agent) ?? '?', status: 'queued', toolCalls: [] };
-    if (typeof d.round === 'number') dv.round = d.round;
-    if (typeof d.task === 'string') dv.task = d.task;
-    if (typeof d.deadlineAt === 'string') dv.deadlineAt = d.deadlineAt;
+    const dv: DelegationView = { taskId, agent: d.agent, status: 'queued', toolCalls: [] };
+    dv.round = d.round;
+    dv.task = d.task;
+    if (d.deadlineAt !== undefined) dv.deadlineAt = d.deadlineAt;
 
     let task: unknown = null;
     try {
@@ -525,7 +515,7 @@ export async function showRun(deps: OperatorDeps, runId: string): Promise<RunVie
       dv.checkpointError = (err as Error).message;
       view.problems.push((err as Error).message);
     }
-    const result = isObject(d.result) ? d.result : undefined;
+    const result = d.result;
     if (isObject(task)) {
       if (typeof task.step === 'number') dv.step = task.step;
       if (typeof task.toolRounds === 'number') dv.toolRounds = task.toolRounds;

@@ -12,3 +12,27 @@ export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';
 export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey, taskCheckpointId } from './checkpoint.js';
 export type { TaskCheckpointData, TaskPending } from './checkpoint.js';
+export { runIncident } from './run.js';
+export type { RunOutcome } from './run.js';
+export { handleTimer, TimerConflictError, CANCEL_LOOKS, TIMER_PASSES } from './run-timers.js';
+export { DEADLINE_GRACE_MS, childResults } from './run-parts.js';
+export {
+  DEFAULT_ROUTE_INSTRUCTION,
+  DEFAULT_DELEGATE_INSTRUCTION,
+  parseRouting,
+  inDoubtLine,
+  describeOutput,
+  mergeReports,
+} from './run-text.js';
+export type {
+  RunDeps,
+  IncidentJob,
+  RunChildren,
+  ChildrenRead,
+  ChildState,
+  ParkedRun,
+  RunJobs,
+  RunTimers,
+  CancelKeys,
+  Clock,
+} from './run-ports.js';

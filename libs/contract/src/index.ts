@@ -60,6 +60,21 @@ export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, call
 export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';
 export type { RedactOptions } from './redact.js';
 export { stallText, isStalled } from './stall.js';
+export { MessageSchema } from './messages.js';
+export {
+  COORDINATOR_TIMERS_QUEUE,
+  Delegation,
+  RunPhase,
+  RunCheckpoint,
+  TimerJob,
+  CANCEL_TTL_SECONDS,
+  runCheckpointId,
+  runCheckpointKey,
+  timerJobId,
+  taskCancelKey,
+  runCancelKey,
+} from './run-state.js';
+export type { TimerKind } from './run-state.js';
 export { TRUNCATION_MARKER, TRUNCATED_KEYS_FIELD, jsonDepth, jsonBytes, boundJson } from './json-bounds.js';
 export type { JsonBounds, BoundedJson } from './json-bounds.js';
 export {
@@ -78,7 +93,6 @@ export {
 } from './approvals.js';
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
 export {
-  MessageSchema,
   TaskPending,
   TaskRoutingState,
   TaskCheckpointSchema,

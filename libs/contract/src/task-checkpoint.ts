@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BosunError, describeIssues } from './errors.js';
 import { InDoubtCall, TaskResult } from './schemas.js';
+import { MessageSchema } from './messages.js';
 
 /*
  * The task checkpoint: the state of one task-mode delegation between steps, written by the
@@ -10,22 +11,8 @@ import { InDoubtCall, TaskResult } from './schemas.js';
  * a contract version bump, but every reader parses it with {@link TaskCheckpoint}.
  */
 
-const ToolCallSchema = z.object({
-  id: z.string(),
-  name: z.string(),
-  args: z.record(z.string(), z.unknown()),
-  signature: z.string().optional(),
-});
-
-/** A conversation turn as stored in a checkpoint. */
-export const MessageSchema = z.discriminatedUnion('role', [
-  z.object({ role: z.literal('user'), text: z.string() }),
-  z.object({ role: z.literal('model'), text: z.string().optional(), calls: z.array(ToolCallSchema).optional() }),
-  z.object({
-    role: z.literal('tool'),
-    responses: z.array(z.object({ id: z.string(), name: z.string(), output: z.unknown(), isError: z.boolean().optional() })),
-  }),
-]);
+/** A conversation turn as stored in a checkpoint (see `messages.ts`; shared with the run checkpoint). */
+export { MessageSchema };
 
 /**
  * The step under way (save-before), by kind:

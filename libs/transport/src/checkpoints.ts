@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { RedisClient } from './connections.js';
 import { BosunError } from '@bosun/contract';
 import { keys } from './keys.js';
@@ -12,6 +13,44 @@ export interface CheckpointStore {
   save(id: string, value: unknown): Promise<void>;
   delete(id: string): Promise<void>;
 }
+
+/** A checkpoint as read, with the revision to write it back at (see {@link RevisedCheckpointStore}). */
+export interface CheckpointRead {
+  /** The raw document, or null when there is none. */
+  value: unknown;
+  /** The stored text's SHA-1, or null when there is no checkpoint. */
+  revision: string | null;
+}
+
+/**
+ * Checkpoints that can also be written only when nobody has written them since they were read
+ * (compare-and-set): for writers that may race with the checkpoint's owner, such as the
+ * coordinator's timers, which must never overwrite a run that has moved on.
+ */
+export interface RevisedCheckpointStore extends CheckpointStore {
+  /** The checkpoint and its revision; throws like {@link CheckpointStore.load}. */
+  loadRevision(id: string): Promise<CheckpointRead>;
+  /**
+   * Saves only when the stored checkpoint is still at `revision` (null: there is none). Returns the
+   * new revision, or undefined, having written nothing, when someone else has written it since.
+   */
+  saveIfRevision(id: string, value: unknown, revision: string | null): Promise<string | undefined>;
+}
+
+/** The revision of a stored checkpoint's text. */
+function revisionOf(text: string): string {
+  return createHash('sha1').update(text, 'utf8').digest('hex');
+}
+
+/** SET the key (with its expiry) only when its value's SHA-1 is ARGV[1] ('' for no value). */
+const SAVE_IF_REVISION = `
+local cur = redis.call('GET', KEYS[1])
+local rev = ''
+if cur then rev = redis.sha1hex(cur) end
+if rev ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+return 1
+`;
 
 /** A checkpoint that is not JSON. */
 export class CorruptCheckpointError extends BosunError {
@@ -30,7 +69,7 @@ export interface RedisCheckpointStoreOptions {
 }
 
 /** Checkpoints as RedisClient strings at `<prefix>:ckpt:<id>`, expiring after a week without writes. */
-export class RedisCheckpointStore implements CheckpointStore {
+export class RedisCheckpointStore implements RevisedCheckpointStore {
   private readonly redis: RedisClient;
   private readonly prefix: string;
   private readonly ttl: number;
@@ -42,10 +81,14 @@ export class RedisCheckpointStore implements CheckpointStore {
   }
 
   async load(id: string): Promise<unknown> {
+    return (await this.loadRevision(id)).value;
+  }
+
+  async loadRevision(id: string): Promise<CheckpointRead> {
     const text = await this.redis.get(keys.checkpoint(this.prefix, id));
-    if (text === null) return null;
+    if (text === null) return { value: null, revision: null };
     try {
-      return JSON.parse(text) as unknown;
+      return { value: JSON.parse(text) as unknown, revision: revisionOf(text) };
     } catch (err) {
       throw new CorruptCheckpointError(id, err);
     }
@@ -55,25 +98,59 @@ export class RedisCheckpointStore implements CheckpointStore {
     await this.redis.set(keys.checkpoint(this.prefix, id), JSON.stringify(value), 'EX', this.ttl);
   }
 
+  async saveIfRevision(id: string, value: unknown, revision: string | null): Promise<string | undefined> {
+    const text = JSON.stringify(value);
+    const saved = await this.redis.eval(SAVE_IF_REVISION, 1, keys.checkpoint(this.prefix, id), revision ?? '', text, this.ttl);
+    return saved === 1 ? revisionOf(text) : undefined;
+  }
+
   async delete(id: string): Promise<void> {
     await this.redis.del(keys.checkpoint(this.prefix, id));
   }
 }
 
+/** The value of `f` as a promise: what it throws becomes a rejection, as with a store that does I/O. */
+function settled<T>(f: () => T): Promise<T> {
+  try {
+    return Promise.resolve(f());
+  } catch (err) {
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
+}
+
 /** Checkpoints in a Map (unit tests). Values are copied through JSON, as RedisClient would. */
-export class MemoryCheckpointStore implements CheckpointStore {
+export class MemoryCheckpointStore implements RevisedCheckpointStore {
   readonly data = new Map<string, string>();
 
-  async load(id: string): Promise<unknown> {
-    const t = this.data.get(id);
-    return t === undefined ? null : (JSON.parse(t) as unknown);
+  load(id: string): Promise<unknown> {
+    return settled(() => {
+      const t = this.data.get(id);
+      return t === undefined ? null : (JSON.parse(t) as unknown);
+    });
   }
 
-  async save(id: string, value: unknown): Promise<void> {
-    this.data.set(id, JSON.stringify(value));
+  loadRevision(id: string): Promise<CheckpointRead> {
+    return settled(() => {
+      const t = this.data.get(id);
+      return t === undefined ? { value: null, revision: null } : { value: JSON.parse(t) as unknown, revision: revisionOf(t) };
+    });
   }
 
-  async delete(id: string): Promise<void> {
-    this.data.delete(id);
+  save(id: string, value: unknown): Promise<void> {
+    return settled(() => void this.data.set(id, JSON.stringify(value)));
+  }
+
+  saveIfRevision(id: string, value: unknown, revision: string | null): Promise<string | undefined> {
+    return settled(() => {
+      const t = this.data.get(id);
+      if ((t === undefined ? null : revisionOf(t)) !== revision) return undefined;
+      const text = JSON.stringify(value);
+      this.data.set(id, text);
+      return revisionOf(text);
+    });
+  }
+
+  delete(id: string): Promise<void> {
+    return settled(() => void this.data.delete(id));
   }
 }

@@ -17,7 +17,7 @@ export { keys } from './keys.js';
 export { EventPublisher, MemoryEventSink, DEFAULT_MAX_PAYLOAD, EVENT_HEADER_ROOM, EVENT_DATA_DEPTH, encodeEvent } from './events.js';
 export type { EventSink, EmitInput, EventStats, EventPublisherOptions } from './events.js';
 export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } from './checkpoints.js';
-export type { CheckpointStore, RedisCheckpointStoreOptions } from './checkpoints.js';
+export type { CheckpointStore, CheckpointRead, RevisedCheckpointStore, RedisCheckpointStoreOptions } from './checkpoints.js';
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
 export { QueueToolClient } from './tools.js';
@@ -42,13 +42,5 @@ export {
 export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './approvals.js';
 export { ApprovalWaiter, TIMEOUT_DENIAL } from './approval-waiter.js';
 export type { ApprovalWaiterOptions, ApprovalWaitOptions } from './approval-waiter.js';
-export {
-  RunControl,
-  RunControlError,
-  RUN_STATES,
-  COORDINATOR_TIMERS_QUEUE,
-  CANCEL_BY_MAX,
-  CANCEL_REASON_MAX,
-  readRunCancellation,
-} from './runs.js';
+export { RunControl, RunControlError, RUN_STATES, CANCEL_BY_MAX, CANCEL_REASON_MAX, readRunCancellation } from './runs.js';
 export type { RunState, RunSummary, CancelOutcome } from './runs.js';

@@ -1,4 +1,4 @@
-import { toolCallRecordKey } from '@bosun/contract';
+import { runCancelKey, taskCancelKey, toolCallRecordKey } from '@bosun/contract';
 
 /**
  * Bosun's own Redis keys, all under `<prefix>:`. BullMQ's keys are `<prefix>:<queue>:…`;
@@ -15,13 +15,10 @@ export const keys = {
   toolCall: toolCallRecordKey,
   /** Event counters: a hash with `dropped`. */
   events: (prefix: string) => `${prefix}:stats:events`,
-  /** A cancellation flag the coordinator sets for a task past its deadline. */
-  cancel: (prefix: string, taskId: string) => `${prefix}:cancel:${taskId}`,
-  /**
-   * An operator's cancellation of a whole run (JSON `{ by, reason, at }`, written once). Task ids
-   * start with `r`, so `run:` never collides with {@link keys.cancel}.
-   */
-  cancelRun: (prefix: string, runId: string) => `${prefix}:cancel:run:${runId}`,
+  /** A cancellation flag the coordinator sets for a task past its deadline (defined in the contract: `taskCancelKey`). */
+  cancel: taskCancelKey,
+  /** An operator's cancellation of a whole run (defined in the contract: `runCancelKey`). */
+  cancelRun: runCancelKey,
   /** Taken (SET NX, 60 s) by the one `bosun publish` that replaces a rejected incident job of that id and timestamp. */
   republish: (prefix: string, incidentId: string, jobTimestamp: number) => `${prefix}:republish:${incidentId}:${jobTimestamp}`,
   /** An approval request (JSON). */

@@ -8,12 +8,22 @@
  * at once. Specialists read the key before each effect; the coordinator reads it at each step.
  */
 import { Job, Queue } from 'bullmq';
-import { BosunError, INCIDENTS_QUEUE, RUN_ID_PATTERN, RunCancellation, runIdFor, type RunStatus } from '@bosun/contract';
+import {
+  BosunError,
+  CANCEL_TTL_SECONDS,
+  COORDINATOR_TIMERS_QUEUE,
+  INCIDENTS_QUEUE,
+  RUN_ID_PATTERN,
+  RunCancellation,
+  RunCheckpoint,
+  runCancelKey,
+  runCheckpointKey,
+  runIdFor,
+  timerJobId,
+  type RunStatus,
+  type TimerJob,
+} from '@bosun/contract';
 import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
-
-/** The coordinator's internal queue of timers (deadlines, in-run retries, cancellations). Not part of the wire contract. */
-export const COORDINATOR_TIMERS_QUEUE = 'coordinator-timers';
 
 /**
  * The state of a run as `bosun runs` shows it: `waiting` (not started), `active` (a coordinator
@@ -62,8 +72,6 @@ export interface CancelOutcome {
   state: RunState;
 }
 
-/** A cancellation is kept a day longer than any run's checkpoint. */
-const CANCEL_TTL_SECONDS = 8 * 24 * 3600;
 /** Longest `by` accepted. */
 export const CANCEL_BY_MAX = 200;
 /** Longest `reason` accepted. */
@@ -93,7 +101,7 @@ const isObject = (v: unknown): v is Data => typeof v === 'object' && v !== null 
  * specialists go by its existence): it is reported as cancelled by `unknown`.
  */
 export async function readRunCancellation(redis: RedisClient, prefix: string, runId: string): Promise<RunCancellation | null> {
-  return parseCancellation(await redis.get(keys.cancelRun(prefix, runId)));
+  return parseCancellation(await redis.get(runCancelKey(prefix, runId)));
 }
 
 function parseCancellation(raw: string | null): RunCancellation | null {
@@ -126,17 +134,25 @@ function stateOf(jobState: string, job: Job): RunState {
   }
 }
 
-function specialistsOf(job: Job, checkpoint: unknown): string[] {
+function specialistsOf(job: Job, checkpoint: RunCheckpoint | undefined): string[] {
   const result = job.returnvalue as unknown;
   if (isObject(result) && Array.isArray(result.specialists)) {
     return result.specialists.map((s) => (isObject(s) && typeof s.name === 'string' ? s.name : '?'));
   }
-  if (!isObject(checkpoint)) return [];
-  if (Array.isArray(checkpoint.routed)) return checkpoint.routed.filter((s): s is string => typeof s === 'string');
-  if (Array.isArray(checkpoint.delegations)) {
-    return [...new Set(checkpoint.delegations.map((d) => (isObject(d) && typeof d.agent === 'string' ? d.agent : '?')))];
+  if (!checkpoint) return [];
+  return checkpoint.routed ?? [...new Set(checkpoint.delegations.map((d) => d.agent))];
+}
+
+/** A run checkpoint's text parsed with its schema; undefined when absent or unusable (a summary shows what it can without it). */
+function parseRunCheckpoint(raw: string | null | undefined): RunCheckpoint | undefined {
+  if (raw === null || raw === undefined) return undefined;
+  try {
+    const parsed = RunCheckpoint.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    // Not JSON: the summary goes without it (`bosun runs show` reports the broken checkpoint).
+    return undefined;
   }
-  return [];
 }
 
 /** Run control over the incidents queue, the run checkpoints and the cancel keys of one prefix. */
@@ -156,18 +172,10 @@ export class RunControl {
   /** The incident job of a run: through its checkpoint, else by looking through the queue (a run not started yet has none). */
   async findJob(runId: string): Promise<Job | null> {
     if (!RUN_ID_PATTERN.test(runId)) return null;
-    const raw = await this.redis.get(keys.checkpoint(this.prefix, `run:${runId}`));
-    if (raw !== null) {
-      let jobId: unknown;
-      try {
-        jobId = (JSON.parse(raw) as Data).jobId;
-      } catch {
-        jobId = undefined;
-      }
-      if (typeof jobId === 'string') {
-        const job = await Job.fromId(this.incidents, jobId);
-        if (job?.id !== undefined && runIdFor(job.id, job.timestamp) === runId) return job;
-      }
+    const jobId = parseRunCheckpoint(await this.redis.get(runCheckpointKey(this.prefix, runId)))?.jobId;
+    if (jobId !== undefined) {
+      const job = await Job.fromId(this.incidents, jobId);
+      if (job?.id !== undefined && runIdFor(job.id, job.timestamp) === runId) return job;
     }
     for (const type of ALL_TYPES) {
       for (let start = 0; start < SCAN_MAX; start += PAGE) {
@@ -216,15 +224,12 @@ export class RunControl {
       );
     }
     const mine: RunCancellation = { by, reason, at: new Date().toISOString() };
-    const written = await this.redis.set(keys.cancelRun(this.prefix, runId), JSON.stringify(mine), 'EX', CANCEL_TTL_SECONDS, 'NX');
+    const written = await this.redis.set(runCancelKey(this.prefix, runId), JSON.stringify(mine), 'EX', CANCEL_TTL_SECONDS.run, 'NX');
     const cancelled = written === null ? ((await readRunCancellation(this.redis, this.prefix, runId)) ?? mine) : mine;
     // Added on every request: a request that died between the key and this job is completed by
     // the next one, and the coordinator's handler does nothing twice.
-    await this.timers.add(
-      'cancel-run',
-      { kind: 'cancel-run', runId },
-      { jobId: `cancel-run-${runId}`, removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } },
-    );
+    const timer: TimerJob = { kind: 'cancel-run', runId };
+    await this.timers.add(timer.kind, timer, { jobId: timerJobId(timer), removeOnComplete: true, removeOnFail: { age: 7 * 24 * 3600 } });
     return { runId, incidentId, cancelled, already: written === null, state };
   }
 
@@ -273,19 +278,11 @@ export class RunControl {
     const open = rows.filter((r) => r.state === 'waiting' || r.state === 'active' || r.state === 'parked');
     const values =
       open.length > 0
-        ? await this.redis.mget(
-            ...open.flatMap((r) => [keys.checkpoint(this.prefix, `run:${r.runId}`), keys.cancelRun(this.prefix, r.runId)]),
-          )
+        ? await this.redis.mget(...open.flatMap((r) => [runCheckpointKey(this.prefix, r.runId), runCancelKey(this.prefix, r.runId)]))
         : [];
-    const extra = new Map<string, { checkpoint: unknown; cancel: RunCancellation | null }>();
+    const extra = new Map<string, { checkpoint: RunCheckpoint | undefined; cancel: RunCancellation | null }>();
     open.forEach((r, i) => {
-      let checkpoint: unknown;
-      try {
-        checkpoint = JSON.parse(values[2 * i] ?? 'null');
-      } catch {
-        checkpoint = undefined;
-      }
-      extra.set(r.runId, { checkpoint, cancel: parseCancellation(values[2 * i + 1] ?? null) });
+      extra.set(r.runId, { checkpoint: parseRunCheckpoint(values[2 * i]), cancel: parseCancellation(values[2 * i + 1] ?? null) });
     });
     return rows.map(({ job, runId, state }) => {
       const more = extra.get(runId);

@@ -1,2 +1,2 @@
-export { Coordinator, parseRouting, TIMERS_QUEUE } from './coordinator.js';
+export { Coordinator } from './coordinator.js';
 export type { CoordinatorDeps } from './coordinator.js';

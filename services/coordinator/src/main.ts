@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
-import { INCIDENTS_QUEUE } from '@bosun/contract';
+import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, RunControl, checkRuntime, openRuntime, runService } from '@bosun/transport';
-import { Coordinator, TIMERS_QUEUE } from './coordinator.js';
+import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
 const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL ?? 'info' });
@@ -66,7 +66,7 @@ runService({
       maxStalledCount: config.workers.maxStalledCount,
     });
     worker.on('error', (err) => log.error({ err }, 'incidents worker error'));
-    const timers = new Worker(TIMERS_QUEUE, (job) => coordinator.onTimer(job), {
+    const timers = new Worker(COORDINATOR_TIMERS_QUEUE, (job) => coordinator.onTimer(job), {
       connection: rt.redis,
       prefix: env.prefix,
       concurrency: 16,

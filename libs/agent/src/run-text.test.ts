@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 
-import { childResults, inDoubtLine, parseRouting } from './coordinator.js';
+import { childResults } from './run-parts.js';
+import type { ChildrenRead } from './run-ports.js';
+import { describeOutput, inDoubtLine, parseRouting } from './run-text.js';
 
 const KNOWN = ['kubernetes', 'database'] as const;
 
@@ -42,27 +44,27 @@ describe('parseRouting', () => {
 });
 
 describe('childResults', () => {
-  const key = (id: string) => `bull:pfx:specialist-kubernetes:${id}`;
+  const read = (values: Record<string, unknown>, failures: Record<string, string> = {}): ChildrenRead => ({
+    values: new Map(Object.entries(values)),
+    failures: new Map(Object.entries(failures)),
+  });
   it('reads again when a read made early misses a delegation, and not otherwise', async () => {
     let reads = 0;
-    const late = async (): Promise<[Record<string, unknown>, Record<string, string>]> => {
+    const late = (): Promise<ChildrenRead> => {
       reads++;
-      return [{ [key('r1-d0-kubernetes')]: { ok: 1 }, [key('r1-d1-database')]: { ok: 2 } }, {}];
+      return Promise.resolve(read({ 'r1-d0-kubernetes': { ok: 1 }, 'r1-d1-database': { ok: 2 } }));
     };
-    const early = Promise.resolve<[Record<string, unknown>, Record<string, string>]>([{ [key('r1-d0-kubernetes')]: { ok: 1 } }, {}]);
+    const early = Promise.resolve(read({ 'r1-d0-kubernetes': { ok: 1 } }));
     const ds = [{ taskId: 'r1-d0-kubernetes' }, { taskId: 'r1-d1-database' }];
     const got = await childResults(ds, early, late);
     expect(reads).toBe(1);
-    expect([...got.byId.keys()].sort()).toEqual(['r1-d0-kubernetes', 'r1-d1-database']);
+    expect([...got.values.keys()].sort()).toEqual(['r1-d0-kubernetes', 'r1-d1-database']);
 
     // Complete early read (a failure counts as an answer), or a delegation already decided: no second read.
-    const early2 = Promise.resolve<[Record<string, unknown>, Record<string, string>]>([
-      { [key('r1-d0-kubernetes')]: { ok: 1 } },
-      { [key('r1-d1-database')]: 'boom' },
-    ]);
+    const early2 = Promise.resolve(read({ 'r1-d0-kubernetes': { ok: 1 } }, { 'r1-d1-database': 'boom' }));
     const got2 = await childResults(ds, early2, late);
     expect(reads).toBe(1);
-    expect(got2.failedById.get('r1-d1-database')).toBe('boom');
+    expect(got2.failures.get('r1-d1-database')).toBe('boom');
     await childResults([{ taskId: 'r1-d0-kubernetes' }, { taskId: 'r1-d1-database', result: {} }], early, late);
     expect(reads).toBe(1);
     // No early read: one read.
@@ -87,5 +89,25 @@ describe('inDoubtLine', () => {
     });
     expect(two).toMatch(/^IN DOUBT: 2 mutating tool calls were sent/);
     expect(two).toContain('demo__restart_pod by kubernetes (key k1); demo__rollback_deployment by kubernetes (key k2).');
+  });
+});
+
+describe('describeOutput', () => {
+  it('writes a report as its summary, findings and cause, and anything else as it is or as JSON', () => {
+    expect(
+      describeOutput({
+        summary: 'pods restart',
+        findings: [{ title: 'OOM', detail: 'limit 256Mi' }, { title: 'no detail' }, 'plain', { title: 7, detail: { a: 1 } }],
+        suspectedCause: 'memory leak',
+        recommendedAction: 'raise the limit',
+      }),
+    ).toBe(
+      'pods restart\n- OOM: limit 256Mi\n- no detail\n- plain\n- 7: {"a":1}\nsuspectedCause: memory leak\nrecommendedAction: raise the limit',
+    );
+    expect(describeOutput(undefined)).toBe('(no output)');
+    expect(describeOutput(null)).toBe('(no output)');
+    expect(describeOutput('text')).toBe('text');
+    expect(describeOutput(42)).toBe('42');
+    expect(describeOutput({ other: 1 })).toBe('{\n  "other": 1\n}');
   });
 });

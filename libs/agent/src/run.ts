@@ -1,0 +1,404 @@
+/**
+ * The coordinator's run loop: one incident, from its job to its run result. Route mode asks a
+ * classifier which specialists to delegate to; delegate mode lets a chat model delegate in
+ * rounds and answer. Waiting for specialists holds no worker: the run is checkpointed and its job
+ * parked until its children finish, then resumed from the checkpoint — in any coordinator.
+ */
+import {
+  INCIDENT_JOB,
+  Incident,
+  RunCheckpoint,
+  describeIssues,
+  isStalled,
+  runCheckpointId,
+  runIdFor,
+  timerJobId,
+  type RunCancellation,
+  type RunResult,
+} from '@bosun/contract';
+import { ModelError } from '@bosun/models';
+import { BadCheckpointError } from './checkpoint.js';
+import {
+  appendDelegationResults,
+  cancelRequested,
+  collect,
+  denyWaitingApproval,
+  dispatch,
+  incompletePart,
+  type RunContext,
+  type IncompleteCause,
+} from './run-parts.js';
+import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
+import { route, think } from './run-turns.js';
+import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, withInDoubt } from './run-text.js';
+
+/**
+ * What became of an incident job: its run's result; `parked` until its children finish (the
+ * job is picked up again then); or `rejected` — bad input, or a checkpoint that cannot be used —
+ * with a dead letter written, and the job must fail for good with `reason`.
+ */
+export type RunOutcome = { kind: 'result'; result: RunResult } | { kind: 'parked' } | { kind: 'rejected'; reason: string };
+
+/** A run being processed. */
+interface LoopContext extends RunContext {
+  job: IncidentJob;
+  incident: Incident;
+  ckptId: string;
+  /** The children read beside the checkpoint (a run back from waiting), until used. */
+  early?: Promise<ChildrenRead> | undefined;
+  /** The run's deadline timer and its progress, under way while it routes; awaited before the first checkpoint is written. */
+  startup?: Promise<unknown> | undefined;
+}
+
+const result = (r: RunResult): RunOutcome => ({ kind: 'result', result: r });
+
+function iso(deps: RunDeps, ms = deps.clock.now()): string {
+  return new Date(ms).toISOString();
+}
+
+/** Writes a poison dead letter for a rejected incident job. */
+async function poison(job: IncidentJob, deps: RunDeps, reason: string): Promise<void> {
+  // The same derived id as a rejected envelope: `bosun publish` finds it to replace the job.
+  await deps.deadLetters.add(
+    { kind: 'poison', reason, input: job.data, ...(typeof job.id === 'string' ? { incidentId: job.id } : {}) },
+    `poison-${job.id ?? 'unknown'}-${job.timestamp}`,
+  );
+}
+
+/** The incident of a job, or why the job is rejected (its poison dead letter written). */
+async function acceptIncident(job: IncidentJob, deps: RunDeps): Promise<{ incident: Incident } | RunOutcome> {
+  if (job.name !== INCIDENT_JOB) {
+    await poison(job, deps, `unexpected job name "${job.name}" on the incidents queue (expected "${INCIDENT_JOB}")`);
+    return { kind: 'rejected', reason: `unexpected job name "${job.name}"` };
+  }
+  const parsed = Incident.safeParse(job.data);
+  if (!parsed.success) {
+    const reason = `invalid incident: ${describeIssues(parsed.error).issues.join('; ')}`;
+    deps.log.warn({ jobId: job.id, reason }, 'incident rejected');
+    await poison(job, deps, reason);
+    return { kind: 'rejected', reason };
+  }
+  const incident = parsed.data;
+  if (job.id !== incident.id) {
+    // The run id, `bosun result` and duplicate detection all go by the job id: an incident
+    // under another job id would run under a name nobody looks for, or collide with its twin.
+    const reason = `job id "${job.id ?? ''}" does not match the incident's id "${incident.id}": publish an incident with its id as the job id`;
+    deps.log.warn({ jobId: job.id, incidentId: incident.id }, 'incident rejected: job id and incident id differ');
+    await poison(job, deps, reason);
+    return { kind: 'rejected', reason };
+  }
+  return { incident };
+}
+
+/** The checkpoint of a run that starts now. */
+function freshState(deps: RunDeps, incident: Incident, runId: string): RunCheckpoint {
+  const { mode, runDeadlineMs } = deps.config.coordinator;
+  return {
+    v: 1,
+    runId,
+    incidentId: incident.id,
+    startedAt: iso(deps),
+    deadlineAt: iso(deps, deps.clock.now() + runDeadlineMs),
+    jobId: incident.id,
+    mode,
+    phase: mode === 'route' ? 'routing' : 'thinking',
+    round: 0,
+    delegations: [],
+    messages: [],
+  };
+}
+
+/**
+ * The run's checkpoint, or a fresh one (`fresh`) when it has none. A checkpoint that cannot be
+ * used fails the run: a `failure` dead letter, `run.failed`, and the job is rejected.
+ */
+async function openRun(job: IncidentJob, deps: RunDeps, incident: Incident): Promise<{ ctx: LoopContext; fresh: boolean } | RunOutcome> {
+  const runId = runIdFor(incident.id, job.timestamp);
+  const ckptId = runCheckpointId(runId);
+  const ctx: LoopContext = { deps, job, incident, ckptId, state: freshState(deps, incident, runId) };
+  // Picked up for the first time (BullMQ counts every start): there is no checkpoint to read.
+  if (job.attemptsStarted <= 1) return { ctx, fresh: true };
+  try {
+    // A job picked up again is usually a run back from waiting-children: its children's results
+    // are read beside its checkpoint (and read again if they turn out to predate a child's end).
+    if (job.parkable) {
+      ctx.early = job.children.read();
+      // Awaited where it is used (collect); a read the run turns out not to need may fail unseen.
+      ctx.early.catch(() => undefined);
+    }
+    const raw = await deps.checkpoints.load(ckptId);
+    if (raw === null) return { ctx, fresh: true };
+    const parsed = RunCheckpoint.safeParse(raw);
+    if (!parsed.success) throw new BadCheckpointError(ckptId, describeIssues(parsed.error).issues.join('; '));
+    ctx.state = parsed.data;
+    return { ctx, fresh: false };
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    await deps.deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}-checkpoint`);
+    deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason } });
+    return { kind: 'rejected', reason };
+  }
+}
+
+/**
+ * A run's first pass: its deadline timer and progress (awaited before the first checkpoint, which
+ * is written before the first effect: a run that dies before it starts afresh, and the timer's job
+ * id keeps its first deadline), and `run.started`.
+ */
+function startRun(ctx: LoopContext): void {
+  const { deps, job, incident, state } = ctx;
+  ctx.startup = Promise.all([
+    deps.timers.add({ kind: 'run-deadline', runId: state.runId }, deps.config.coordinator.runDeadlineMs),
+    job.progress({ runId: state.runId, phase: 'started' }),
+  ]);
+  // Awaited before the first checkpoint (and logged if the run fails first).
+  ctx.startup.catch(() => undefined);
+  deps.events.emit({
+    type: 'run.started',
+    runId: state.runId,
+    incidentId: incident.id,
+    data: {
+      incident: {
+        id: incident.id,
+        reason: incident.reason,
+        severity: incident.severity,
+        source: incident.source,
+        summary: incident.summary,
+      },
+      mode: state.mode,
+    },
+  });
+}
+
+async function started(ctx: LoopContext): Promise<void> {
+  const s = ctx.startup;
+  ctx.startup = undefined;
+  await s;
+}
+
+async function save(ctx: LoopContext): Promise<void> {
+  await ctx.deps.checkpoints.save(ctx.ckptId, ctx.state);
+}
+
+/**
+ * Runs one incident job: checks it, opens its run (a fresh one, or from its checkpoint), and takes
+ * the run's steps until it parks or ends. Always ends a run with a result — completed, partial,
+ * failed or cancelled — except for a retryable model error, thrown while the job has attempts
+ * left so that it is tried again.
+ */
+export async function runIncident(job: IncidentJob, deps: RunDeps): Promise<RunOutcome> {
+  const accepted = await acceptIncident(job, deps);
+  if ('kind' in accepted) return accepted;
+  const opened = await openRun(job, deps, accepted.incident);
+  if ('kind' in opened) return opened;
+  const { ctx, fresh } = opened;
+  if (ctx.state.result) return result(ctx.state.result as RunResult);
+  if (fresh) startRun(ctx);
+  try {
+    return await runSteps(ctx);
+  } catch (err) {
+    return result(await failRun(ctx, err));
+  }
+}
+
+/** The loop over the run's phases, until it parks or ends. */
+async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
+  const { state, job, deps } = ctx;
+  for (;;) {
+    if (state.phase !== 'done') {
+      const cancelled = await cancelRequested(ctx);
+      if (cancelled) {
+        await started(ctx);
+        return result(await endCancelled(ctx, cancelled));
+      }
+      // The run's deadline: end now with what we have; whatever is still out is INCOMPLETE.
+      if (deps.clock.now() >= Date.parse(state.deadlineAt)) return result(await endAtDeadline(ctx));
+    }
+    if (state.phase === 'waiting') {
+      // Park until every child has finished; the job is picked up again then.
+      if (await job.park()) return { kind: 'parked' };
+      await collectWaiting(ctx);
+    }
+    if (state.phase === 'routing') await stepRouting(ctx);
+    else if (state.phase === 'thinking') {
+      const answer = await stepThinking(ctx);
+      if (answer) return result(answer);
+    } else if (state.phase === 'done') return result(await finish(ctx, mergeReports(ctx.incident, state)));
+  }
+}
+
+/** Back from waiting: the children's results into the delegations; delegate mode gives them to the model. */
+async function collectWaiting(ctx: LoopContext): Promise<void> {
+  const { state, job } = ctx;
+  await collect(ctx, { early: ctx.early, read: () => job.children.read() }, 'fail');
+  ctx.early = undefined;
+  state.phase = state.mode === 'route' ? 'done' : 'thinking';
+  if (state.mode === 'delegate') {
+    appendDelegationResults(state);
+    await save(ctx);
+  }
+  // Route mode answers next, and that saves; nothing happens in between.
+}
+
+/** Route mode: route (once), then the child jobs; the run waits for them, or is done when none is out. */
+async function stepRouting(ctx: LoopContext): Promise<void> {
+  const { state } = ctx;
+  if (!state.routed) {
+    await route(ctx, ctx.incident);
+    await started(ctx);
+    await save(ctx);
+  }
+  // A cancellation that came during routing ends the run at the top of the loop, before any child job.
+  if (await cancelRequested(ctx)) return;
+  await dispatch(ctx, ctx.incident, ctx.job.children);
+  state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
+  await save(ctx);
+}
+
+/** Delegate mode: one model turn; its answer ends the run, its delegations become child jobs. */
+async function stepThinking(ctx: LoopContext): Promise<RunResult | undefined> {
+  const { state } = ctx;
+  const answer = await think(ctx, ctx.incident);
+  await started(ctx);
+  await save(ctx);
+  if (answer !== undefined) return finish(ctx, answer);
+  if (await cancelRequested(ctx)) return undefined;
+  await dispatch(ctx, ctx.incident, ctx.job.children);
+  state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
+  if (state.phase === 'thinking') appendDelegationResults(state);
+  await save(ctx);
+  return undefined;
+}
+
+/** The run's deadline has passed: whatever is still out becomes an INCOMPLETE `timeout` part, and the run ends `partial`. */
+async function endAtDeadline(ctx: LoopContext): Promise<RunResult> {
+  const { state, job } = ctx;
+  if (state.phase === 'waiting') await collect(ctx, { read: () => job.children.read() }, 'skip');
+  const cause: IncompleteCause = { kind: 'timeout', reason: 'the run reached its deadline' };
+  for (const d of state.delegations) if (!d.result) await incompletePart(ctx, d, cause);
+  state.phase = 'done';
+  await save(ctx);
+  const answer = `${mergeReports(ctx.incident, state)}\n\nThe run reached its deadline (${state.deadlineAt}) before it was complete.`;
+  return finish(ctx, answer, { deadlineReached: true });
+}
+
+/**
+ * Ends a cancelled run that this process holds: the delegations still out become INCOMPLETE
+ * `cancelled` parts (their specialists stop before their next effect, their children no longer
+ * hold the run), and the answer says who cancelled it, why, and what was not finished.
+ */
+async function endCancelled(ctx: LoopContext, cancelled: RunCancellation): Promise<RunResult> {
+  const { state, job, deps } = ctx;
+  if (state.phase === 'waiting') await collect(ctx, { early: ctx.early, read: () => job.children.read() }, 'skip');
+  ctx.early = undefined;
+  const cut = state.delegations.filter((d) => !d.result);
+  for (const d of cut) {
+    await incompletePart(ctx, d, { kind: 'cancelled', reason: cancelledReason(cancelled) });
+    // A child still out would keep the incident job from completing.
+    await deps.jobs.release(d.agent, d.taskId);
+  }
+  for (const d of cut) await denyWaitingApproval(ctx, d, cancelled);
+  state.phase = 'done';
+  return finish(ctx, cancelledAnswer(ctx.incident, state, cancelled));
+}
+
+/** A run result's status: see {@link finish}. */
+function statusOf(state: RunCheckpoint, degraded: number, partial: boolean): RunResult['status'] {
+  if (state.cancelled) return 'cancelled';
+  // Route mode with nobody to ask has checked nothing; a delegating model may answer alone.
+  if (state.delegations.length === 0 && state.mode === 'route') return 'failed';
+  return degraded > 0 || partial ? 'partial' : 'completed';
+}
+
+/**
+ * Ends the run with `reply` as its answer: the result (saved with the checkpoint, which closes
+ * the run), the run's timers removed, and `run.completed` (or `run.failed`).
+ */
+async function finish(ctx: LoopContext, reply: string, options: { deadlineReached?: boolean } = {}): Promise<RunResult> {
+  const { state, deps, incident } = ctx;
+  const specialists = outcomes(state);
+  const degraded = specialists.filter((s) => s.status !== 'completed' || isStalled(s.output)).length;
+  const inDoubt = runInDoubt(state);
+  // Said by the coordinator in either mode: a model's answer may not mention it.
+  const answer = withInDoubt(reply, inDoubt);
+  const r: RunResult = {
+    v: 1,
+    runId: state.runId,
+    incidentId: incident.id,
+    // An effect whose outcome is unknown makes the run partial, however its parts ended.
+    status: statusOf(state, degraded, Boolean(options.deadlineReached || inDoubt)),
+    answer,
+    specialists,
+    stalled: degraded,
+    ...(inDoubt ? { inDoubt } : {}),
+    startedAt: state.startedAt,
+    finishedAt: iso(deps),
+    ...(state.cancelled ? { cancelled: state.cancelled } : {}),
+  };
+  state.result = r;
+  state.phase = 'done';
+  // The run is over: its deadline timers have nothing left to do (a timer that still fires
+  // finds the result and does nothing). Removed while the result is saved.
+  const timers = [
+    { kind: 'run-deadline', runId: state.runId } as const,
+    ...state.delegations.map((d) => ({ kind: 'task-deadline', runId: state.runId, taskId: d.taskId }) as const),
+  ];
+  await Promise.all([
+    save(ctx),
+    ...timers.map((t) =>
+      deps.timers
+        .remove(t)
+        .catch((err: unknown) =>
+          deps.log.warn({ err, timer: timerJobId(t) }, 'could not remove a deadline timer; it will find the run finished'),
+        ),
+    ),
+  ]);
+  deps.events.emit({
+    type: r.status === 'failed' ? 'run.failed' : 'run.completed',
+    runId: state.runId,
+    incidentId: incident.id,
+    data: {
+      status: r.status,
+      stalled: r.stalled,
+      specialists: specialists.map((s) => ({ name: s.name, status: s.status })),
+      answer,
+      ...(inDoubt ? { inDoubt } : {}),
+      ...(r.cancelled ? { cancelled: r.cancelled } : {}),
+    },
+  });
+  return r;
+}
+
+/**
+ * A run that failed on an error: it ends `failed` with what it has (a `failure` dead letter and
+ * `run.failed`) — unless a passing provider error may pass on another attempt, which is thrown
+ * for the job to be retried while it has attempts left.
+ */
+async function failRun(ctx: LoopContext, err: unknown): Promise<RunResult> {
+  const { state, deps, job, incident } = ctx;
+  const { runId } = state;
+  await started(ctx).catch((e: unknown) => deps.log.warn({ err: e, runId }, 'could not start the run deadline timer or progress'));
+  if (err instanceof ModelError && err.retryable && job.attemptsMade + 1 < job.maxAttempts) throw err;
+  const reason = err instanceof Error ? err.message : String(err);
+  deps.log.error({ err, runId }, 'run failed');
+  const inDoubt = runInDoubt(state);
+  const specialists = outcomes(state);
+  const r: RunResult = {
+    v: 1,
+    runId,
+    incidentId: incident.id,
+    status: 'failed',
+    answer: withInDoubt(`The run failed before it could answer: ${reason}`, inDoubt),
+    specialists,
+    stalled: specialists.filter((s) => s.status !== 'completed').length,
+    ...(inDoubt ? { inDoubt } : {}),
+    startedAt: state.startedAt,
+    finishedAt: iso(deps),
+  };
+  state.result = r;
+  state.phase = 'done';
+  await save(ctx);
+  await deps.deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}`);
+  deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason, ...(inDoubt ? { inDoubt } : {}) } });
+  return r;
+}

@@ -1,0 +1,22 @@
+import { z } from 'zod';
+
+/** A tool call of a model turn as stored in a checkpoint (the models' `ToolCall`). */
+const StoredToolCall = z.object({
+  id: z.string(),
+  name: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  signature: z.string().optional(),
+});
+
+/**
+ * A conversation turn as stored in a checkpoint (a task's, or a delegating run's): the models'
+ * `Message`. Checkpoints are stored formats, not part of the v1 wire contract.
+ */
+export const MessageSchema = z.discriminatedUnion('role', [
+  z.object({ role: z.literal('user'), text: z.string() }),
+  z.object({ role: z.literal('model'), text: z.string().optional(), calls: z.array(StoredToolCall).optional() }),
+  z.object({
+    role: z.literal('tool'),
+    responses: z.array(z.object({ id: z.string(), name: z.string(), output: z.unknown(), isError: z.boolean().optional() })),
+  }),
+]);
