@@ -22,7 +22,9 @@ export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters
 export type { DeadLetterInput } from './dead-letters.js';
 export { QueueToolClient } from './tools.js';
 export type { ToolClient, QueueToolClientOptions } from './tools.js';
-export { runService, readyLine } from './service.js';
+export { runService, readyLine, READY_LINE } from './service.js';
+export { ServiceProcess, ProcessGroup, launchProcess } from './launcher.js';
+export type { LaunchOptions, ExitStatus } from './launcher.js';
 export type { ServiceHandle, RunServiceOptions, ServiceArgs, ServiceArgOptions } from './service.js';
 export { openRuntime, checkRuntime } from './runtime.js';
 export type { Runtime } from './runtime.js';
