@@ -8,6 +8,7 @@ import {
   openContext,
   runCli,
   startService,
+  waitUntil,
   writeConfig,
   type CallLog,
   type TestContext,
@@ -58,8 +59,7 @@ describe('the gateway dies during a mutating call', () => {
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const key = String(started.data.key);
     // Wait until the MCP server has received the call, then kill the gateway mid-call.
-    const until = Date.now() + 10_000;
-    while (logged('restart_pod') === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(() => logged('restart_pod') > 0, 10_000, 'the MCP server received restart_pod', 20);
     expect(logged('restart_pod')).toBe(1);
     cluster.get('gateway').kill('SIGKILL');
     await cluster.get('gateway').exited;

@@ -10,6 +10,7 @@ import {
   openClient,
   openContext,
   startService,
+  waitUntil,
   writeConfig,
   type CallLog,
   type Client,
@@ -58,14 +59,17 @@ async function requested(runId: string): Promise<Approval> {
 async function parked(a: Approval): Promise<void> {
   // The task waits as a delayed job (no worker held) until the decision.
   const q = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix: ctx.prefix });
-  const until = Date.now() + 10_000;
   let state = '';
-  while (Date.now() < until) {
-    state = (await (await q.getJob(a.taskId))?.getState()) ?? '';
-    if (state === 'delayed') break;
-    await new Promise((r) => setTimeout(r, 50));
+  try {
+    await waitUntil(
+      async () => (state = (await (await q.getJob(a.taskId))?.getState()) ?? '') === 'delayed',
+      10_000,
+      () => `task ${a.taskId} parked as a delayed job (state: ${state})`,
+      50,
+    );
+  } finally {
+    await q.close();
   }
-  await q.close();
   expect(state).toBe('delayed');
 }
 

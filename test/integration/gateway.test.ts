@@ -4,7 +4,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
-import { DEAD_LETTER_QUEUE, type ToolCallJob } from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, type ToolCallJob, type ToolCallResult } from '@bosun/contract';
 import { createLogger, parseClusterConfig } from '@bosun/config';
 import { DeadLetters, EventPublisher, keys } from '@bosun/transport';
 import { ToolGateway } from '@bosun/tool-gateway';
@@ -23,7 +23,7 @@ let httpServer: ChildProcess;
 let callLog: string;
 let httpPort = 0;
 
-function call(key: string, tool: string, args: Record<string, unknown>, agent = 'ops'): Promise<import('@bosun/contract').ToolCallResult> {
+function call(key: string, tool: string, args: Record<string, unknown>, agent = 'ops'): Promise<ToolCallResult> {
   const data: ToolCallJob = { v: 1, key, runId: 'r-gw', incidentId: 'inc-gw', agent, tool, args };
   // The processor only reads the job's name, id and data.
   return gateway.process({ name: 'tool-call', id: key, data } as never);
@@ -243,8 +243,7 @@ describe('tool gateway against real MCP servers', () => {
     const pid = demo.pid;
     expect(pid).toBeTypeOf('number');
     process.kill(pid!, 'SIGKILL');
-    const deadline = Date.now() + 10_000;
-    while (demo.pid !== undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await waitUntil(() => demo.pid === undefined, 10_000, 'the gateway saw its MCP server die', 50);
     expect(demo.pid).toBeUndefined();
     const after = await call('k-after-restart', 'demo__list_services', {});
     expect(after.status).toBe('ok');
