@@ -1,15 +1,14 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  TestCluster,
   callLog,
-  demoConfig,
   openClient,
-  openContext,
   runCli,
+  startClusterTest,
   startService,
   waitUntil,
-  writeConfig,
+  type ClusterTest,
+  type TestCluster,
   type CallLog,
   type TestContext,
 } from '../helpers/index.js';
@@ -18,6 +17,7 @@ import {
 // it took effect: it is declared in doubt, never re-sent automatically, shown to operators, and
 // `bosun ack <key> --retry` sends it exactly once more.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
@@ -27,20 +27,18 @@ const logged = (tool: string) => toolLog.count(tool);
 const bosun = (args: string[]) => runCli(env, args);
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-gateway');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  // This test is about crashes, not approvals: let the mutating tools run unasked.
-  config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
+  t = await startClusterTest('chaos-gateway', (config, c) => {
+    toolLog = callLog(join(c.dir, 'calls.jsonl'));
+    // This test is about crashes, not approvals: let the mutating tools run unasked.
+    config.mcpServers.demo.tools = {};
+    config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  });
+  ({ ctx, cluster, env } = t);
 });
 
 afterAll(async () => {
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('the gateway dies during a mutating call', () => {

@@ -4,14 +4,12 @@ import { Queue, type Job } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
 import { ApprovalStore, type Approval } from '@bosun/transport';
 import {
-  TestCluster,
   callLog,
-  demoConfig,
-  openClient,
-  openContext,
+  startClusterTest,
   startService,
   waitUntil,
-  writeConfig,
+  type ClusterTest,
+  type TestCluster,
   type CallLog,
   type Client,
   type TestContext,
@@ -22,6 +20,7 @@ import {
 
 const MARKER = 'An operator has APPROVED the following calls';
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
@@ -80,26 +79,22 @@ async function userMessages(taskId: string): Promise<string[]> {
 }
 
 beforeAll(async () => {
-  ctx = await openContext('approvals');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path };
-  // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
-  config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
-  // kubernetes' twin with a 2 s deadline, for the wait that outlasts it.
-  config.specialists.ops = { ...config.specialists.kubernetes, description: 'kubernetes with a short deadline', deadlineMs: 2_000 };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
-  client = await openClient(ctx);
+  t = await startClusterTest('approvals', (config, c) => {
+    toolLog = callLog(join(c.dir, 'calls.jsonl'));
+    config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path };
+    // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
+    config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+    // kubernetes' twin with a 2 s deadline, for the wait that outlasts it.
+    config.specialists.ops = { ...config.specialists.kubernetes, description: 'kubernetes with a short deadline', deadlineMs: 2_000 };
+  });
+  ({ ctx, cluster, client, env } = t);
   approvals = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
 });
 
 afterAll(async () => {
   await approvals?.close();
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('approvals', () => {
