@@ -1,78 +1,53 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { parse } from 'yaml';
 import { runsStreamName } from '@bosun/contract';
-import { note, withTimeout } from './util.js';
+import { ProcessGroup, type LaunchOptions, type ServiceProcess } from '@bosun/transport';
+import { note } from './util.js';
 
 export type ServiceName = 'tool-gateway' | 'coordinator' | 'specialist';
 export const SERVICES: readonly ServiceName[] = ['tool-gateway', 'coordinator', 'specialist'];
 
-/** Every child process the bench started and has not seen exit: stopped on error, SIGINT and exit. */
-const live = new Set<ManagedProcess>();
+/** Every child process the bench started and has not seen end: stopped on error, SIGINT and exit. */
+const processes = new ProcessGroup({ killOnExit: true });
 
-/** One child process (a Bosun service or a raw-chain role), its output read line by line. */
+/**
+ * One child process (a Bosun service or a raw-chain role), started and stopped by the shared
+ * launcher (`@bosun/transport`), plus what the bench reads of it in /proc.
+ */
 export class ManagedProcess {
-  readonly child: ChildProcess;
-  readonly pid: number;
-  readonly label: string;
-  readonly exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  exited = false;
-  /** The last lines of stdout and stderr, for error messages. */
-  readonly tail: string[] = [];
-  private readonly listeners = new Set<(line: string) => void>();
+  /** The launched process: its output lines, ready line, exit. */
+  readonly proc: ServiceProcess;
 
-  constructor(label: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv }) {
-    this.label = label;
-    this.child = spawn(process.execPath, args, { cwd: options.cwd, env: options.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    if (this.child.pid === undefined) throw new Error(`could not start ${label}`);
-    this.pid = this.child.pid;
-    live.add(this);
-    this.exit = new Promise((resolveExit) => {
-      this.child.once('exit', (code, signal) => {
-        this.exited = true;
-        live.delete(this);
-        resolveExit({ code, signal });
-      });
+  /** Starts `options.script`, keeping its last 40 lines of output for error messages. */
+  constructor(options: LaunchOptions) {
+    this.proc = processes.launch({
+      keepLines: 40,
+      onKill: (p, graceMs) => note(`${p.name} (pid ${p.pid}) did not stop within ${graceMs} ms; SIGKILL`),
+      ...options,
     });
-    for (const stream of [this.child.stdout!, this.child.stderr!]) {
-      createInterface({ input: stream }).on('line', (line) => {
-        this.tail.push(line);
-        if (this.tail.length > 40) this.tail.shift();
-        for (const l of this.listeners) l(line);
-      });
-    }
   }
 
-  onLine(listener: (line: string) => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+  get label(): string {
+    return this.proc.name;
+  }
+
+  get pid(): number {
+    return this.proc.pid;
   }
 
   /** SIGTERM, then wait for the exit; SIGKILL after `timeoutMs`. */
   async stop(timeoutMs = 45_000): Promise<void> {
-    if (this.exited) return;
-    this.child.kill('SIGTERM');
-    const t = setTimeout(() => {
-      if (!this.exited) {
-        note(`${this.label} (pid ${this.pid}) did not stop within ${timeoutMs} ms; SIGKILL`);
-        this.child.kill('SIGKILL');
-      }
-    }, timeoutMs);
-    t.unref();
-    await this.exit;
-    clearTimeout(t);
+    await this.proc.stop(timeoutMs);
   }
 
   /** SIGKILL and wait for the exit. */
   async kill(): Promise<void> {
-    if (this.exited) return;
-    this.child.kill('SIGKILL');
-    await this.exit;
+    this.proc.kill('SIGKILL');
+    await this.proc.exited;
   }
 
   /** A field of /proc/<pid>/status in kB (VmRSS, VmHWM), or NaN once the process is gone. */
@@ -87,24 +62,18 @@ export class ManagedProcess {
   }
 
   describe(): string {
-    return `${this.label} (pid ${this.pid})${this.tail.length ? `; last output:\n  ${this.tail.slice(-10).join('\n  ')}` : ''}`;
+    return this.proc.describe();
   }
 }
 
 /** Stops every child still running: SIGTERM, up to `timeoutMs`, then SIGKILL. */
 export async function stopAllProcesses(timeoutMs = 20_000): Promise<void> {
-  await Promise.all([...live].map((p) => p.stop(timeoutMs).catch(() => undefined)));
+  await processes.stopAll(timeoutMs);
 }
 
 /** Last resort at process exit: SIGKILL whatever is left (synchronous). */
 export function killAllProcessesSync(): void {
-  for (const p of live) {
-    try {
-      p.child.kill('SIGKILL');
-    } catch {
-      /* already gone */
-    }
-  }
+  processes.killAll();
 }
 
 /** Samples VmRSS of a process every `intervalMs`. */
@@ -283,19 +252,28 @@ export interface ScenarioConfig {
   workers?: { lockDurationMs?: number; stalledIntervalMs?: number; maxStalledCount?: number };
 }
 
+/** The parts of the demo config (infra/demo/bosun.yaml) that a scenario changes. */
+interface DemoConfig extends Record<string, unknown> {
+  mcpServers: { demo: { args?: string[] } };
+  coordinator: { model?: unknown; concurrency?: number };
+  specialists: Record<string, { model?: unknown; concurrency?: number }>;
+  gateway: { concurrency?: number };
+  workers?: unknown;
+}
+
 /**
  * The demo config (infra/demo/bosun.yaml) with the MCP server at its absolute path, the fake
  * model everywhere (never Gemini, whatever the environment), and the scenario's settings.
  */
 export function buildConfig(root: string, s: ScenarioConfig): Record<string, unknown> {
-  const demo = parse(readFileSync(join(root, 'infra/demo/bosun.yaml'), 'utf8')) as Record<string, any>;
+  const demo = parse(readFileSync(join(root, 'infra/demo/bosun.yaml'), 'utf8')) as DemoConfig;
   demo.mcpServers.demo.args = [resolve(root, 'mcp-servers/demo/dist/main.js')];
   demo.coordinator.model = { provider: 'fake' };
   if (s.coordinatorConcurrency !== undefined) demo.coordinator.concurrency = s.coordinatorConcurrency;
-  for (const [name, spec] of Object.entries(demo.specialists as Record<string, any>)) {
+  for (const [name, spec] of Object.entries(demo.specialists)) {
     spec.model = { provider: 'fake', latencyMs: name === 'kubernetes' ? (s.kubernetesLatencyMs ?? 0) : 0 };
   }
-  if (s.kubernetesConcurrency !== undefined) demo.specialists.kubernetes.concurrency = s.kubernetesConcurrency;
+  if (s.kubernetesConcurrency !== undefined) demo.specialists.kubernetes!.concurrency = s.kubernetesConcurrency;
   if (s.gatewayConcurrency !== undefined) demo.gateway.concurrency = s.gatewayConcurrency;
   if (s.workers) demo.workers = { ...s.workers };
   return demo;
@@ -354,32 +332,12 @@ export class Cluster {
       BOSUN_CONFIG: this.configPath,
       LOG_LEVEL: 'warn',
     };
-    const proc = new ManagedProcess(label, [...nodeArgs, script], { cwd: root, env });
+    const proc = new ManagedProcess({ name: label, script, nodeArgs, cwd: root, env });
     this.procs.push(proc);
-    await this.waitReady(service, proc);
+    // Ready = the service's ready line on stdout (`{"bosun":"ready","service":"<service>",…}`,
+    // printed whatever LOG_LEVEL says; see docs/architecture.md, "Knowing that a service is ready").
+    await proc.proc.ready({ service, timeoutMs: 60_000 });
     return proc;
-  }
-
-  /**
-   * Ready = the service's ready line on stdout (`{"bosun":"ready","service":"<service>",…}`,
-   * printed whatever LOG_LEVEL says; see docs/architecture.md, "Knowing that a service is ready").
-   */
-  private async waitReady(service: ServiceName, proc: ManagedProcess, timeoutMs = 60_000): Promise<void> {
-    const prefix = JSON.stringify({ bosun: 'ready', service }).slice(0, -1);
-    let unsubscribe: () => unknown = () => undefined;
-    const byLine = new Promise<void>((res) => {
-      unsubscribe = proc.onLine((line) => {
-        if (line.startsWith(prefix)) res();
-      });
-    });
-    const exited = proc.exit.then(({ code, signal }) => {
-      throw new Error(`${proc.label} exited (code ${code}, signal ${signal}) before it was ready: ${proc.describe()}`);
-    });
-    try {
-      await withTimeout(Promise.race([byLine, exited]), timeoutMs, `${proc.describe()} not ready after ${timeoutMs} ms`);
-    } finally {
-      unsubscribe();
-    }
   }
 
   /** Stops every service (SIGTERM, wait for the exit) and removes the temp dir. */

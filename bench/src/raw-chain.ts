@@ -13,7 +13,6 @@ import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents, WaitingChildrenError, Worker, type Job } from 'bullmq';
 import { Redis } from 'ioredis';
 import { ManagedProcess } from './cluster.js';
-import { withTimeout } from './util.js';
 
 export const RAW_INCIDENTS = 'raw-incidents';
 export const RAW_TASKS = 'raw-tasks';
@@ -31,16 +30,15 @@ export class RawChain {
     const script = fileURLToPath(import.meta.url);
     try {
       for (const role of RAW_ROLES) {
-        const proc = new ManagedProcess(`raw-${role}`, [script, role, opts.prefix, String(opts.concurrency[role]), opts.redisUrl], {
+        const proc = new ManagedProcess({
+          name: `raw-${role}`,
+          script,
+          args: [role, opts.prefix, String(opts.concurrency[role]), opts.redisUrl],
           cwd: opts.root,
           env: { PATH: process.env.PATH, HOME: process.env.HOME },
         });
         chain.procs.push(proc);
-        const ready = new Promise<void>((res) => proc.onLine((l) => l === `raw-${role} ready` && res()));
-        const exited = proc.exit.then(() => {
-          throw new Error(`raw-${role} exited before it was ready: ${proc.describe()}`);
-        });
-        await withTimeout(Promise.race([ready, exited]), 30_000, `raw-${role} not ready: ${proc.describe()}`);
+        await proc.proc.waitForLine((l) => l === `raw-${role} ready`, 30_000, `"raw-${role} ready"`);
       }
     } catch (err) {
       await chain.stop();
@@ -71,7 +69,7 @@ async function runRole(role: RawRole, prefix: string, concurrency: number, redis
     worker = new Worker(
       RAW_INCIDENTS,
       async (job: Job, token?: string) => {
-        if (job.data.step !== 'waiting') {
+        if ((job.data as { step?: string }).step !== 'waiting') {
           await tasks.add(
             'task',
             { incidentId: job.id },
@@ -94,7 +92,7 @@ async function runRole(role: RawRole, prefix: string, concurrency: number, redis
     closers.push(
       () => events.close(),
       () => tools.close(),
-      async () => eventsConnection.disconnect(),
+      () => Promise.resolve(eventsConnection.disconnect()),
     );
     worker = new Worker(
       RAW_TASKS,
@@ -108,7 +106,7 @@ async function runRole(role: RawRole, prefix: string, concurrency: number, redis
       common,
     );
   } else {
-    worker = new Worker(RAW_TOOLS, async () => ({ content: [{ type: 'text', text: 'ok' }] }), common);
+    worker = new Worker(RAW_TOOLS, () => Promise.resolve({ content: [{ type: 'text', text: 'ok' }] }), common);
   }
   worker.on('error', (err) => process.stderr.write(`raw-${role} worker error: ${err.message}\n`));
   await worker.waitUntilReady();

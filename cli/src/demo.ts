@@ -6,8 +6,18 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
 import { INCIDENTS_QUEUE, type IncidentInput, type RunResult } from '@bosun/contract';
-import { createLogger, readEnv } from '@bosun/config';
-import { ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, createRedis, waitForRedis } from '@bosun/transport';
+import { createLogger, readEnv, type BosunEnv } from '@bosun/config';
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  ApprovalStore,
+  EventPublisher,
+  ProcessGroup,
+  approvalResolvedEvent,
+  connectNats,
+  createRedis,
+  waitForRedis,
+  type ServiceProcess,
+} from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 
@@ -97,27 +107,32 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promis
   return false;
 }
 
+/** A server the demo needs, and how to start one when none answers. */
+interface ServerSpec {
+  kind: 'Redis' | 'NATS';
+  url: string;
+  binary: string;
+  args: (port: number, dir: string) => string[];
+}
+
+const SERVER_HINT = 'Install them (Debian/Ubuntu: apt-get install redis-server nats-server) or set REDIS_URL / NATS_URL.';
+
 /**
- * Makes sure a server answers at `url`; starts `binary` in a temporary folder when it does not
- * and the binary is on the PATH. Returns the started process, if any.
+ * Makes sure a server answers at `spec.url`; starts `spec.binary` in a temporary folder when it
+ * does not and the binary is on the PATH. Returns the started process, if any.
  */
-async function ensureServer(
-  kind: 'Redis' | 'NATS',
-  url: string,
-  binary: string,
-  args: (port: number, dir: string) => string[],
-  hint: string,
-): Promise<ChildProcess | undefined> {
-  const u = new URL(url);
+async function ensureServer(spec: ServerSpec): Promise<ChildProcess | undefined> {
+  const { kind, binary } = spec;
+  const u = new URL(spec.url);
   const host = u.hostname || '127.0.0.1';
   const port = Number(u.port || (kind === 'Redis' ? 6379 : 4222));
   if (await reachable(host, port)) return undefined;
   if (!onPath(binary)) {
-    throw new Error(`${kind} does not answer at ${host}:${port} and ${binary} is not on the PATH. ${hint}`);
+    throw new Error(`${kind} does not answer at ${host}:${port} and ${binary} is not on the PATH. ${SERVER_HINT}`);
   }
   const dir = mkdtempSync(join(tmpdir(), `bosun-${binary}-`));
   say(`${kind} does not answer at ${host}:${port}: starting ${binary} in ${dir}`);
-  const child = spawn(binary, args(port, dir), { stdio: 'ignore', detached: false });
+  const child = spawn(binary, spec.args(port, dir), { stdio: 'ignore', detached: false });
   if (!(await waitFor(() => reachable(host, port), 10_000))) {
     child.kill('SIGKILL');
     throw new Error(`started ${binary} but it does not answer at ${host}:${port}`);
@@ -125,86 +140,109 @@ async function ensureServer(
   return child;
 }
 
-/** Options of {@link runDemo}. */
-export interface DemoOptions {
-  /** Exit after the sample incidents instead of running until Ctrl-C. */
-  once: boolean;
+/** Redis and NATS for the demo: those that answer, or servers it starts (returned, to stop at the end). */
+async function ensureServers(env: BosunEnv): Promise<ChildProcess[]> {
+  const redis = await ensureServer({
+    kind: 'Redis',
+    url: env.redisUrl,
+    binary: 'redis-server',
+    args: (port, dir) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+  });
+  const nats = await ensureServer({
+    kind: 'NATS',
+    url: env.natsUrl,
+    binary: 'nats-server',
+    args: (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir],
+  });
+  return [redis, nats].filter((s): s is ChildProcess => s !== undefined);
 }
 
+/** The demo's services, each a separate process; its output goes to `.bosun/logs/<name>.log`. */
+const DEMO_SERVICES = [
+  ['tool-gateway', 'services/tool-gateway/dist/main.js'],
+  ['coordinator', 'services/coordinator/dist/main.js'],
+  ['specialist-1', 'services/specialist/dist/main.js'],
+  ['specialist-2', 'services/specialist/dist/main.js'],
+] as const;
+
 /**
- * `npm start`: starts a demo cluster (coordinator, two specialists, gateway) as separate
- * processes, publishes the sample incidents, shows their events live and prints each result.
+ * The demo's service processes, started with the shared launcher (`@bosun/transport`): started
+ * together, stopped together (SIGTERM, SIGKILL after 15 s), and the whole demo stopped when one
+ * exits unexpectedly.
  */
-export async function runDemo(options: DemoOptions): Promise<number> {
-  const env = readEnv();
-  const started: ChildProcess[] = [];
-  const servers: ChildProcess[] = [];
-  const hint = 'Install them (Debian/Ubuntu: apt-get install redis-server nats-server) or set REDIS_URL / NATS_URL.';
-  const redisServer = await ensureServer(
-    'Redis',
-    env.redisUrl,
-    'redis-server',
-    (port, dir) => ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    hint,
-  );
-  if (redisServer) servers.push(redisServer);
-  const natsServer = await ensureServer(
-    'NATS',
-    env.natsUrl,
-    'nats-server',
-    (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir],
-    hint,
-  );
-  if (natsServer) servers.push(natsServer);
+class DemoCluster {
+  /** Resolves with the demo's exit code once every process has stopped. */
+  readonly exited: Promise<number>;
+  private readonly group = new ProcessGroup({ killOnExit: true });
+  private readonly procs: ServiceProcess[] = [];
+  private stopping = false;
+  private resolveExit: (code: number) => void = () => undefined;
 
-  const logDir = join(root, '.bosun', 'logs');
-  mkdirSync(logDir, { recursive: true });
-  let stopping = false;
-  const launch = (name: string, script: string, args: string[] = []) => {
-    const log = createWriteStream(join(logDir, `${name}.log`), { flags: 'a' });
-    const child = spawn(process.execPath, [join(root, script), ...args], { env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout?.pipe(log);
-    child.stderr?.pipe(log);
-    child.on('exit', (code, signal) => {
-      if (!stopping) {
-        say(`!! ${name} exited unexpectedly (code ${String(code)}, signal ${String(signal)}); see ${join(logDir, `${name}.log`)}`);
-        void shutdown(1);
-      }
-    });
-    started.push(child);
-    return child;
-  };
+  constructor(
+    private readonly servers: ChildProcess[],
+    private readonly logDir: string,
+  ) {
+    this.exited = new Promise<number>((r) => (this.resolveExit = r));
+  }
 
-  let resolveExit: (code: number) => void = () => undefined;
-  const exited = new Promise<number>((r) => (resolveExit = r));
-  const shutdown = async (code: number) => {
-    if (stopping) return;
-    stopping = true;
+  /** Starts every service of {@link DEMO_SERVICES} with this process's environment. */
+  launch(): void {
+    for (const [name, script] of DEMO_SERVICES) {
+      const file = join(this.logDir, `${name}.log`);
+      const log = createWriteStream(file, { flags: 'a' });
+      const p = this.group.launch({
+        name,
+        script: join(root, script),
+        env: process.env,
+        keepLines: 20,
+        onLine: (l) => log.write(`${l}\n`),
+      });
+      void p.exited.then(({ code, signal }) => {
+        log.end();
+        if (this.stopping) return;
+        say(`!! ${name} exited unexpectedly (code ${String(code)}, signal ${String(signal)}); see ${file}`);
+        void this.shutdown(1);
+      });
+      this.procs.push(p);
+    }
+  }
+
+  /** Waits (60 s at most) for every service's ready line; false, with the demo stopping, when one is missing. */
+  async ready(): Promise<boolean> {
+    try {
+      await Promise.all(this.procs.map((p) => p.ready({ timeoutMs: 60_000 })));
+      return true;
+    } catch {
+      // A service that exited has said so (above); one that is still starting is named here.
+      const late = this.procs.filter((p) => p.running).map((p) => p.name);
+      if (!this.stopping) say(`!! not ready within 60 s: ${late.join(', ')}; see the logs in ${this.logDir}`);
+      await this.shutdown(1);
+      return false;
+    }
+  }
+
+  /** Stops every service, then the servers the demo started, and resolves {@link exited} with `code`. */
+  async shutdown(code: number): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
     say('stopping the demo cluster…');
-    await Promise.all(
-      started.map(
-        (c) =>
-          new Promise<void>((r) => {
-            if (c.exitCode !== null || c.signalCode !== null) return r();
-            c.once('exit', () => r());
-            c.kill('SIGTERM');
-            setTimeout(() => c.kill('SIGKILL'), 15_000).unref();
-          }),
-      ),
-    );
-    for (const s of servers) s.kill('SIGTERM');
-    resolveExit(code);
-  };
-  process.once('SIGINT', () => void shutdown(0));
-  process.once('SIGTERM', () => void shutdown(0));
+    await this.group.stopAll(15_000);
+    for (const s of this.servers) s.kill('SIGTERM');
+    this.resolveExit(code);
+  }
+}
 
-  say(`Bosun demo — prefix "${env.prefix}", logs in ${logDir}`);
-  launch('tool-gateway', 'services/tool-gateway/dist/main.js');
-  launch('coordinator', 'services/coordinator/dist/main.js');
-  launch('specialist-1', 'services/specialist/dist/main.js');
-  launch('specialist-2', 'services/specialist/dist/main.js');
-  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
+/** The demo's own connections: the incidents queue and its events, approvals, and an event publisher. */
+interface DemoClients {
+  nc: NatsConnection;
+  queue: Queue;
+  queueEvents: QueueEvents;
+  approvals: ApprovalStore;
+  events: EventPublisher;
+  close(): Promise<void>;
+}
 
+async function openClients(env: BosunEnv): Promise<DemoClients> {
   const redis = createRedis(env.redis, { name: 'bosun-demo' });
   redis.on('error', () => undefined);
   await waitForRedis(redis, env.redis);
@@ -213,19 +251,38 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const eventsConnection = redis.duplicate();
   const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: eventsConnection, prefix: env.prefix });
   await queueEvents.waitUntilReady();
-
   const approvals = new ApprovalStore({ redis, prefix: env.prefix });
-  const demoEvents = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log: createLogger({ service: 'demo', level: 'silent' }) });
-  const onApproval = (id: string) => {
+  const events = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log: createLogger({ service: 'demo', level: 'silent' }) });
+  return {
+    nc,
+    queue,
+    queueEvents,
+    approvals,
+    events,
+    async close() {
+      await events.flush(2_000);
+      await approvals.close();
+      await queueEvents.close();
+      await queue.close();
+      eventsConnection.disconnect();
+      await nc.close();
+      redis.disconnect();
+    },
+  };
+}
+
+/** What the demo says when a run asks for an approval; with `--once` it approves it itself after 2 s. */
+function approvalPrompt(clients: DemoClients, once: boolean): (id: string) => void {
+  return (id) => {
     say('');
     say(`  >> approval needed: ${id}`);
-    if (options.once) {
+    if (once) {
       say('  >> --once: approving it as "demo" in 2 s (without --once, the run waits for you)');
       setTimeout(() => {
-        approvals
+        clients.approvals
           .decide(id, { approve: true, by: 'demo' })
           .then((a) => {
-            demoEvents.emit(approvalResolvedEvent(a));
+            clients.events.emit(approvalResolvedEvent(a));
             say(`  >> approved ${id}`);
           })
           .catch((err: unknown) => say(`  !! could not approve ${id}: ${(err as Error).message}`));
@@ -236,23 +293,27 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     }
     say('');
   };
-  // Follow every run's events live (the stream exists once a service has connected).
-  const ac = new AbortController();
-  const follow = (async () => {
-    for (let i = 0; i < 50 && !ac.signal.aborted; i++) {
-      try {
-        for await (const e of followEvents(nc, { prefix: env.prefix, from: 'new', signal: ac.signal })) {
-          say(`  ${formatEvent(e)}`);
-          if (e.type === 'approval.requested') onApproval(String(e.data.approvalId));
-        }
-        return;
-      } catch {
-        await new Promise((r) => setTimeout(r, 300));
-      }
-    }
-  })();
-  await new Promise((r) => setTimeout(r, 500));
+}
 
+/** Shows every run's events live until `signal` aborts (the stream exists once a service has connected). */
+async function followLive(options: { nc: NatsConnection; prefix: string; signal: AbortSignal; onApproval: (id: string) => void }) {
+  const { nc, prefix, signal, onApproval } = options;
+  for (let i = 0; i < 50 && !signal.aborted; i++) {
+    try {
+      for await (const e of followEvents(nc, { prefix, from: 'new', signal })) {
+        say(`  ${formatEvent(e)}`);
+        if (e.type === 'approval.requested') onApproval(String(e.data.approvalId));
+      }
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 300));
+    }
+  }
+}
+
+/** Publishes the sample incidents and prints each result; returns how many did not finish. */
+async function publishSamples(clients: DemoClients): Promise<number> {
+  const { queue, queueEvents } = clients;
   const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
   let failures = 0;
   const runs = await Promise.all(
@@ -279,34 +340,61 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       }
     }),
   );
+  return failures;
+}
+
+function sayKeepRunning(): void {
+  say('');
+  say('The cluster keeps running. In another terminal:');
+  say('  npx bosun publish incident.json     # publish your own incident');
+  say('  npx bosun watch                     # follow events');
+  say('  npx bosun dlq                       # the dead-letter queue');
+  say('Press Ctrl-C to stop.');
+}
+
+/** Options of {@link runDemo}. */
+export interface DemoOptions {
+  /** Exit after the sample incidents instead of running until Ctrl-C. */
+  once: boolean;
+}
+
+/**
+ * `npm start`: starts a demo cluster (coordinator, two specialists, gateway) as separate
+ * processes, waits until each has printed its ready line, publishes the sample incidents, shows
+ * their events live and prints each result.
+ */
+export async function runDemo(options: DemoOptions): Promise<number> {
+  const env = readEnv();
+  const servers = await ensureServers(env);
+  const logDir = join(root, '.bosun', 'logs');
+  mkdirSync(logDir, { recursive: true });
+  const cluster = new DemoCluster(servers, logDir);
+  process.once('SIGINT', () => void cluster.shutdown(0));
+  process.once('SIGTERM', () => void cluster.shutdown(0));
+
+  say(`Bosun demo — prefix "${env.prefix}", logs in ${logDir}`);
+  cluster.launch();
+  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
+  if (!(await cluster.ready())) return cluster.exited;
+
+  const clients = await openClients(env);
+  // Follow every run's events live.
+  const ac = new AbortController();
+  const onApproval = approvalPrompt(clients, options.once);
+  const follow = followLive({ nc: clients.nc, prefix: env.prefix, signal: ac.signal, onApproval });
+  await new Promise((r) => setTimeout(r, 500));
+  const failures = await publishSamples(clients);
 
   if (options.once) {
     ac.abort();
     await follow.catch(() => undefined);
-  } else {
-    say('');
-    say('The cluster keeps running. In another terminal:');
-    say('  npx bosun publish incident.json     # publish your own incident');
-    say('  npx bosun watch                     # follow events');
-    say('  npx bosun dlq                       # the dead-letter queue');
-    say('Press Ctrl-C to stop.');
+    await clients.close();
+    await cluster.shutdown(failures > 0 ? 1 : 0);
+    return cluster.exited;
   }
-  const cleanup = async () => {
-    ac.abort();
-    await demoEvents.flush(2_000);
-    await approvals.close();
-    await queueEvents.close();
-    await queue.close();
-    eventsConnection.disconnect();
-    await nc.close();
-    redis.disconnect();
-  };
-  if (options.once) {
-    await cleanup();
-    await shutdown(failures > 0 ? 1 : 0);
-    return exited;
-  }
-  const code = await exited;
-  await cleanup().catch(() => undefined);
+  sayKeepRunning();
+  const code = await cluster.exited;
+  ac.abort();
+  await clients.close().catch(() => undefined);
   return code;
 }

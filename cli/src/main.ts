@@ -376,7 +376,7 @@ async function main(argv: string[]): Promise<number> {
           throw new UsageError(`unknown dlq command "${sub}" (list, show, retry, drop)`);
         }
       } else if (command === 'cancel') {
-        run = cancelCommand(rest);
+        run = cancelCommand(rest, env);
       } else if (command === 'runs' && (rest[0] === undefined || rest[0] === 'list' || rest[0].startsWith('-'))) {
         run = runsListCommand(rest[0] === 'list' ? rest.slice(1) : rest);
       } else if (command === 'runs') {
@@ -408,7 +408,7 @@ async function main(argv: string[]): Promise<number> {
         const actions = (['done', 'retry', 'skip'] as const).filter((a) => values[a]);
         const action = actions[0];
         if (actions.length !== 1 || !action) throw new UsageError('ack needs exactly one of --done, --retry, --skip');
-        const by = values.by?.trim() || process.env.USER?.trim() || 'operator';
+        const by = values.by?.trim() || env.user || 'operator';
         run = async (deps) => {
           const r = await ackToolCall(deps, key, action, { by });
           const note = r.deadLetterId ? `dead letter ${r.deadLetterId} annotated` : 'no in-doubt dead letter found for it';
@@ -451,7 +451,7 @@ async function main(argv: string[]): Promise<number> {
         const { values, positionals } = parse(rest, { only: { type: 'string' }, reason: { type: 'string' }, by: { type: 'string' } }, 1);
         const id = positionals[0];
         if (!id) throw new UsageError(`${command} needs an approval id (see bosun approvals list)`);
-        const by = values.by?.trim() || process.env.USER?.trim() || 'operator';
+        const by = values.by?.trim() || env.user || 'operator';
         const decision = decisionFromFlags(command, values, by);
         run = async (deps) => {
           const a = await decideApproval(deps, id, decision);

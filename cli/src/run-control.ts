@@ -4,6 +4,7 @@
  */
 import { Job, Queue } from 'bullmq';
 import { INCIDENTS_QUEUE, RunResult } from '@bosun/contract';
+import type { BosunEnv } from '@bosun/config';
 import { RUN_STATES, RunControl, RunControlError, type RunState, type RunSummary } from '@bosun/transport';
 import { UsageError, integerOption, parseCommand, secondsOption } from './args.js';
 import { OperatorError, formatAge, oneLine, type OperatorDeps } from './operator.js';
@@ -65,8 +66,9 @@ const CANCEL_WAIT_S = 15;
  * `bosun cancel <runId> [--reason <text>] [--by <name>] [--wait <s>]`: records the cancellation,
  * then waits (15 s by default; `--wait 0` not at all) for the run to end. Exit 0 once it has ended
  * cancelled (or was already), 3 when it has not ended yet, 1 for an unknown or finished run.
+ * `--by` defaults to `USER` (`env.user`), else `operator`.
  */
-export function cancelCommand(args: string[]): OperatorCommand {
+export function cancelCommand(args: string[], env: Pick<BosunEnv, 'user'>): OperatorCommand {
   const { values, positionals } = parseCommand(
     'cancel',
     args,
@@ -77,7 +79,7 @@ export function cancelCommand(args: string[]): OperatorCommand {
   if (!runId) throw new UsageError('cancel needs a run id (see bosun runs list)');
   const reason = values.reason?.trim() || 'no reason given';
   if (values.reason !== undefined && values.reason.trim() === '') throw new UsageError('cancel: --reason needs a text (or leave it out)');
-  const by = values.by?.trim() || process.env.USER?.trim() || 'operator';
+  const by = values.by?.trim() || env.user || 'operator';
   const waitS = values.wait === '0' ? 0 : secondsOption('cancel', 'wait', values.wait, 3600);
   return async (deps) => {
     let outcome;

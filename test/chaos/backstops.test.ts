@@ -1,28 +1,29 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStalled } from '@bosun/contract';
-import { TestCluster, demoConfig, openClient, openContext, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import { startClusterTest, type Client, type ClusterTest } from '../helpers/index.js';
 
 // The coordinator's backstops, with no specialist process running at all: nobody will ever
 // report, and runs still end — at the task's deadline, or at the run's.
 
-let ctx: TestContext;
-let cluster: TestCluster;
+let t: ClusterTest;
 let client: Client;
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-backstop');
-  const config = demoConfig();
-  config.coordinator.runDeadlineMs = 12_000;
-  config.specialists.database.deadlineMs = 2_000;
-  config.specialists.kubernetes.deadlineMs = 120_000;
-  cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) }, { specialistArgs: [] });
-  client = await openClient(ctx);
+  t = await startClusterTest(
+    'chaos-backstop',
+    (config) => {
+      config.coordinator.runDeadlineMs = 12_000;
+      config.specialists.database.deadlineMs = 2_000;
+      config.specialists.kubernetes.deadlineMs = 120_000;
+    },
+    // No specialist process at all: nothing ever answers.
+    { specialists: 0 },
+  );
+  client = t.client;
 });
 
 afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('no specialist ever answers', () => {

@@ -1,14 +1,14 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  TestCluster,
   callLog,
-  demoConfig,
   openClient,
-  openContext,
   runCli,
+  startClusterTest,
   startService,
-  writeConfig,
+  waitUntil,
+  type ClusterTest,
+  type TestCluster,
   type CallLog,
   type TestContext,
 } from '../helpers/index.js';
@@ -17,6 +17,7 @@ import {
 // it took effect: it is declared in doubt, never re-sent automatically, shown to operators, and
 // `bosun ack <key> --retry` sends it exactly once more.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
@@ -26,20 +27,18 @@ const logged = (tool: string) => toolLog.count(tool);
 const bosun = (args: string[]) => runCli(env, args);
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-gateway');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  // This test is about crashes, not approvals: let the mutating tools run unasked.
-  config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
+  t = await startClusterTest('chaos-gateway', (config, c) => {
+    toolLog = callLog(join(c.dir, 'calls.jsonl'));
+    // This test is about crashes, not approvals: let the mutating tools run unasked.
+    config.mcpServers.demo.tools = {};
+    config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+  });
+  ({ ctx, cluster, env } = t);
 });
 
 afterAll(async () => {
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('the gateway dies during a mutating call', () => {
@@ -58,8 +57,7 @@ describe('the gateway dies during a mutating call', () => {
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const key = String(started.data.key);
     // Wait until the MCP server has received the call, then kill the gateway mid-call.
-    const until = Date.now() + 10_000;
-    while (logged('restart_pod') === 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(() => logged('restart_pod') > 0, 10_000, 'the MCP server received restart_pod', 20);
     expect(logged('restart_pod')).toBe(1);
     cluster.get('gateway').kill('SIGKILL');
     await cluster.get('gateway').exited;

@@ -3,14 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
 import {
-  TestCluster,
   callLog,
-  demoConfig,
-  openClient,
-  openContext,
+  startClusterTest,
   startService,
   waitUntil,
-  writeConfig,
+  type ClusterTest,
+  type TestCluster,
   type CallLog,
   type Client,
   type ServiceProcess,
@@ -20,6 +18,7 @@ import {
 // Chaos 1: specialists are SIGKILLed mid-run, repeatedly. Every incident still completes, and
 // the mutating tool of a counting MCP server is called exactly once per intended call.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
@@ -29,24 +28,24 @@ let env: Record<string, string>;
 const logged = (tool: string) => toolLog.calls(tool);
 
 beforeAll(async () => {
-  ctx = await openContext('chaos-kill');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  // This test is about crashes, not approvals: let the mutating tools run unasked.
-  config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '400' };
-  // Fast failure detection for the test: a dead worker's jobs move on after 3 s.
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
-  config.specialists.kubernetes.concurrency = 5;
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 2 });
-  client = await openClient(ctx);
+  t = await startClusterTest(
+    'chaos-kill',
+    (config, c) => {
+      toolLog = callLog(join(c.dir, 'calls.jsonl'));
+      // This test is about crashes, not approvals: let the mutating tools run unasked.
+      config.mcpServers.demo.tools = {};
+      config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '400' };
+      // Fast failure detection for the test: a dead worker's jobs move on after 3 s.
+      config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
+      config.specialists.kubernetes.concurrency = 5;
+    },
+    { specialists: 2 },
+  );
+  ({ ctx, cluster, client, env } = t);
 });
 
 afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 async function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {

@@ -3,7 +3,18 @@ import { Redis } from 'ioredis';
 import { Queue } from 'bullmq';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { INCIDENTS_QUEUE, RunResult, runIdFor } from '@bosun/contract';
-import { OwnServer, TestCluster, demoConfig, openClient, openContext, replayRun, writeConfig, type TestContext } from '../helpers/index.js';
+import {
+  EventCollector,
+  OwnServer,
+  TestCluster,
+  demoConfig,
+  openClient,
+  openContext,
+  replayRun,
+  waitUntil,
+  writeConfig,
+  type TestContext,
+} from '../helpers/index.js';
 
 // Chaos 5b: Redis restarts while runs are in flight (services reconnect, runs continue, none is
 // lost); NATS is unreachable (runs go on, events are buffered and published when it is back).
@@ -47,6 +58,8 @@ describe('Redis restarts while runs are in flight', () => {
     config.workers = { lockDurationMs: 5_000, stalledIntervalMs: 2_000, maxStalledCount: 5 };
     const env = { ...ctx.env, REDIS_URL: redisServer.url, BOSUN_CONFIG: writeConfig(ctx, config, 'redis.json') };
     cluster = await TestCluster.start(env, { specialists: 1 });
+    // The runs' events: NATS is the tests' own, untouched here.
+    const events = new EventCollector(ctx.nats, ctx.prefix);
     redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
     redis.on('error', () => undefined);
     const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: ctx.prefix });
@@ -61,16 +74,22 @@ describe('Redis restarts while runs are in flight', () => {
       );
       runIds.set(id, runIdFor(id, job.timestamp));
     }
-    // Let the runs get going, then take Redis away for a second and bring it back.
-    await new Promise((r) => setTimeout(r, 1_200));
+    // Once every run is in flight (a specialist is calling its tools; no run has ended), take
+    // Redis away for a second and bring it back.
+    const inFlight = () => [...runIds.values()].filter((runId) => events.forRun(runId).some((e) => e.type === 'tool.started'));
+    await waitUntil(
+      () => inFlight().length === ids.length,
+      30_000,
+      () => `every run calling its tools (${inFlight().length}/5)`,
+    );
+    expect(events.events.filter((e) => e.type === 'run.completed' || e.type === 'run.failed')).toEqual([]);
     await redisServer.restart(1_000);
-    const deadline = Date.now() + 90_000;
     const states = new Map<string, string>();
-    while (Date.now() < deadline) {
+    const finished = async () => {
       for (const id of ids) states.set(id, (await (await incidents.getJob(id))?.getState()) ?? 'missing');
-      if ([...states.values()].every((s) => s === 'completed' || s === 'failed')) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+      return [...states.values()].every((s) => s === 'completed' || s === 'failed');
+    };
+    await waitUntil(finished, 90_000, () => `every run finished (${[...states.values()].join(', ')})`, 250);
     expect([...states.values()]).toEqual(ids.map(() => 'completed'));
     for (const id of ids) {
       const result = RunResult.parse((await incidents.getJob(id))!.returnvalue);
@@ -78,6 +97,7 @@ describe('Redis restarts while runs are in flight', () => {
       expect(result.status).toBe('completed');
     }
     expect(cluster.processes.every((p) => p.running)).toBe(true);
+    events.close();
     await incidents.close();
   }, 120_000);
 });

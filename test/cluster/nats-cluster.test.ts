@@ -2,12 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import {
+  EventCollector,
   NatsClusterServers,
   TestCluster,
   demoConfig,
   openClient,
   openContext,
   replayRun,
+  waitUntil,
   writeConfig,
   type Client,
   type TestContext,
@@ -25,16 +27,21 @@ beforeAll(async () => {
   servers = await new NatsClusterServers(ctx.dir).start();
   nc = await connect({ servers: servers.url.split(',') });
   // Wait for JetStream's meta leader before the services try to create their stream.
-  const until = Date.now() + 30_000;
-  for (;;) {
-    try {
-      await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
-      break;
-    } catch (err) {
-      if (Date.now() > until) throw err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
+  let last = '';
+  await waitUntil(
+    async () => {
+      try {
+        await (await jetstreamManager(nc, { timeout: 2_000 })).getAccountInfo();
+        return true;
+      } catch (err) {
+        last = (err as Error).message;
+        return false;
+      }
+    },
+    30_000,
+    () => `JetStream answers on the NATS cluster (last error: ${last})`,
+    250,
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -50,6 +57,8 @@ describe('NATS cluster', () => {
     const env = { ...ctx.env, NATS_URL: servers.url, BOSUN_STREAM_REPLICAS: '3', BOSUN_CONFIG: writeConfig(ctx, config) };
     const cluster = await TestCluster.start(env, { specialists: 1 });
     let client: Client | undefined;
+    // The run's events, from the NATS cluster the services publish to.
+    const events = new EventCollector(nc, ctx.prefix);
     try {
       client = await openClient(ctx);
       const jsm = await jetstreamManager(nc);
@@ -68,8 +77,11 @@ describe('NATS cluster', () => {
         summary: 'x',
         payload: { fake: { calls: { kubernetes: plan } } },
       });
-      // Mid-run: kill the stream's leader node, the hardest case.
-      await new Promise((r) => setTimeout(r, 700));
+      // Mid-run (its first tool call done, three to go, the run not finished): kill the stream's
+      // leader node, the hardest case.
+      await events.waitFor((e) => e.runId === runId && e.type === 'tool.completed', 30_000, 'the first tool.completed');
+      expect(events.forRun(runId).map((e) => e.type)).not.toContain('run.completed');
+      expect(await job.isCompleted()).toBe(false);
       const leader = (await jsm.streams.info(`${ctx.prefix}-runs`)).cluster?.leader ?? 'n0';
       await servers.kill(Number(leader.replace('n', '')));
       const result = await client.result(job);
@@ -82,6 +94,7 @@ describe('NATS cluster', () => {
       expect(types.filter((t) => t === 'tool.completed')).toHaveLength(4);
       expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     } finally {
+      events.close();
       await client?.close();
       await cluster.stop();
     }

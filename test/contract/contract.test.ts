@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue, QueueEvents } from 'bullmq';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
-import { TestCluster, demoConfig, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { startClusterTest, waitUntil, type ClusterTest, type TestContext } from '../helpers/index.js';
 
 interface WireEvent {
   v: number;
@@ -20,17 +20,16 @@ interface WireEvent {
   data: Record<string, unknown>;
 }
 
+let t: ClusterTest;
 let ctx: TestContext;
-let cluster: TestCluster;
 
 beforeAll(async () => {
-  ctx = await openContext('contract');
-  cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, demoConfig()) }, { specialists: 1 });
+  t = await startClusterTest('contract', () => undefined);
+  ctx = t.ctx;
 });
 
 afterAll(async () => {
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('wire contract v1, from the documentation alone', () => {
@@ -96,9 +95,12 @@ describe('wire contract v1, from the documentation alone', () => {
     for (const t of ['run.routed', 'agent.delegated', 'model.called', 'tool.started', 'tool.completed', 'agent.completed'])
       expect(types.has(t)).toBe(true);
     // The live subscriber saw the same events (wait, with a deadline, for the last to arrive).
-    const deadline = Date.now() + 10_000;
-    while (live.filter((e) => e.runId === runId).length < replayed.length && Date.now() < deadline)
-      await new Promise((r) => setTimeout(r, 20));
+    await waitUntil(
+      () => live.filter((e) => e.runId === runId).length >= replayed.length,
+      10_000,
+      'the live subscriber saw every event',
+      20,
+    );
     expect(
       live
         .filter((e) => e.runId === runId)

@@ -4,13 +4,12 @@ import { Queue, type Job } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
 import { ApprovalStore, type Approval } from '@bosun/transport';
 import {
-  TestCluster,
   callLog,
-  demoConfig,
-  openClient,
-  openContext,
+  startClusterTest,
   startService,
-  writeConfig,
+  waitUntil,
+  type ClusterTest,
+  type TestCluster,
   type CallLog,
   type Client,
   type TestContext,
@@ -21,6 +20,7 @@ import {
 
 const MARKER = 'An operator has APPROVED the following calls';
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let env: Record<string, string>;
@@ -58,14 +58,17 @@ async function requested(runId: string): Promise<Approval> {
 async function parked(a: Approval): Promise<void> {
   // The task waits as a delayed job (no worker held) until the decision.
   const q = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix: ctx.prefix });
-  const until = Date.now() + 10_000;
   let state = '';
-  while (Date.now() < until) {
-    state = (await (await q.getJob(a.taskId))?.getState()) ?? '';
-    if (state === 'delayed') break;
-    await new Promise((r) => setTimeout(r, 50));
+  try {
+    await waitUntil(
+      async () => (state = (await (await q.getJob(a.taskId))?.getState()) ?? '') === 'delayed',
+      10_000,
+      () => `task ${a.taskId} parked as a delayed job (state: ${state})`,
+      50,
+    );
+  } finally {
+    await q.close();
   }
-  await q.close();
   expect(state).toBe('delayed');
 }
 
@@ -76,26 +79,22 @@ async function userMessages(taskId: string): Promise<string[]> {
 }
 
 beforeAll(async () => {
-  ctx = await openContext('approvals');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path };
-  // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
-  config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
-  config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
-  // kubernetes' twin with a 2 s deadline, for the wait that outlasts it.
-  config.specialists.ops = { ...config.specialists.kubernetes, description: 'kubernetes with a short deadline', deadlineMs: 2_000 };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
-  client = await openClient(ctx);
+  t = await startClusterTest('approvals', (config, c) => {
+    toolLog = callLog(join(c.dir, 'calls.jsonl'));
+    config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path };
+    // restart_pod and rollback_deployment are `ask` in the demo config; rollback times out fast here.
+    config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: { state: 'ask', approvalTimeoutMs: 3_000 } };
+    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+    // kubernetes' twin with a 2 s deadline, for the wait that outlasts it.
+    config.specialists.ops = { ...config.specialists.kubernetes, description: 'kubernetes with a short deadline', deadlineMs: 2_000 };
+  });
+  ({ ctx, cluster, client, env } = t);
   approvals = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
 });
 
 afterAll(async () => {
   await approvals?.close();
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('approvals', () => {

@@ -3,24 +3,21 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Queue } from 'bullmq';
 import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
-import { TestCluster, demoConfig, openContext, runCli, waitUntil, writeConfig, type TestContext } from '../helpers/index.js';
+import { runCli, startClusterTest, waitUntil, type ClusterTest, type TestContext } from '../helpers/index.js';
 
+let t: ClusterTest;
 let ctx: TestContext;
-let cluster: TestCluster;
 let env: Record<string, string>;
 
 const bosun = (args: string[], input?: string) => runCli(env, args, input);
 
 beforeAll(async () => {
-  ctx = await openContext('cli');
-  const file = writeConfig(ctx, demoConfig());
-  env = { ...ctx.env, BOSUN_CONFIG: file };
-  cluster = await TestCluster.start(env, { specialists: 1 });
+  t = await startClusterTest('cli', () => undefined);
+  ({ ctx, env } = t);
 });
 
 afterAll(async () => {
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('bosun CLI', () => {
@@ -111,6 +108,7 @@ describe('bosun CLI', () => {
     expect(watch.code, watch.stderr).toBe(0);
     const started = watch.stdout.split('\n').find((l) => l.includes('run.started'));
     expect(started).toContain('pods \\x1b[2J\\x1b[31mRED\\x00 restart fake line');
+    // eslint-disable-next-line no-control-regex -- the point: no raw control character reaches the terminal
     expect(watch.stdout).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
     expect(
       watch.stdout

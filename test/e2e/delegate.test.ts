@@ -1,33 +1,28 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster, demoConfig, openClient, openContext, writeConfig, type Client, type TestContext } from '../helpers/index.js';
+import { startClusterTest, type Client, type ClusterTest } from '../helpers/index.js';
 
 // Delegate mode: a chat-mode coordinator model delegates to specialists through one tool per
 // specialist, waits for them without holding a worker slot, and answers.
 
-let ctx: TestContext;
-let cluster: TestCluster;
+let t: ClusterTest;
 let client: Client;
 
 beforeAll(async () => {
-  ctx = await openContext('delegate');
-  const config = demoConfig();
-  config.coordinator.mode = 'delegate';
-  // One incident at a time per coordinator process: a run that held its slot while waiting
-  // for specialists would block every other incident.
-  config.coordinator.concurrency = 1;
-  config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '300', DEMO_MCP_HANG_TOOLS: 'restart_pod' };
-  // restart_pod runs unasked here, never answers, and times out after 3 s: it comes out in doubt.
-  config.mcpServers.demo.tools = {};
-  config.mcpServers.demo.timeoutMs = 3_000;
-  const file = writeConfig(ctx, config);
-  cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: file }, { specialists: 1 });
-  client = await openClient(ctx);
+  t = await startClusterTest('delegate', (config) => {
+    config.coordinator.mode = 'delegate';
+    // One incident at a time per coordinator process: a run that held its slot while waiting
+    // for specialists would block every other incident.
+    config.coordinator.concurrency = 1;
+    config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '300', DEMO_MCP_HANG_TOOLS: 'restart_pod' };
+    // restart_pod runs unasked here, never answers, and times out after 3 s: it comes out in doubt.
+    config.mcpServers.demo.tools = {};
+    config.mcpServers.demo.timeoutMs = 3_000;
+  });
+  client = t.client;
 });
 
 afterAll(async () => {
-  await client?.close();
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('delegate mode, end to end', () => {

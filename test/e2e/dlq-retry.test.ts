@@ -1,28 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeadLetter } from '@bosun/contract';
-import { TestCluster, demoConfig, openClient, openContext, runCli, waitUntil, writeConfig, type TestContext } from '../helpers/index.js';
+import { openClient, runCli, startClusterTest, waitUntil, type ClusterTest, type TestContext } from '../helpers/index.js';
 
 // `bosun dlq retry` of one specialist's part of a run that is still open: the coordinator
 // delegates it again inside the run, and the retry supersedes the INCOMPLETE part.
 
+let t: ClusterTest;
 let ctx: TestContext;
-let cluster: TestCluster;
 let env: Record<string, string>;
 
 const bosun = (args: string[]) => runCli(env, args);
 
 beforeAll(async () => {
-  ctx = await openContext('dlq-retry');
-  const config = demoConfig();
-  // kubernetes' tools take 4 s each, so the run stays open while database's part is retried.
-  config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '4000' };
-  env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-  cluster = await TestCluster.start(env, { specialists: 1 });
+  t = await startClusterTest('dlq-retry', (config) => {
+    // kubernetes' tools take 4 s each, so the run stays open while database's part is retried.
+    config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '4000' };
+  });
+  ({ ctx, env } = t);
 });
 
 afterAll(async () => {
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('bosun dlq retry inside an open run', () => {

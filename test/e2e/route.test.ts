@@ -3,12 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
 import {
-  TestCluster,
   callLog,
-  demoConfig,
-  openClient,
-  openContext,
-  writeConfig,
+  startClusterTest,
+  type ClusterTest,
+  type TestCluster,
   type CallLog,
   type Client,
   type TestContext,
@@ -17,28 +15,31 @@ import {
 // The v0 cluster end to end: gateway, coordinator and two specialist processes, real Redis,
 // NATS and the demo MCP server over stdio, the fake model, route mode.
 
+let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
 let toolLog: CallLog;
 
 beforeAll(async () => {
-  ctx = await openContext('route');
-  toolLog = callLog(join(ctx.dir, 'calls.jsonl'));
-  const config = demoConfig();
-  config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '50' };
-  // Few tasks per process, so that two processes both take work.
-  config.specialists.kubernetes.concurrency = 2;
-  config.specialists.database.concurrency = 2;
-  const file = writeConfig(ctx, config);
-  cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: file }, { specialists: 2 });
-  client = await openClient(ctx);
+  t = await startClusterTest(
+    'route',
+    (config, c) => {
+      toolLog = callLog(join(c.dir, 'calls.jsonl'));
+      config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '50' };
+      // Few tasks per process, so that two processes both take work.
+      config.specialists.kubernetes.concurrency = 2;
+      config.specialists.database.concurrency = 2;
+    },
+    { specialists: 2 },
+  );
+  ({ ctx, cluster, client } = t);
 });
 
 afterAll(async () => {
-  await client?.close();
+  // Stopped one by one first, for their exit codes; close() then finds them stopped.
   const statuses = await Promise.all(cluster?.processes.map((p) => p.stop()) ?? []);
-  await ctx?.close();
+  await t?.close();
   // SIGTERM drains: every service exits 0.
   expect(statuses.map((s) => s.code)).toEqual(cluster.processes.map(() => 0));
 });

@@ -1,30 +1,29 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestCluster, demoConfig, openClient, openContext, writeConfig, type TestContext } from '../helpers/index.js';
+import { openClient, startClusterTest, type ClusterTest, type TestContext } from '../helpers/index.js';
 
 // In-band tool routing with the services as separate processes: the specialist is offered
 // groups and load_tools, loads what it needs, and the run's events carry the statistics.
 
+let t: ClusterTest;
 let ctx: TestContext;
-let cluster: TestCluster;
 
 beforeAll(async () => {
-  ctx = await openContext('routing');
-  const config = demoConfig();
-  config.specialists.kubernetes.routing = {
-    enabled: true,
-    groups: {
-      pods: ['demo__get_pods', 'demo__get_logs'],
-      history: ['demo__get_deployments'],
-      changes: ['demo__restart_pod', 'demo__rollback_deployment'],
-    },
-    alwaysOn: ['pods'],
-  };
-  cluster = await TestCluster.start({ ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) }, { specialists: 1 });
+  t = await startClusterTest('routing', (config) => {
+    config.specialists.kubernetes.routing = {
+      enabled: true,
+      groups: {
+        pods: ['demo__get_pods', 'demo__get_logs'],
+        history: ['demo__get_deployments'],
+        changes: ['demo__restart_pod', 'demo__rollback_deployment'],
+      },
+      alwaysOn: ['pods'],
+    };
+  });
+  ctx = t.ctx;
 });
 
 afterAll(async () => {
-  await cluster?.stop();
-  await ctx?.close();
+  await t?.close();
 });
 
 describe('tool routing, end to end', () => {

@@ -1,5 +1,6 @@
 import type { NatsConnection, Subscription } from '@nats-io/transport-node';
 import { RunEvent } from '@bosun/contract';
+import { waitUntil } from './wait.js';
 
 /** Collects every run event under a prefix from core NATS, for assertions. */
 export class EventCollector {
@@ -43,14 +44,19 @@ export class EventCollector {
       timeoutMs,
       `end of run ${runId}`,
     );
-    for (;;) {
-      const bySeq = new Map(this.events.filter((e) => e.runId === runId).map((e) => [e.seq, e]));
-      const missing = Array.from({ length: end.seq }, (_, i) => i + 1).filter((s) => !bySeq.has(s));
-      if (missing.length === 0) return [...bySeq.values()].sort((a, b) => a.seq - b.seq);
-      if (Date.now() > deadline)
-        throw new Error(`run ${runId}: events ${missing.join(', ')} of 1..${end.seq} did not arrive within ${timeoutMs} ms`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    let bySeq = new Map<number, RunEvent>();
+    let missing: number[] = [];
+    await waitUntil(
+      () => {
+        bySeq = new Map(this.events.filter((e) => e.runId === runId).map((e) => [e.seq, e]));
+        missing = Array.from({ length: end.seq }, (_, i) => i + 1).filter((s) => !bySeq.has(s));
+        return missing.length === 0;
+      },
+      deadline - Date.now(),
+      () => `run ${runId}: events ${missing.join(', ')} of 1..${end.seq} arrived`,
+      50,
+    );
+    return [...bySeq.values()].sort((a, b) => a.seq - b.seq);
   }
 
   /** Resolves with the first event (seen or to come) matching `pred`; rejects after `timeoutMs`. */

@@ -9,6 +9,7 @@ import type { TestContext } from './context.js';
 import { EventCollector } from './events.js';
 import { ENTRY } from './paths.js';
 import { reap } from './reaper.js';
+import { waitUntil } from './wait.js';
 
 /** Where a {@link Client} connects: by default the context's Redis and prefix. */
 export interface ClientOptions {
@@ -149,7 +150,8 @@ export function callLog(path: string): CallLog {
 /**
  * Reads a run's events back from the JetStream stream `<prefix>-runs`, polling (the stream or
  * its leader may not be there yet) until the stream holds `run.completed` and a sequence with
- * no gap, or `timeoutMs` has passed. Returns the types and seqs of the last read, ordered by seq.
+ * no gap; throws, with what it last read, when that takes longer than `timeoutMs` (default 30 s).
+ * Returns the types and seqs, ordered by seq.
  */
 export async function replayRun(
   nc: NatsConnection,
@@ -158,27 +160,34 @@ export async function replayRun(
   options: { maxMessages?: number; timeoutMs?: number } = {},
 ): Promise<{ types: string[]; seqs: number[] }> {
   const js = jetstream(nc);
-  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   let types: string[] = [];
   let seqs: number[] = [];
-  while (Date.now() < deadline) {
-    try {
-      const consumer = await js.consumers.get(`${prefix}-runs`, {
-        filter_subjects: `${prefix}.runs.${runId}.>`,
-        deliver_policy: DeliverPolicy.All,
-      });
-      const got: { type: string; seq: number }[] = [];
-      for await (const m of await consumer.fetch({ max_messages: options.maxMessages ?? 500, expires: 1_000 }))
-        got.push(m.json<{ type: string; seq: number }>());
-      // Each service flushes its own buffer when it reconnects: order by seq, as documented.
-      got.sort((a, b) => a.seq - b.seq);
-      types = got.map((e) => e.type);
-      seqs = got.map((e) => e.seq);
-      if (types.includes('run.completed') && seqs.length === seqs[seqs.length - 1]) break;
-    } catch {
-      // The stream may not be there yet, or a new stream leader may still be taking over.
-    }
-    await new Promise((r) => setTimeout(r, 300));
-  }
+  let failure = '';
+  await waitUntil(
+    async () => {
+      try {
+        const consumer = await js.consumers.get(`${prefix}-runs`, {
+          filter_subjects: `${prefix}.runs.${runId}.>`,
+          deliver_policy: DeliverPolicy.All,
+        });
+        const got: { type: string; seq: number }[] = [];
+        for await (const m of await consumer.fetch({ max_messages: options.maxMessages ?? 500, expires: 1_000 }))
+          got.push(m.json<{ type: string; seq: number }>());
+        // Each service flushes its own buffer when it reconnects: order by seq, as documented.
+        got.sort((a, b) => a.seq - b.seq);
+        types = got.map((e) => e.type);
+        seqs = got.map((e) => e.seq);
+        failure = '';
+        return types.includes('run.completed') && seqs.length === seqs[seqs.length - 1];
+      } catch (err) {
+        // The stream may not be there yet, or a new stream leader may still be taking over.
+        failure = `; last read failed: ${(err as Error).message}`;
+        return false;
+      }
+    },
+    options.timeoutMs ?? 30_000,
+    () => `run ${runId}: the stream holds run.completed and every seq before it (read: ${types.join(', ') || 'nothing'}${failure})`,
+    300,
+  );
   return { types, seqs };
 }

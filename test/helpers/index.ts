@@ -1,6 +1,6 @@
 export { openContext, demoConfig, writeConfig } from './context.js';
 export type { TestContext } from './context.js';
-export { ServiceProcess, TestCluster, startService, READY_LINE } from './processes.js';
+export { TestCluster, startService, READY_LINE, type ServiceProcess } from './processes.js';
 export { EventCollector } from './events.js';
 export { ROOT, ENTRY } from './paths.js';
 export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort, freePort } from './servers.js';

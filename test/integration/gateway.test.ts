@@ -242,8 +242,7 @@ describe('tool gateway against real MCP servers', () => {
     const pid = demo.pid;
     expect(pid).toBeTypeOf('number');
     process.kill(pid!, 'SIGKILL');
-    const deadline = Date.now() + 10_000;
-    while (demo.pid !== undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await waitUntil(() => demo.pid === undefined, 10_000, 'the gateway saw its MCP server die', 50);
     expect(demo.pid).toBeUndefined();
     const after = await call('k-after-restart', 'demo__list_services', {});
     expect(after.status).toBe('ok');

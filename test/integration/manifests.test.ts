@@ -9,17 +9,26 @@
  * Each check is a function from the parsed files to a list of problems. The first part asserts
  * that every list is empty; the last part ("every check can fail") breaks a copy of the parsed
  * files in one place per check and asserts that the check reports it.
+ *
+ * What the files expect of the code is checked against the code itself: the variables against
+ * the documented list that `readEnv` reads (`ENV_VARS`, held to it by libs/config's env.test.ts),
+ * and the probes by starting each service (a process, against the tests' Redis and NATS) with
+ * BOSUN_HEALTH_PORT and BOSUN_GRACE_MS and asking it.
  */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join, posix } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import { ENV_VARS } from '@bosun/config';
+import { demoConfig, freePort, openContext, startService, writeConfig, type TestContext } from '../helpers/index.js';
 import { ROOT } from '../helpers/paths.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Obj = Record<string, any>;
+
+/** A YAML scalar as text (a number or a boolean as YAML wrote it); anything else as JSON. */
+const scalarText = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
 
 /** Variables every Bosun process must get from its deployment. */
 const REQUIRED_ENV = [
@@ -94,7 +103,7 @@ interface Model {
   demoConfig: unknown;
   /** The workspaces of the root package.json. */
   workspaces: string[];
-  /** Every env var name the services' and libraries' sources read. */
+  /** Every env var name a service reads: the documented list of `readEnv` (`ENV_VARS`), less the CLI's own. */
   codeEnv: string[];
   /** The commented example of TLS and credentials in compose.yaml: its text, and its YAML parsed. */
   composeExample: { text: string; parsed: Obj | undefined };
@@ -115,22 +124,12 @@ function readDocs(file: string): Doc[] {
     .map((obj) => ({ file, obj }));
 }
 
-function sourceFiles(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((e) => e.isFile() && e.name.endsWith('.ts') && !e.name.endsWith('.test.ts') && !e.name.endsWith('.d.ts'))
-    .map((e) => join(e.parentPath, e.name));
-}
-
-/** Env var names read in the libraries' and services' sources (`process.env.X`, `env.X`, `env['X']`). */
-function scanCodeEnv(): string[] {
-  const names = new Set<string>();
-  const dirs = ['libs', 'services'].flatMap((top) => readdirSync(join(ROOT, top)).map((p) => join(ROOT, top, p, 'src')));
-  for (const file of dirs.flatMap(sourceFiles)) {
-    const text = readFileSync(file, 'utf8');
-    for (const m of text.matchAll(/\benv\??\.([A-Z][A-Z0-9_]*)\b|\benv\[['"]([A-Z][A-Z0-9_]*)['"]\]/g)) names.add((m[1] ?? m[2])!);
-  }
-  return [...names].sort();
+/** The variables a service reads, from the list `readEnv` reads (libs/config, `ENV_VARS`). */
+function serviceEnv(): string[] {
+  return Object.entries(ENV_VARS)
+    .filter(([, doc]) => !doc.cliOnly)
+    .map(([name]) => name)
+    .sort();
 }
 
 /** The lines between `# example: tls-and-credentials` and `# end of example`, uncommented. */
@@ -164,7 +163,7 @@ function load(): Model {
     dockerfile: readFileSync(join(INFRA_DIR, 'Dockerfile'), 'utf8'),
     demoConfig: parse(readFileSync(join(INFRA_DIR, 'demo/bosun.yaml'), 'utf8')),
     workspaces: (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { workspaces: string[] }).workspaces,
-    codeEnv: scanCodeEnv(),
+    codeEnv: serviceEnv(),
     composeExample: composeExample(readFileSync(join(INFRA_DIR, 'compose.yaml'), 'utf8')),
   };
 }
@@ -184,7 +183,7 @@ const containers = (d: Obj): Obj[] => podSpec(d).containers ?? [];
 /** `${NAME:-default}` / `${NAME-default}` → default; `${NAME}` → undefined; anything else as is. */
 function interpolate(v: unknown): string | undefined {
   if (v === undefined || v === null) return undefined;
-  const s = String(v);
+  const s = scalarText(v);
   let unknown = false;
   const out = s.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}/g, (_all, _n: string, def: string | undefined) => {
     if (def === undefined) unknown = true;
@@ -275,7 +274,7 @@ function mountedConfig(m: Model, d: Obj, c: Obj, env: Map<string, EnvValue>): { 
 const k8sArgv = (c: Obj): string[] => [...(c.command ?? []), ...(c.args ?? [])].map(String);
 function composeArgv(s: Obj): string[] {
   const part = (v: unknown) =>
-    v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : String(v).split(/\s+/).filter(Boolean);
+    v === undefined || v === null ? [] : Array.isArray(v) ? v.map(String) : scalarText(v).split(/\s+/).filter(Boolean);
   return [...part(s.entrypoint), ...part(s.command)];
 }
 
@@ -1124,15 +1123,81 @@ describe('infra/Dockerfile', () => {
   it('multi-stage Node 20: npm ci, tsc -b, npm prune --omit=dev; every workspace copied', () => expect(checkDockerfile(model)).toEqual([]));
 });
 
+/** The paths the manifests probe, by service folder: k8s readiness and liveness probes, compose healthchecks. */
+function probedPaths(m: Model): Map<string, Set<string>> {
+  const out = new Map<string, Set<string>>();
+  const add = (svc: string | undefined, path: unknown) => {
+    if (svc === undefined || typeof path !== 'string') return;
+    if (!out.has(svc)) out.set(svc, new Set());
+    out.get(svc)!.add(path);
+  };
+  for (const d of deployments(m))
+    for (const c of containers(d))
+      for (const probe of ['readinessProbe', 'livenessProbe']) add(serviceOf(k8sArgv(c)), c[probe]?.httpGet?.path);
+  for (const [, svc] of bosunServices(m)) {
+    const hc = svc.healthcheck as Obj | undefined;
+    const test = Array.isArray(hc?.test) ? hc.test.join(' ') : String(hc?.test ?? '');
+    for (const u of test.matchAll(/:\d+(\/[a-z]+)\b/g)) add(serviceOf(composeArgv(svc)), u[1]);
+  }
+  return out;
+}
+
 describe('the checks read what the code reads', () => {
-  it('the required env vars are read by the code', () => {
+  it('the required env vars are read by the services', () => {
     const notRead = REQUIRED_ENV.filter((v) => !model.codeEnv.includes(v));
     expect(notRead).toEqual([]);
+    // The optional ones too: a variable no service reads would be wired for nothing.
+    expect(OPTIONAL_ENV.filter((v) => !model.codeEnv.includes(v))).toEqual([]);
   });
-  it('the health endpoints the manifests probe are served', () => {
-    const service = readFileSync(join(ROOT, 'libs/transport/src/service.ts'), 'utf8');
-    for (const s of ['BOSUN_HEALTH_PORT', "'/healthz'", "'/readyz'"]) expect(service).toContain(s);
+});
+
+describe('the services serve what the manifests probe', () => {
+  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway' } as const;
+  const GRACE_MS = 12_345;
+  let ctx: TestContext;
+  let config: string;
+  const probed = probedPaths(model);
+
+  beforeAll(async () => {
+    ctx = await openContext('manifests');
+    config = writeConfig(ctx, demoConfig());
   });
+  afterAll(async () => {
+    await ctx?.close();
+  });
+
+  it('the manifests probe /healthz and /readyz of every service', () => {
+    for (const svc of SERVICES) expect([...(probed.get(svc) ?? [])].sort(), svc).toEqual(['/healthz', '/readyz']);
+  });
+
+  it.each(SERVICES)(
+    '%s answers the probed paths at BOSUN_HEALTH_PORT once ready, and stops within BOSUN_GRACE_MS',
+    async (svc) => {
+      const port = await freePort();
+      const p = startService(KIND[svc as keyof typeof KIND], {
+        ...ctx.env,
+        BOSUN_CONFIG: config,
+        BOSUN_HEALTH_PORT: String(port),
+        BOSUN_GRACE_MS: String(GRACE_MS),
+        LOG_LEVEL: 'info',
+      });
+      try {
+        await p.ready();
+        for (const path of probed.get(svc) ?? []) {
+          const res = await fetch(`http://127.0.0.1:${port}${path}`);
+          expect(res.status, path).toBe(200);
+          expect(await res.json()).toEqual({ service: svc, state: 'ready' });
+        }
+        expect((await fetch(`http://127.0.0.1:${port}/nosuch`)).status).toBe(404);
+      } finally {
+        expect(await p.stop()).toEqual({ code: 0, signal: null });
+      }
+      // The grace period it was given is the one it applies.
+      const stopping = p.lines.map((l) => JSON.parse(l) as Obj).find((l) => l.msg === `${svc} stopping`);
+      expect(stopping).toMatchObject({ signal: 'SIGTERM', graceMs: GRACE_MS });
+    },
+    60_000,
+  );
 });
 
 // ------------------------------------------------------------------------------------ every check can fail

@@ -148,13 +148,17 @@ function text(r: CallToolResult): string {
 
 /** Polls the pending approvals until one proposes `tool` with this `reason` argument. */
 async function pendingFor(tool: string, reason: string, timeoutMs = 4_000): Promise<Approval> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    const found = (await store.pending()).find((a) => a.calls.some((c) => c.tool === tool && c.args.reason === reason));
-    if (found) return found;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`no pending approval for ${tool} (${reason}) within ${timeoutMs} ms`);
+  let found: Approval | undefined;
+  await waitUntil(
+    async () => {
+      found = (await store.pending()).find((a) => a.calls.some((c) => c.tool === tool && c.args.reason === reason));
+      return found !== undefined;
+    },
+    timeoutMs,
+    `a pending approval for ${tool} (${reason})`,
+    50,
+  );
+  return found!;
 }
 
 function restartArgs(reason: string): Record<string, unknown> {
@@ -528,10 +532,12 @@ describe('the gateway as an MCP server', () => {
     expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-session')).toBe(0);
 
     // Nobody waits for them any more: once their time is up, the face's sweep denies them.
-    const end = Date.parse(b.timeoutAt) + 10_000;
-    while (Date.now() < end && ((await store.get(a.id))?.status === 'pending' || (await store.get(b.id))?.status === 'pending')) {
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await waitUntil(
+      async () => (await store.get(a.id))?.status !== 'pending' && (await store.get(b.id))?.status !== 'pending',
+      Date.parse(b.timeoutAt) + 10_000 - Date.now(),
+      "the face's sweep decided both approvals",
+      200,
+    );
     for (const id of [a.id, b.id])
       expect(await store.get(id)).toMatchObject({ status: 'denied', denyReason: 'timeout', decidedBy: 'bosun (approval timeout)' });
     expect(logged('restart_pod', 'cancel-mcp') + logged('restart_pod', 'cancel-session')).toBe(0);

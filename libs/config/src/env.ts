@@ -27,7 +27,60 @@ export interface BosunEnv {
   readonly logLevel: string;
   /** `BOSUN_STREAM_REPLICAS`: replicas of the runs stream, default 1; set it (e.g. 3) on a NATS cluster. */
   readonly streamReplicas: number;
+  /** `BOSUN_GRACE_MS`: how long a service may take to stop after SIGTERM; unset: the service's default (30 s). */
+  readonly graceMs: number | undefined;
+  /** `BOSUN_HEALTH_PORT`: the port of a service's `/healthz` and `/readyz`; unset: none. */
+  readonly healthPort: number | undefined;
+  /** `USER`, trimmed, when set: the CLI's default for `--by` (who decided, acknowledged or cancelled). */
+  readonly user: string | undefined;
 }
+
+/** One variable of {@link ENV_VARS}. */
+export interface EnvVarDoc {
+  /** What it sets. */
+  readonly about: string;
+  /** Its default, in words; absent: unset means off (or none). */
+  readonly default?: string;
+  /** Whether its value is a secret (never logged). */
+  readonly secret?: boolean;
+  /** Read by the CLI only; the services ignore it. */
+  readonly cliOnly?: boolean;
+}
+
+/**
+ * Every environment variable a Bosun process reads (services, CLI, `bosun demo`), by name: the
+ * documented list that {@link readEnv} reads and nothing else (a unit test holds it to that).
+ * The config file may name further variables of its own in `${VAR}` placeholders.
+ */
+export const ENV_VARS: Readonly<Record<string, EnvVarDoc>> = Object.freeze({
+  REDIS_URL: { about: 'Redis URL(s); several comma-separated URLs name Redis Cluster nodes', default: 'redis://127.0.0.1:6379' },
+  REDIS_CLUSTER: { about: 'connect as a Redis Cluster client (1, true or yes)' },
+  REDIS_USERNAME: { about: 'Redis ACL user' },
+  REDIS_PASSWORD: { about: 'Redis password', secret: true },
+  REDIS_PASSWORD_FILE: { about: 'file holding the Redis password' },
+  REDIS_TLS_CA_FILE: { about: 'PEM CA for rediss:// URLs' },
+  REDIS_TLS_CERT_FILE: { about: 'PEM client certificate for Redis' },
+  REDIS_TLS_KEY_FILE: { about: 'PEM private key of the Redis client certificate' },
+  NATS_URL: { about: 'NATS server(s)', default: 'nats://127.0.0.1:4222' },
+  NATS_USER: { about: 'NATS user (with NATS_PASSWORD or NATS_PASSWORD_FILE)' },
+  NATS_PASSWORD: { about: 'NATS password', secret: true },
+  NATS_PASSWORD_FILE: { about: 'file holding the NATS password' },
+  NATS_TOKEN: { about: 'NATS token', secret: true },
+  NATS_TOKEN_FILE: { about: 'file holding the NATS token' },
+  NATS_NKEY_SEED_FILE: { about: 'file holding a NATS user NKEY seed' },
+  NATS_CREDS_FILE: { about: 'NATS credentials file (user JWT and NKEY seed)' },
+  NATS_TLS_CA_FILE: { about: 'PEM CA for NATS' },
+  NATS_TLS_CERT_FILE: { about: 'PEM client certificate for NATS' },
+  NATS_TLS_KEY_FILE: { about: 'PEM private key of the NATS client certificate' },
+  BOSUN_PREFIX: { about: 'root of every Redis key and NATS subject', default: 'bosun' },
+  BOSUN_CONFIG: { about: 'the cluster config file', default: 'the bundled infra/demo/bosun.yaml' },
+  BOSUN_STREAM_REPLICAS: { about: 'replicas of the runs stream', default: '1' },
+  GEMINI_API_KEY: { about: 'selects Gemini for agents whose model provider is auto', secret: true },
+  LOG_LEVEL: { about: 'the pino log level', default: 'info' },
+  BOSUN_GRACE_MS: { about: 'how long a service may take to stop after SIGTERM (ms)', default: '30000' },
+  BOSUN_HEALTH_PORT: { about: 'port of /healthz and /readyz' },
+  USER: { about: "the CLI's default for --by", cliOnly: true },
+} satisfies Record<string, EnvVarDoc>);
 
 /** The bundled demo config: `infra/demo/bosun.yaml` at the repository root. */
 export function defaultConfigFile(): string {
@@ -36,7 +89,12 @@ export function defaultConfigFile(): string {
   return resolve(here, '../../../infra/demo/bosun.yaml');
 }
 
-/** Reads and checks the environment once; a bad value is an error naming the variable. */
+/**
+ * Reads and checks the environment (the variables of {@link ENV_VARS}, nothing else) into a
+ * frozen object: each process calls it once at start-up — a service through `runService`, which
+ * hands the object to its `start` and `check` — and takes what it needs from it. A bad value is
+ * a {@link ConfigError} naming the variable.
+ */
 export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   const prefix = env.BOSUN_PREFIX ?? 'bosun';
   if (!PREFIX_PATTERN.test(prefix)) {
@@ -57,6 +115,17 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   if (!Number.isInteger(streamReplicas) || streamReplicas < 1 || streamReplicas > 5) {
     throw new ConfigError(`BOSUN_STREAM_REPLICAS: "${env.BOSUN_STREAM_REPLICAS ?? ''}" must be 1 to 5`);
   }
+  const rawGrace = env.BOSUN_GRACE_MS;
+  const graceMs = rawGrace === undefined ? undefined : Number(rawGrace);
+  if (graceMs !== undefined && !(Number.isInteger(graceMs) && graceMs > 0)) {
+    throw new ConfigError(`BOSUN_GRACE_MS: "${rawGrace}" must be a positive number of milliseconds`);
+  }
+  const rawPort = env.BOSUN_HEALTH_PORT;
+  const healthPort = rawPort ? Number(rawPort) : undefined;
+  if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort <= 65535)) {
+    throw new ConfigError(`BOSUN_HEALTH_PORT: "${rawPort}" must be a port number`);
+  }
+  const user = env.USER?.trim() || undefined;
   return Object.freeze({
     redisUrl,
     redisCluster,
@@ -68,6 +137,9 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
     geminiApiKey,
     logLevel: env.LOG_LEVEL ?? 'info',
     streamReplicas,
+    graceMs,
+    healthPort,
+    user,
   });
 }
 

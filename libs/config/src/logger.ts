@@ -50,7 +50,7 @@ const SECRETS = Symbol('bosun.logSecrets');
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = new Set((options.secrets ?? knownSecrets()).filter((s) => s.length >= 6));
   const wanted = options.level ?? 'info';
-  const valid = Object.hasOwn(pino.levels.values, wanted) || wanted === 'silent';
+  const valid = isLogLevel(wanted);
   const clean = (value: unknown): unknown => redactSecrets(plainErrors(value), { values: [...secrets] });
   const logger = pino(
     {
@@ -80,10 +80,26 @@ export function createLogger(options: LoggerOptions): Logger {
     options.destination,
   );
   Object.defineProperty(logger, SECRETS, { value: secrets });
-  if (!valid) {
-    logger.warn(`LOG_LEVEL "${wanted}" is not a level (${Object.keys(pino.levels.values).join(', ')}, silent); using info`);
-  }
+  if (!valid) warnBadLevel(logger, wanted);
   return logger;
+}
+
+function isLogLevel(level: string): boolean {
+  return Object.hasOwn(pino.levels.values, level) || level === 'silent';
+}
+
+function warnBadLevel(logger: Logger, wanted: string): void {
+  logger.warn(`LOG_LEVEL "${wanted}" is not a level (${Object.keys(pino.levels.values).join(', ')}, silent); using info`);
+}
+
+/**
+ * Sets a logger's level once the environment is read (`LOG_LEVEL`, `BosunEnv.logLevel`):
+ * a value that is not a level sets `info` and logs a warning, as {@link createLogger} does.
+ */
+export function setLogLevel(logger: Logger, level: string): void {
+  const valid = isLogLevel(level);
+  logger.level = valid ? level : 'info';
+  if (!valid) warnBadLevel(logger, level);
 }
 
 /**

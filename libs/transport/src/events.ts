@@ -191,7 +191,12 @@ export class EventPublisher implements EventSink {
       .catch((err: unknown) => {
         if (attempt >= 7) return this.drop(err);
         const delay = Math.min(250 * 2 ** attempt, 4_000);
-        const t = setTimeout(() => this.send(item, attempt + 1), delay);
+        // Still on its way while it waits to be retried: flush() waits for it too.
+        this.inflight++;
+        const t = setTimeout(() => {
+          this.inflight--;
+          this.send(item, attempt + 1);
+        }, delay);
         t.unref();
       })
       .finally(() => {

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, scrub, type Logger } from '@bosun/config';
+import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/config';
 
 /** A started service. */
 export interface ServiceHandle {
@@ -24,13 +24,17 @@ export function readyLine(service: string, pid: number = process.pid): string {
   return JSON.stringify({ bosun: 'ready', service, pid });
 }
 
+/** Matches a {@link readyLine}, exactly as a service prints it. */
+export const READY_LINE = /^\{"bosun":"ready","service":"[a-z0-9-]+","pid":\d+\}$/;
+
 /** Options of {@link runService}. */
 export interface RunServiceOptions {
   name: string;
   log: Logger;
   /** Command-line options of this service besides `--check`; an unknown option is a usage error (exit 2). */
   args?: ServiceArgOptions;
-  start: (args: ServiceArgs) => Promise<ServiceHandle>;
+  /** Starts the service, with its command-line options and the environment as read once at start-up. */
+  start: (args: ServiceArgs, env: BosunEnv) => Promise<ServiceHandle>;
   /**
    * `--check`: checks what the service needs to start (environment, config file, Redis, NATS
    * and what else it uses) without taking any work, closes what it opened, and returns a
@@ -38,16 +42,18 @@ export interface RunServiceOptions {
    * message when something is wrong (`<name>: check failed: <message>` on standard error, exit 1).
    * Neither may contain a secret.
    */
-  check: (args: ServiceArgs) => Promise<string>;
+  check: (args: ServiceArgs, env: BosunEnv) => Promise<string>;
   /**
    * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
-   * Default: `BOSUN_GRACE_MS` from the environment, else 30 s.
+   * Default: `BOSUN_GRACE_MS` from the environment (`BosunEnv.graceMs`), else 30 s.
    */
   graceMs?: number;
 }
 
 /**
- * Runs a service process: starts it (a start-up error prints its message and exits 1), prints
+ * Runs a service process: reads the environment once (`readEnv`; a bad variable prints its
+ * message and exits 1), sets the logger's level from `LOG_LEVEL`, starts the service with that
+ * environment (a start-up error prints its message and exits 1), prints
  * {@link readyLine} once started, and on SIGTERM or SIGINT closes it and exits 0 — or exits 1
  * if closing outlasts the grace period, in which case unfinished jobs are picked up elsewhere by
  * BullMQ's stalled-job check. With `--check` it runs {@link RunServiceOptions.check} instead
@@ -69,25 +75,24 @@ export function runService(options: RunServiceOptions): void {
     process.exit(2);
   }
   if (args.check === true) {
-    return runCheck(name, log, async () => {
-      readServiceEnv();
-      return options.check(args);
-    });
+    return runCheck(name, log, async () => options.check(args, readEnv()));
   }
-  let settings: ServiceEnv;
+  let env: BosunEnv;
   try {
-    settings = readServiceEnv();
+    env = readEnv();
   } catch (err) {
-    process.stderr.write(`${name}: ${(err as Error).message}\n`);
+    // Before LOG_LEVEL is known: the one line on standard error names the variable.
+    process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exit(1);
   }
-  const grace = options.graceMs ?? settings.graceMs ?? 30_000;
+  setLogLevel(log, env.logLevel);
+  const grace = options.graceMs ?? env.graceMs ?? 30_000;
   let handle: ServiceHandle | undefined;
   let stopping = false;
   const health =
-    settings.healthPort === undefined
+    env.healthPort === undefined
       ? undefined
-      : startHealthServer(name, log, settings.healthPort, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
+      : startHealthServer(name, log, env.healthPort, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
 
   const stop = (signal: string) => {
     if (stopping) return;
@@ -114,7 +119,7 @@ export function runService(options: RunServiceOptions): void {
   process.on('SIGINT', () => stop('SIGINT'));
 
   options
-    .start(args)
+    .start(args, env)
     .then((h) => {
       handle = h;
       log.info(`${name} started`);
@@ -142,29 +147,6 @@ function runCheck(name: string, log: Logger, check: () => Promise<string>): void
       process.stderr.write(`${name}: check failed: ${scrub(message)}\n`, () => process.exit(1));
     },
   );
-}
-
-/** What {@link runService} itself reads from the environment. */
-interface ServiceEnv {
-  /** `BOSUN_GRACE_MS`. */
-  graceMs: number | undefined;
-  /** `BOSUN_HEALTH_PORT`. */
-  healthPort: number | undefined;
-}
-
-/** Reads `BOSUN_GRACE_MS` and `BOSUN_HEALTH_PORT`; a bad value throws, naming the variable. */
-function readServiceEnv(env: NodeJS.ProcessEnv = process.env): ServiceEnv {
-  const rawGrace = env.BOSUN_GRACE_MS;
-  const graceMs = rawGrace === undefined ? undefined : Number(rawGrace);
-  if (graceMs !== undefined && !(Number.isInteger(graceMs) && graceMs > 0)) {
-    throw new ConfigError(`BOSUN_GRACE_MS: "${rawGrace}" must be a positive number of milliseconds`);
-  }
-  const rawPort = env.BOSUN_HEALTH_PORT;
-  const healthPort = rawPort ? Number(rawPort) : undefined;
-  if (healthPort !== undefined && !(Number.isInteger(healthPort) && healthPort >= 0 && healthPort <= 65535)) {
-    throw new ConfigError(`BOSUN_HEALTH_PORT: "${rawPort}" must be a port number`);
-  }
-  return { graceMs, healthPort };
 }
 
 /**

@@ -2,17 +2,17 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
-import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, type BosunEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, RunControl, checkRuntime, openRuntime, runService } from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
-const log = createLogger({ service: 'coordinator', level: process.env.LOG_LEVEL ?? 'info' });
+// Its level comes from LOG_LEVEL once runService has read the environment.
+const log = createLogger({ service: 'coordinator' });
 
-/** The environment, the config file and the model, as the coordinator reads them at start-up. */
-function load() {
-  const env = readEnv();
+/** The config file and the model, as the coordinator reads them at start-up (the environment comes from runService). */
+function load(env: BosunEnv) {
   const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: true });
   // The secrets it resolved from the config file (tokens) are never logged.
   addLogSecrets(log, configSecrets(config));
@@ -30,8 +30,8 @@ function load() {
 runService({
   name: 'coordinator',
   log,
-  async check() {
-    const { env, config, model } = load();
+  async check(_args, env) {
+    const { config, model } = load(env);
     const http = config.coordinator.http;
     if (http && http.operatorToken === '')
       throw new ConfigError(`${env.configFile}: coordinator.http.operatorToken is empty after substitution`);
@@ -39,8 +39,8 @@ runService({
     const api = http ? `, operator API on ${http.host}:${http.port}` : '';
     return `config ${env.configFile} (${config.coordinator.mode} mode, model ${model.name}, ${Object.keys(config.specialists).length} specialists${api}); ${connections}`;
   },
-  async start() {
-    const { env, config, model } = load();
+  async start(_args, env) {
+    const { config, model } = load(env);
     const c = config.coordinator;
     const rt = await openRuntime(env, { service: 'coordinator', log });
     // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.

@@ -2,17 +2,17 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, createLogger, loadClusterConfig, readEnv, specialistConfig } from '@bosun/config';
+import { ConfigError, createLogger, loadClusterConfig, specialistConfig, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
 
-const log = createLogger({ service: 'specialist', level: process.env.LOG_LEVEL ?? 'info' });
+// Its level comes from LOG_LEVEL once runService has read the environment.
+const log = createLogger({ service: 'specialist' });
 
-/** The environment, the config file and the specialists this process runs (`--only`), as read at start-up. */
-function load(args: ServiceArgs) {
-  const env = readEnv();
+/** The config file and the specialists this process runs (`--only`), as read at start-up (the environment comes from runService). */
+function load(args: ServiceArgs, env: BosunEnv) {
   const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
   const all = Object.keys(config.specialists);
   const names =
@@ -31,16 +31,16 @@ runService({
   name: 'specialist',
   log,
   args: { only: { type: 'string' } },
-  async check(args) {
-    const { env, config, names } = load(args);
+  async check(args, env) {
+    const { config, names } = load(args, env);
     const models = names.map(
       (name) => `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey }).name})`,
     );
     const connections = await checkRuntime(env, { service: 'specialist' });
     return `config ${env.configFile} (specialists ${models.join(', ')}); ${connections}`;
   },
-  async start(args) {
-    const { env, config, names } = load(args);
+  async start(args, env) {
+    const { config, names } = load(args, env);
 
     const rt = await openRuntime(env, { service: 'specialist', log });
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });

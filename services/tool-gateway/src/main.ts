@@ -2,19 +2,19 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
-import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, readEnv } from '@bosun/config';
+import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig } from '@bosun/config';
 import { ApprovalStore, checkRuntime, openRuntime, runService } from '@bosun/transport';
 import { ToolGateway } from './gateway.js';
 import { checkMcpServers } from './mcp.js';
 import { startMcpFace, type McpFace } from './mcp-face.js';
 
-const log = createLogger({ service: 'tool-gateway', level: process.env.LOG_LEVEL ?? 'info' });
+// Its level comes from LOG_LEVEL once runService has read the environment.
+const log = createLogger({ service: 'tool-gateway' });
 
 runService({
   name: 'tool-gateway',
   log,
-  async check() {
-    const env = readEnv();
+  async check(_args, env) {
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
     const face = config.gateway.mcpServer;
     if (face && face.token === '') throw new ConfigError(`${env.configFile}: gateway.mcpServer.token is empty after substitution`);
@@ -23,8 +23,7 @@ runService({
     const faceText = face ? ` (MCP face on ${face.host}:${face.port})` : '';
     return `config ${env.configFile}${faceText}; ${connections}; MCP servers: ${servers.join(', ') || 'none'}`;
   },
-  async start() {
-    const env = readEnv();
+  async start(_args, env) {
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
     // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
     addLogSecrets(log, configSecrets(config));

@@ -1,0 +1,172 @@
+import { describe, expect, it } from 'vitest';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { RunEvent } from '@bosun/contract';
+import { createLogger } from '@bosun/config';
+import type { RedisClient } from './connections.js';
+import { EventPublisher } from './events.js';
+import { keys } from './keys.js';
+
+// The event publisher with in-memory stand-ins: a Redis that counts, and a NATS connection that
+// answers JetStream publishes with an ack (or fails, or never answers).
+
+const PREFIX = 'unit';
+const RUN = 'r0123456789abcdef0123';
+
+/** The Redis commands the publisher uses: INCR/EXPIRE for `seq`, HINCRBY for the drop counter. */
+class FakeRedis {
+  readonly strings = new Map<string, number>();
+  readonly hashes = new Map<string, Map<string, number>>();
+  failIncr = false;
+
+  incr(key: string): Promise<number> {
+    if (this.failIncr) return Promise.reject(new Error('redis is away'));
+    const n = (this.strings.get(key) ?? 0) + 1;
+    this.strings.set(key, n);
+    return Promise.resolve(n);
+  }
+
+  expire(): Promise<number> {
+    return Promise.resolve(1);
+  }
+
+  hincrby(key: string, field: string, by: number): Promise<number> {
+    const h = this.hashes.get(key) ?? new Map<string, number>();
+    this.hashes.set(key, h);
+    h.set(field, (h.get(field) ?? 0) + by);
+    return Promise.resolve(h.get(field)!);
+  }
+
+  asClient(): RedisClient {
+    return this as unknown as RedisClient;
+  }
+}
+
+interface Published {
+  subject: string;
+  event: RunEvent;
+  msgId: string | undefined;
+}
+
+/** What `jetstream(nc).publish` needs of a connection: a request that gets the stream's ack. */
+class FakeNats {
+  readonly published: Published[] = [];
+  readonly options = { inboxPrefix: '_INBOX' };
+  readonly info = { max_payload: 1024 * 1024 };
+  /** How the next requests answer, one per request; past the list, with an ack. */
+  answers: ('ack' | 'fail' | 'hang')[] = [];
+  requests = 0;
+
+  request(subject: string, data: Uint8Array | string, opts: { headers?: { get(k: string): string } }): Promise<{ data: Uint8Array }> {
+    this.requests++;
+    const answer = this.answers.shift() ?? 'ack';
+    if (answer === 'hang') return new Promise(() => undefined);
+    if (answer === 'fail') return Promise.reject(new Error('timeout'));
+    const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
+    this.published.push({ subject, event: RunEvent.parse(JSON.parse(text)), msgId: opts.headers?.get('Nats-Msg-Id') });
+    return Promise.resolve({ data: new TextEncoder().encode(JSON.stringify({ stream: `${PREFIX}-runs`, seq: this.published.length })) });
+  }
+
+  asConnection(): NatsConnection {
+    return this as unknown as NatsConnection;
+  }
+}
+
+function logLines() {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ service: 'unit', destination: { write: (s: string) => void lines.push(JSON.parse(s)) } });
+  return { log, lines };
+}
+
+function publisher(redis: FakeRedis, nats: FakeNats | null, bufferLimit?: number) {
+  const { log, lines } = logLines();
+  const events = new EventPublisher({ prefix: PREFIX, redis: redis.asClient(), nats: nats?.asConnection() ?? null, log, bufferLimit });
+  return { events, lines };
+}
+
+const emit = (events: EventPublisher, n: number) => {
+  for (let i = 0; i < n; i++) events.emit({ type: 'model.called', runId: RUN, incidentId: 'inc-1', agent: 'kubernetes', data: { i } });
+};
+
+describe('EventPublisher', () => {
+  it("numbers a run's events from its Redis counter and publishes each on its subject, with <runId>-<seq> as the message id", async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    const { events } = publisher(redis, nats);
+    emit(events, 3);
+    await events.flush(2_000);
+    expect(nats.published.map((p) => [p.subject, p.event.seq, p.msgId, p.event.data.i])).toEqual([
+      [`${PREFIX}.runs.${RUN}.model.called`, 1, `${RUN}-1`, 0],
+      [`${PREFIX}.runs.${RUN}.model.called`, 2, `${RUN}-2`, 1],
+      [`${PREFIX}.runs.${RUN}.model.called`, 3, `${RUN}-3`, 2],
+    ]);
+    expect(nats.published[0]!.event).toMatchObject({ v: 1, runId: RUN, incidentId: 'inc-1', agent: 'kubernetes' });
+    expect(redis.strings.get(keys.seq(PREFIX, RUN))).toBe(3);
+    expect(events.stats).toEqual({ published: 3, dropped: 0 });
+  });
+
+  it('keeps events while NATS is away and publishes them, in order, once a connection is attached', async () => {
+    const redis = new FakeRedis();
+    const { events } = publisher(redis, null);
+    emit(events, 3);
+    await events.flush(500);
+    expect(events.stats).toEqual({ published: 0, dropped: 0 });
+    const nats = new FakeNats();
+    events.attach(nats.asConnection());
+    await events.flush(2_000);
+    expect(nats.published.map((p) => p.event.seq)).toEqual([1, 2, 3]);
+    expect(events.stats).toEqual({ published: 3, dropped: 0 });
+  });
+
+  it('drops the oldest events past the buffer bound, counting each drop in Redis where operators see it', async () => {
+    const redis = new FakeRedis();
+    const { events } = publisher(redis, null, 2);
+    emit(events, 5);
+    await events.flush(500);
+    expect(events.stats.dropped).toBe(3);
+    expect(redis.hashes.get(keys.events(PREFIX))?.get('dropped')).toBe(3);
+    const nats = new FakeNats();
+    events.attach(nats.asConnection());
+    await events.flush(2_000);
+    // The newest two were kept.
+    expect(nats.published.map((p) => p.event.seq)).toEqual([4, 5]);
+  });
+
+  it('drops (and counts, and logs) an event it cannot number, without throwing at the caller', async () => {
+    const redis = new FakeRedis();
+    redis.failIncr = true;
+    const nats = new FakeNats();
+    const { events, lines } = publisher(redis, nats);
+    expect(() => emit(events, 1)).not.toThrow();
+    await events.flush(500);
+    expect(events.stats).toEqual({ published: 0, dropped: 1 });
+    expect(nats.requests).toBe(0);
+    expect(lines).toContainEqual(expect.objectContaining({ msg: 'event dropped: could not number it', runId: RUN }));
+  });
+
+  it('retries a failed publish under the same message id, so the stream keeps one copy', async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    nats.answers = ['fail'];
+    const { events } = publisher(redis, nats);
+    emit(events, 1);
+    await events.flush(5_000);
+    expect(nats.requests).toBe(2);
+    expect(nats.published.map((p) => p.msgId)).toEqual([`${RUN}-1`]);
+    expect(events.stats).toEqual({ published: 1, dropped: 0 });
+  });
+
+  it('never holds up the caller: emit returns at once, and flush gives up at its deadline when NATS does not answer', async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    nats.answers = ['hang'];
+    const { events } = publisher(redis, nats);
+    const t0 = performance.now();
+    emit(events, 1);
+    expect(performance.now() - t0).toBeLessThan(50);
+    await events.flush(300);
+    const waited = performance.now() - t0;
+    expect(waited).toBeGreaterThanOrEqual(250);
+    expect(waited).toBeLessThan(2_000);
+    expect(events.stats.published).toBe(0);
+  });
+});

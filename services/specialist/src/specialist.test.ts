@@ -1,0 +1,195 @@
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
+import { BosunError, STALL_MARKER, isStalled, taskIdFor, type TaskJob, type TaskResult } from '@bosun/contract';
+import { createLogger, defaultConfigFile, loadClusterConfig, specialistConfig } from '@bosun/config';
+import { ParkError, RetryableTaskError, YieldError, runTask } from '@bosun/agent';
+import type * as Agent from '@bosun/agent';
+import { FakeModel } from '@bosun/models';
+import { MemoryCheckpointStore, MemoryEventSink, type ApprovalStore, type DeadLetterInput, type ToolClient } from '@bosun/transport';
+import { specialistProcessor, type SpecialistDeps } from './specialist.js';
+
+// The specialist's glue (BullMQ job ↔ the task loop), with the task loop stubbed and in-memory
+// stand-ins for the job API and the stores: what each outcome of the loop does to the job.
+
+vi.mock('@bosun/agent', async (importOriginal) => ({ ...(await importOriginal<typeof Agent>()), runTask: vi.fn() }));
+const runTaskMock = vi.mocked(runTask);
+
+const RUN_ID = 'r0123456789abcdef0123';
+const TASK_ID = taskIdFor(RUN_ID, 0, 'kubernetes');
+const TOKEN = 'lock-token';
+const spec = specialistConfig(
+  loadClusterConfig(defaultConfigFile(), { resolveServers: false, resolveOperatorToken: false }),
+  'kubernetes',
+)!;
+
+const task: TaskJob = {
+  v: 1,
+  runId: RUN_ID,
+  incidentId: 'inc-1',
+  taskId: TASK_ID,
+  agent: 'kubernetes',
+  task: 'look at the pods',
+  incident: { id: 'inc-1', source: 'test', reason: 'PodCrashLooping', summary: 'checkout restarting', severity: 'warning' },
+};
+
+/** The parts of a BullMQ job the processor uses, recording where the job was moved. */
+function fakeJob(data: unknown, more: { attemptsMade?: number; attemptsStarted?: number } = {}) {
+  const moves: { until: number; token: string | undefined }[] = [];
+  const job = {
+    id: TASK_ID,
+    queueName: 'specialist-kubernetes',
+    data,
+    attemptsMade: more.attemptsMade ?? 0,
+    attemptsStarted: more.attemptsStarted ?? 1,
+    moveToDelayed: (until: number, token?: string) => {
+      moves.push({ until, token });
+      return Promise.resolve();
+    },
+  };
+  return { job: job as unknown as Job, moves };
+}
+
+/** An approval store with one approval in it, recording where tasks were parked and which approvals were woken. */
+function fakeApprovals(status: 'pending' | 'approved') {
+  const parked: [string, string, string][] = [];
+  const woken: string[] = [];
+  const approval = { id: 'ap-1', status };
+  const store = {
+    parkedAt: (id: string, queue: string, jobId: string) => {
+      parked.push([id, queue, jobId]);
+      return Promise.resolve();
+    },
+    get: (id: string) => Promise.resolve(id === approval.id ? approval : null),
+    wake: (a: { id: string }) => {
+      woken.push(a.id);
+      return Promise.resolve();
+    },
+  };
+  return { store: store as unknown as ApprovalStore, parked, woken };
+}
+
+function deps(more: Partial<SpecialistDeps> = {}) {
+  const deadLetters: { input: DeadLetterInput; dedupeId: string | undefined }[] = [];
+  const events = new MemoryEventSink();
+  const d: SpecialistDeps = {
+    name: 'kubernetes',
+    spec,
+    model: new FakeModel(),
+    tools: {} as ToolClient,
+    checkpoints: new MemoryCheckpointStore(),
+    events,
+    deadLetters: {
+      add: (input: DeadLetterInput, dedupeId?: string) => {
+        deadLetters.push({ input, dedupeId });
+        return Promise.resolve({ v: 1, marker: STALL_MARKER, at: '', ...input });
+      },
+    },
+    log: createLogger({ service: 'specialist-test', level: 'silent' }),
+    ...more,
+  };
+  return { deps: d, deadLetters, events };
+}
+
+const result: TaskResult = { v: 1, taskId: TASK_ID, agent: 'kubernetes', status: 'completed', output: { summary: 'ok' }, attempts: 1 };
+
+beforeEach(() => {
+  runTaskMock.mockReset();
+});
+
+describe('specialistProcessor', () => {
+  it("returns the task loop's result as the job's value, running the task with the spec, its attempt and whether it is a first pickup", async () => {
+    runTaskMock.mockResolvedValue(result);
+    const { deps: d } = deps();
+    const { job } = fakeJob(task, { attemptsMade: 1, attemptsStarted: 2 });
+    await expect(specialistProcessor(d)(job, TOKEN)).resolves.toBe(result);
+    expect(runTaskMock).toHaveBeenCalledTimes(1);
+    const [passedTask, passedSpec, , attempt, options] = runTaskMock.mock.calls[0]!;
+    expect(passedTask).toEqual(task);
+    expect(passedSpec).toMatchObject({ name: 'kubernetes', description: spec.description });
+    expect(attempt).toBe(2);
+    expect(options).toEqual({ firstPickup: false });
+  });
+
+  it('parks a task that waits for an approval: the job is delayed until its timeout and recorded on the approval; no worker is held', async () => {
+    const until = Date.now() + 60_000;
+    runTaskMock.mockRejectedValue(new ParkError('ap-1', until));
+    const approvals = fakeApprovals('pending');
+    const { deps: d } = deps({ approvals: approvals.store });
+    const { job, moves } = fakeJob(task);
+    await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(DelayedError);
+    expect(moves).toEqual([{ until, token: TOKEN }]);
+    expect(approvals.parked).toEqual([['ap-1', 'specialist-kubernetes', TASK_ID]]);
+    expect(approvals.woken).toEqual([]);
+  });
+
+  it('wakes a parked task at once when the decision landed before it was parked', async () => {
+    runTaskMock.mockRejectedValue(new ParkError('ap-1', Date.now() + 60_000));
+    const approvals = fakeApprovals('approved');
+    const { deps: d } = deps({ approvals: approvals.store });
+    const { job } = fakeJob(task);
+    await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(DelayedError);
+    expect(approvals.woken).toEqual(['ap-1']);
+  });
+
+  it('hands a task back to the queue at once when the process is draining (YieldError): delayed until now, not failed', async () => {
+    runTaskMock.mockRejectedValue(new YieldError(TASK_ID));
+    const { deps: d } = deps();
+    const { job, moves } = fakeJob(task);
+    const before = Date.now();
+    await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(DelayedError);
+    expect(moves).toHaveLength(1);
+    expect(moves[0]!.token).toBe(TOKEN);
+    expect(moves[0]!.until).toBeGreaterThanOrEqual(before);
+    expect(moves[0]!.until).toBeLessThanOrEqual(Date.now());
+  });
+
+  it('rethrows a park or a yield it cannot act on (no lock token, no approval store), without moving the job', async () => {
+    const { deps: d } = deps();
+    const { job, moves } = fakeJob(task);
+    runTaskMock.mockRejectedValueOnce(new ParkError('ap-1', Date.now() + 60_000));
+    await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(ParkError);
+    runTaskMock.mockRejectedValueOnce(new YieldError(TASK_ID));
+    await expect(specialistProcessor(d)(job, undefined)).rejects.toBeInstanceOf(YieldError);
+    expect(moves).toEqual([]);
+  });
+
+  it('rethrows a retryable model error so that BullMQ retries the job with backoff', async () => {
+    runTaskMock.mockRejectedValue(new RetryableTaskError('model overloaded', new Error('503')));
+    const { deps: d, deadLetters } = deps();
+    const { job } = fakeJob(task);
+    await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(RetryableTaskError);
+    expect(deadLetters).toEqual([]);
+  });
+
+  it('ends a task whose checkpoint cannot be read with an INCOMPLETE failed result, a dead letter and an agent.failed event', async () => {
+    runTaskMock.mockRejectedValue(new BosunError('corrupt_checkpoint', `checkpoint task:${TASK_ID} is not valid JSON`));
+    const { deps: d, deadLetters, events } = deps();
+    const { job } = fakeJob(task, { attemptsMade: 2 });
+    const out = await specialistProcessor(d)(job, TOKEN);
+    expect(out).toMatchObject({ v: 1, taskId: TASK_ID, agent: 'kubernetes', status: 'failed', attempts: 3 });
+    expect(out.error).toContain('is not valid JSON');
+    expect(isStalled(out.output)).toBe(true);
+    expect(deadLetters).toEqual([
+      {
+        input: expect.objectContaining({ kind: 'failure', runId: RUN_ID, taskId: TASK_ID, agent: 'kubernetes', attempts: 3 }),
+        dedupeId: `failure-${TASK_ID}-checkpoint`,
+      },
+    ]);
+    expect(events.events).toEqual([expect.objectContaining({ type: 'agent.failed', runId: RUN_ID, agent: 'kubernetes' })]);
+  });
+
+  it.each([
+    ['does not match the contract', { ...task, taskId: undefined }, /^invalid task: taskId: /],
+    ['is for another specialist', { ...task, agent: 'database' }, /^task for "database" on the queue of "kubernetes"$/],
+  ])('refuses a task that %s: a poison dead letter with the original data, and an unrecoverable failure', async (_what, data, reason) => {
+    const { deps: d, deadLetters } = deps();
+    const { job } = fakeJob(data);
+    const err = await specialistProcessor(d)(job, TOKEN).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(UnrecoverableError);
+    expect((err as Error).message).toMatch(reason);
+    expect(deadLetters).toEqual([
+      { input: { kind: 'poison', agent: 'kubernetes', reason: expect.stringMatching(reason), input: data }, dedupeId: `poison-${TASK_ID}` },
+    ]);
+    expect(runTaskMock).not.toHaveBeenCalled();
+  });
+});
