@@ -1,7 +1,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue, Worker, type Job } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, STALL_MARKER, TOOLS_QUEUE, runIdFor, type ToolCallJob } from '@bosun/contract';
-import { COORDINATOR_TIMERS_QUEUE, DeadLetters, QueueToolClient, RunControl, RunControlError, keys } from '@bosun/transport';
+import {
+  COORDINATOR_TIMERS_QUEUE,
+  DEAD_LETTER_QUEUE,
+  INCIDENTS_QUEUE,
+  STALL_MARKER,
+  TOOLS_QUEUE,
+  runIdFor,
+  type RunCheckpoint,
+  type ToolCallJob,
+} from '@bosun/contract';
+import { DeadLetters, QueueToolClient, RunControl, RunControlError, keys } from '@bosun/transport';
 import { openContext, waitUntil, type TestContext } from '../helpers/index.js';
 
 // libs/transport against a real Redis: the dead-letter queue, the tool client's waits and
@@ -195,7 +204,20 @@ describe('RunControl', () => {
     const waiting = await add(ids.waiting);
     await ctx.redis.set(
       keys.checkpoint(ctx.prefix, `run:${runOf(waiting)}`),
-      JSON.stringify({ jobId: ids.waiting, routed: ['kubernetes'] }),
+      JSON.stringify({
+        v: 1,
+        runId: runOf(waiting),
+        incidentId: ids.waiting,
+        startedAt: new Date().toISOString(),
+        deadlineAt: new Date(Date.now() + 60_000).toISOString(),
+        jobId: ids.waiting,
+        mode: 'route',
+        phase: 'routing',
+        round: 0,
+        delegations: [],
+        messages: [],
+        routed: ['kubernetes'],
+      } satisfies RunCheckpoint),
     );
     await ctx.redis.set(keys.cancelRun(ctx.prefix, runOf(waiting)), JSON.stringify({ by: 'alice', reason: 'test', at: 'now' }));
     const byId = async (id: string) => (await incidents.getJob(id))!;

@@ -103,11 +103,10 @@ describe('specialistProcessor', () => {
     const { job } = fakeJob(task, { attemptsMade: 1, attemptsStarted: 2 });
     await expect(specialistProcessor(d)(job, TOKEN)).resolves.toBe(result);
     expect(runTaskMock).toHaveBeenCalledTimes(1);
-    const [passedTask, passedSpec, , attempt, options] = runTaskMock.mock.calls[0]!;
+    const [passedTask, passedSpec, , attempt] = runTaskMock.mock.calls[0]!;
     expect(passedTask).toEqual(task);
     expect(passedSpec).toMatchObject({ name: 'kubernetes', description: spec.description });
-    expect(attempt).toBe(2);
-    expect(options).toEqual({ firstPickup: false });
+    expect(attempt).toEqual({ attempt: 2, firstPickup: false });
   });
 
   it('parks a task that waits for an approval: the job is delayed until its timeout and recorded on the approval; no worker is held', async () => {
