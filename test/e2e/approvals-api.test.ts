@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Job, Queue } from 'bullmq';
+import { type Job, Queue } from 'bullmq';
 import { ApprovalStore, type Approval } from '@bosun/transport';
 import {
   EventCollector,
@@ -288,12 +288,17 @@ describe('the coordinator HTTP API', () => {
     for (const token of [null, 'wrong-token', `${TOKEN}x`, '']) {
       const r = await call('/approvals', {}, token);
       expect(r.status).toBe(401);
+      // RFC 6750: a bare challenge without a token, invalid_token with a wrong one.
+      expect(r.headers.get('www-authenticate')).toMatch(
+        token === null ? /^Bearer realm="bosun-operator"$/ : /^Bearer realm="bosun-operator", error="invalid_token"/,
+      );
       const text = await r.text();
       expect(text).not.toContain(TOKEN);
       expect(text).not.toContain('approvals');
     }
     const basic = await fetch(`${base}/approvals`, { headers: { authorization: `Basic ${Buffer.from(`x:${TOKEN}`).toString('base64')}` } });
     expect(basic.status).toBe(401);
+    expect(basic.headers.get('www-authenticate')).toBe('Bearer realm="bosun-operator"');
     // Unknown paths are not told apart from known ones before authentication.
     expect((await call('/nowhere', {}, null)).status).toBe(401);
     expect((await call('/approvals/x', { method: 'POST', body: '{}' }, 'nope')).status).toBe(401);
@@ -378,5 +383,21 @@ describe('the coordinator HTTP API', () => {
     expect(decisions.some((l) => l.includes('appr-http-2') && l.includes('"decision":"deny"') && l.includes('dave'))).toBe(true);
     expect(coordinator!.lines.length).toBeGreaterThan(0);
     for (const line of coordinator!.lines) expect(line).not.toContain(TOKEN);
+  });
+
+  it('a second coordinator on the same port fails to start, naming the API and host:port', async () => {
+    const port = Number(new URL(base).port);
+    const cfg = demoConfig();
+    cfg.coordinator.http = { port, operatorToken: '${BOSUN_OPERATOR_TOKEN}' };
+    const second = startService('coordinator', {
+      ...ctx.env,
+      BOSUN_CONFIG: writeConfig(ctx, cfg, 'bosun-http-2.json'),
+      BOSUN_OPERATOR_TOKEN: TOKEN,
+    });
+    expect(await second.exited).toEqual({ code: 1, signal: null });
+    expect(second.lines).toContain(`coordinator: operator API: cannot listen on 127.0.0.1:${port}: the address is already in use`);
+    for (const line of second.lines) expect(line).not.toContain(TOKEN);
+    // The first one still answers.
+    expect((await call('/approvals')).status).toBe(200);
   });
 });

@@ -47,19 +47,8 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
           await conn.close();
           return;
         }
-        // The stream captures events for late observers; keep trying until JetStream takes it
-        // (a NATS cluster may still be electing its leader), without holding up the service.
-        const ensure = async (tries: number): Promise<void> => {
-          try {
-            await ensureRunsStream(conn, env.prefix, { replicas: env.streamReplicas });
-          } catch (err) {
-            if (tries === 0 || closed) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');
-            log.warn({ err: (err as Error).message }, 'runs stream not ready; retrying');
-            await new Promise((r) => setTimeout(r, 1_000));
-            return ensure(tries - 1);
-          }
-        };
-        await Promise.race([ensure(30), new Promise((r) => setTimeout(r, 5_000))]);
+        // The stream captures events for late observers: without holding up the service.
+        await Promise.race([ensureRunsStreamRetrying(conn, env, log, () => closed), new Promise((r) => setTimeout(r, 5_000))]);
         nc = conn;
         events.attach(conn);
         log.info('connected to NATS');
@@ -112,11 +101,29 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
       closed = true;
       await events.flush();
       await deadLetters.close();
-      const conn = nc as NatsConnection | null;
+      const conn = nc;
       if (conn) await conn.drain().catch(() => undefined);
       await redis.quit().catch(() => redis.disconnect());
     },
   };
+}
+
+/**
+ * Creates the runs stream, trying again every second up to 30 times while JetStream does not
+ * take it (a NATS cluster may still be electing its leader), unless the runtime is `closed`;
+ * then logs that late observers cannot replay runs.
+ */
+async function ensureRunsStreamRetrying(conn: NatsConnection, env: BosunEnv, log: Logger, closed: () => boolean): Promise<void> {
+  for (let tries = 30; ; tries--) {
+    try {
+      await ensureRunsStream(conn, env.prefix, { replicas: env.streamReplicas });
+      return;
+    } catch (err) {
+      if (tries === 0 || closed()) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');
+      log.warn({ err: (err as Error).message }, 'runs stream not ready; retrying');
+      await new Promise((r) => setTimeout(r, 1_000));
+    }
+  }
 }
 
 /**

@@ -1,6 +1,9 @@
-import { createServer, type Server } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/config';
+import { sendJson } from './http/json.js';
+import { Router } from './http/router.js';
+import { HttpServer } from './http/server.js';
 
 /** A started service. */
 export interface ServiceHandle {
@@ -104,7 +107,8 @@ export function runService(options: RunServiceOptions): void {
     }, grace);
     timer.unref();
     Promise.resolve(handle?.close())
-      .then(() => health?.close())
+      .then(() => health)
+      .then((h) => h?.close({ graceMs: HEALTH_GRACE_MS }))
       .then(() => {
         log.info(`${name} stopped`);
         log.flush?.();
@@ -149,19 +153,35 @@ function runCheck(name: string, log: Logger, check: () => Promise<string>): void
   );
 }
 
+/** How long an open probe may take once the service has stopped. */
+const HEALTH_GRACE_MS = 1_000;
+
 /**
  * Serves `GET /healthz` (200 while the process runs) and `GET /readyz` (200 once started, 503
- * while starting or draining) on `port`, for orchestrators' probes.
+ * while starting or draining) on `port`, on every interface, for orchestrators' probes; other
+ * paths get 404, other methods than GET and HEAD 405. Every answer is
+ * `{"service": name, "state": state}`. A port it cannot listen on is logged (the service runs on,
+ * without probes) and resolves undefined.
  */
-function startHealthServer(name: string, log: Logger, port: number, state: () => 'starting' | 'ready' | 'stopping'): Server {
-  const server = createServer((req, res) => {
+async function startHealthServer(
+  name: string,
+  log: Logger,
+  port: number,
+  state: () => 'starting' | 'ready' | 'stopping',
+): Promise<HttpServer | undefined> {
+  const answer = (res: ServerResponse, status: (s: ReturnType<typeof state>) => number) => {
     const s = state();
-    const ok = req.url === '/healthz' || (req.url === '/readyz' && s === 'ready');
-    const known = req.url === '/healthz' || req.url === '/readyz';
-    res.writeHead(known ? (ok ? 200 : 503) : 404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ service: name, state: s }));
-  });
-  server.on('error', (err) => log.error({ err }, 'health server error'));
-  server.listen(port, () => log.info({ port }, 'health endpoints on /healthz and /readyz'));
-  return server;
+    sendJson(res, status(s), { service: name, state: s });
+  };
+  const router = new Router({ notFound: (_req, res) => answer(res, () => 404) })
+    .on(['GET', 'HEAD'], '/healthz', ({ res }) => answer(res, () => 200))
+    .on(['GET', 'HEAD'], '/readyz', ({ res }) => answer(res, (s) => (s === 'ready' ? 200 : 503)));
+  try {
+    const server = await HttpServer.listen({ name: 'health server', port, log, handle: (req, res) => router.handle(req, res) });
+    log.info({ port: server.port }, 'health endpoints on /healthz and /readyz');
+    return server;
+  } catch (err) {
+    log.error({ err }, 'health server error');
+    return undefined;
+  }
 }

@@ -12,25 +12,31 @@
  *                          shortly), 200 when it had already ended cancelled; 400 bad body,
  *                          404 unknown run, 409 already finished
  *
- * Every request needs `Authorization: Bearer <operator token>`; without it the answer is a bare
- * 401. The token is a secret: it is compared in constant time and never logged or echoed.
+ * Every request needs `Authorization: Bearer <operator token>`; without it the answer is 401
+ * `{"error": "unauthorized"}` with a `WWW-Authenticate` challenge (realm `bosun-operator`). The
+ * token is a secret: it is compared in constant time and never logged or echoed. The HTTP
+ * plumbing (auth, body limit, routing, listen and close) is the toolkit of `libs/transport`.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { ConfigError, type Logger } from '@bosun/config';
 import { DecisionError, parseDecision } from '@bosun/contract';
-import type { Logger } from '@bosun/config';
 import {
   ApprovalError,
+  BearerAuth,
   CANCEL_BY_MAX,
   CANCEL_REASON_MAX,
+  HttpError,
+  HttpServer,
   RUN_STATES,
   RunControlError,
+  Router,
   approvalResolvedEvent,
+  readBody,
+  sendJson,
   type Approval,
   type ApprovalStore,
   type Decision,
   type EventSink,
+  type RouteContext,
   type RunControl,
   type RunState,
 } from '@bosun/transport';
@@ -67,73 +73,8 @@ const REASON_MAX = CANCEL_REASON_MAX;
 /** The reason of a cancellation that gives none. */
 export const NO_REASON_GIVEN = 'no reason given';
 const FLUSH_WAIT_MS = 2_000;
-
-class HttpError extends Error {
-  readonly status: number;
-  constructor(status: number, message: string) {
-    super(message);
-    this.status = status;
-  }
-}
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
-}
-
-/**
- * True when the request carries `Authorization: Bearer <token>`. Both sides are hashed first, so
- * `timingSafeEqual` compares buffers of equal length and the token's length does not leak either.
- */
-function authorized(req: IncomingMessage, expected: Buffer): boolean {
-  const header = req.headers.authorization;
-  if (typeof header !== 'string') return false;
-  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-  const presented = digest(m?.[1] ?? '');
-  // Compare even when the header is malformed, so every refusal costs the same.
-  return timingSafeEqual(presented, expected) && m !== null;
-}
-
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  const text = `${JSON.stringify(body)}\n`;
-  res.writeHead(status, {
-    'content-type': 'application/json; charset=utf-8',
-    'content-length': String(Buffer.byteLength(text)),
-    'cache-control': 'no-store',
-    ...headers,
-  });
-  res.end(text);
-}
-
-/** Reads the body, at most `max` bytes (413 past it). */
-function readBody(req: IncomingMessage, max: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length']);
-    if (Number.isFinite(declared) && declared > max) return reject(new HttpError(413, `request body larger than ${max} bytes`));
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let done = false;
-    req.on('data', (chunk: Buffer) => {
-      if (done) return;
-      size += chunk.length;
-      if (size > max) {
-        done = true;
-        req.pause();
-        return reject(new HttpError(413, `request body larger than ${max} bytes`));
-      }
-      chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (done) return;
-      done = true;
-      resolve(Buffer.concat(chunks).toString('utf8'));
-    });
-    req.on('error', (err) => {
-      if (done) return;
-      done = true;
-      reject(err);
-    });
-  });
-}
+/** The realm of the operator API's `WWW-Authenticate` challenge. */
+const OPERATOR_REALM = 'bosun-operator';
 
 /** Checks a decision body with the contract's `parseDecision`; a 400 names the field at fault. */
 export function parseDecisionBody(text: string, defaultBy = 'http-operator'): Decision {
@@ -191,103 +132,44 @@ export function parseRunsQuery(search: URLSearchParams): { state?: RunState; lim
   return { ...(status !== null ? { state: status as RunState } : {}), limit };
 }
 
-/** `/runs`, `/runs/<runId>`, `/runs/<runId>/cancel`. */
-async function handleRuns(
-  req: IncomingMessage,
-  res: ServerResponse,
-  runs: RunControl,
-  parts: string[],
-  search: URLSearchParams,
-  maxBody: number,
-  log: Logger,
-): Promise<void> {
-  const allow = (methods: string) => {
-    req.resume();
-    send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: methods });
-  };
-  if (parts.length === 1) {
-    if (req.method !== 'GET') return allow('GET');
-    req.resume();
-    return send(res, 200, await runs.list(parseRunsQuery(search)));
-  }
-  let runId: string;
-  try {
-    runId = decodeURIComponent(parts[1]!);
-  } catch {
-    req.resume();
-    return send(res, 404, { error: 'not found' });
-  }
-  if (parts.length === 2) {
-    if (req.method !== 'GET') return allow('GET');
-    req.resume();
-    const run = await runs.get(runId);
-    return run ? send(res, 200, run) : send(res, 404, { error: `no run ${runId}` });
-  }
-  if (parts.length !== 3 || parts[2] !== 'cancel') {
-    req.resume();
-    return send(res, 404, { error: 'not found' });
-  }
-  if (req.method !== 'POST') return allow('POST');
-  const request = parseCancelBody(await readBody(req, maxBody));
-  try {
-    const outcome = await runs.cancel(runId, request);
-    log.info(
-      { runId, incidentId: outcome.incidentId, by: outcome.cancelled.by, already: outcome.already, state: outcome.state },
-      'run cancelled over HTTP',
-    );
-    return send(res, outcome.state === 'cancelled' ? 200 : 202, outcome);
-  } catch (err) {
-    if (!(err instanceof RunControlError)) throw err;
-    const status = err.code === 'not_found' ? 404 : err.code === 'finished' ? 409 : 400;
-    return send(res, status, { error: err.message, code: err.code });
-  }
-}
+/** The operator API's answers, one method a route. */
+class OperatorRoutes {
+  constructor(private readonly options: OperatorApiOptions) {}
 
-/** Starts the operator API; resolves once it listens. */
-export async function startOperatorApi(options: OperatorApiOptions): Promise<OperatorApi> {
-  const { approvals, events, log } = options;
-  const host = options.host ?? '127.0.0.1';
-  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY;
-  if (options.token.length === 0) throw new Error('operator API: the operator token is empty');
-  const expected = digest(options.token);
+  /** The routes: approvals always, runs when there is run control. */
+  router(): Router {
+    const router = new Router()
+      .on('GET', '/approvals', (c) => this.listApprovals(c))
+      .on('GET', '/approvals/:id', (c) => this.showApproval(c))
+      .on('POST', '/approvals/:id', (c) => this.decide(c));
+    const { runs } = this.options;
+    if (runs)
+      router
+        .on('GET', '/runs', (c) => this.listRuns(runs, c))
+        .on('GET', '/runs/:runId', (c) => this.showRun(runs, c))
+        .on('POST', '/runs/:runId/cancel', (c) => this.cancel(runs, c));
+    return router;
+  }
 
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    if (!authorized(req, expected)) {
-      req.resume();
-      return send(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer' });
-    }
-    const [path = '/', query = ''] = (req.url ?? '/').split('?');
-    const parts = path.split('/').filter((p) => p !== '');
-    if (parts[0] === 'runs' && options.runs && parts.length <= 3)
-      return handleRuns(req, res, options.runs, parts, new URLSearchParams(query), maxBody, log);
-    if (parts[0] !== 'approvals' || parts.length > 2) {
-      req.resume();
-      return send(res, 404, { error: 'not found' });
-    }
-    if (parts.length === 1) {
-      if (req.method !== 'GET') {
-        req.resume();
-        return send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: 'GET' });
-      }
-      return send(res, 200, await approvals.pending());
-    }
-    let id: string;
-    try {
-      id = decodeURIComponent(parts[1]!);
-    } catch {
-      req.resume();
-      return send(res, 404, { error: 'not found' });
-    }
-    if (req.method === 'GET') {
-      req.resume();
-      const a = await approvals.get(id);
-      return a ? send(res, 200, a) : send(res, 404, { error: `no approval ${id}` });
-    }
-    if (req.method !== 'POST') {
-      req.resume();
-      return send(res, 405, { error: `method ${req.method ?? '?'} not allowed` }, { allow: 'GET, POST' });
-    }
-    const decision = parseDecisionBody(await readBody(req, maxBody));
+  private get maxBody(): number {
+    return this.options.maxBodyBytes ?? DEFAULT_MAX_BODY;
+  }
+
+  private async listApprovals({ res }: RouteContext): Promise<void> {
+    sendJson(res, 200, await this.options.approvals.pending());
+  }
+
+  private async showApproval({ req, res, params }: RouteContext): Promise<void> {
+    req.resume();
+    const id = params.id!;
+    const a = await this.options.approvals.get(id);
+    return a ? sendJson(res, 200, a) : sendJson(res, 404, { error: `no approval ${id}` });
+  }
+
+  private async decide({ req, res, params }: RouteContext): Promise<void> {
+    const { approvals, events, log } = this.options;
+    const id = params.id!;
+    const decision = parseDecisionBody(await readBody(req, this.maxBody));
     let decided: Approval;
     try {
       decided = await approvals.decide(id, decision);
@@ -295,7 +177,7 @@ export async function startOperatorApi(options: OperatorApiOptions): Promise<Ope
       if (!(err instanceof ApprovalError)) throw err;
       const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
       if (err.code === 'already_decided') log.info({ approvalId: id, by: decision.by }, 'approval decision refused: already decided');
-      return send(res, status, { error: err.message, code: err.code });
+      return sendJson(res, status, { error: err.message, code: err.code });
     }
     log.info(
       {
@@ -311,47 +193,56 @@ export async function startOperatorApi(options: OperatorApiOptions): Promise<Ope
     events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
     await Promise.race([events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
-    send(res, 200, decided);
-  };
+    sendJson(res, 200, decided);
+  }
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      if (err instanceof HttpError) {
-        // A body past the cap is not read: close the connection after answering.
-        send(res, err.status, { error: err.message }, err.status === 413 ? { connection: 'close' } : {});
-        return;
-      }
-      log.error({ err, method: req.method, path: (req.url ?? '').split('?')[0] }, 'operator API request failed');
-      if (!res.headersSent) send(res, 500, { error: 'internal error' });
-      else res.destroy();
-    });
-  });
-  server.requestTimeout = 30_000;
-  server.headersTimeout = 15_000;
-  server.keepAliveTimeout = 5_000;
+  private async listRuns(runs: RunControl, { req, res, query }: RouteContext): Promise<void> {
+    req.resume();
+    sendJson(res, 200, await runs.list(parseRunsQuery(query)));
+  }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  server.on('error', (err) => log.error({ err }, 'operator API server error'));
-  const port = (server.address() as AddressInfo).port;
+  private async showRun(runs: RunControl, { req, res, params }: RouteContext): Promise<void> {
+    req.resume();
+    const runId = params.runId!;
+    const run = await runs.get(runId);
+    return run ? sendJson(res, 200, run) : sendJson(res, 404, { error: `no run ${runId}` });
+  }
 
-  return {
-    port,
+  private async cancel(runs: RunControl, { req, res, params }: RouteContext): Promise<void> {
+    const runId = params.runId!;
+    const request = parseCancelBody(await readBody(req, this.maxBody));
+    try {
+      const outcome = await runs.cancel(runId, request);
+      this.options.log.info(
+        { runId, incidentId: outcome.incidentId, by: outcome.cancelled.by, already: outcome.already, state: outcome.state },
+        'run cancelled over HTTP',
+      );
+      return sendJson(res, outcome.state === 'cancelled' ? 200 : 202, outcome);
+    } catch (err) {
+      if (!(err instanceof RunControlError)) throw err;
+      const status = err.code === 'not_found' ? 404 : err.code === 'finished' ? 409 : 400;
+      return sendJson(res, status, { error: err.message, code: err.code });
+    }
+  }
+}
+
+/**
+ * Starts the operator API; resolves once it listens.
+ *
+ * @throws ConfigError when the token is empty; ListenError when `host:port` cannot be listened on.
+ */
+export async function startOperatorApi(options: OperatorApiOptions): Promise<OperatorApi> {
+  const host = options.host ?? '127.0.0.1';
+  if (options.token.length === 0) throw new ConfigError('operator API: the operator token is empty');
+  const auth = new BearerAuth({ token: options.token, realm: OPERATOR_REALM });
+  const router = new OperatorRoutes(options).router();
+  const server = await HttpServer.listen({
+    name: 'operator API',
     host,
-    close: () =>
-      new Promise<void>((resolve) => {
-        const force = setTimeout(() => server.closeAllConnections(), 5_000);
-        force.unref();
-        server.close(() => {
-          clearTimeout(force);
-          resolve();
-        });
-        server.closeIdleConnections();
-      }),
-  };
+    port: options.port,
+    log: options.log,
+    timeouts: { requestMs: 30_000, headersMs: 15_000, keepAliveMs: 5_000 },
+    handle: (req, res) => (auth.admit(req, res, { error: 'unauthorized' }) ? router.handle(req, res) : undefined),
+  });
+  return { port: server.port, host, close: () => server.close() };
 }

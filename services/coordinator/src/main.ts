@@ -96,7 +96,8 @@ runService({
         await coordinator.close();
         await approvals.close();
         await rt.close();
-        throw new Error(`operator API: cannot listen on ${c.http.host}:${c.http.port} (${(err as Error).message})`, { cause: err });
+        // A ListenError names the API and host:port; a ConfigError the empty token.
+        throw err;
       }
       log.info({ host: api.host, port: api.port }, 'operator API listening');
     }

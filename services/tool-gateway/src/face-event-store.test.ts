@@ -14,8 +14,9 @@ const answer = (id: number, text = 'done'): JSONRPCMessage => ({ jsonrpc: '2.0',
 async function replay(store: SessionEventStore, after: string): Promise<{ stream: string; sent: [string, JSONRPCMessage][] }> {
   const sent: [string, JSONRPCMessage][] = [];
   const stream = await store.replayEventsAfter(after, {
-    send: async (id, message) => {
+    send: (id, message) => {
       sent.push([id, message]);
+      return Promise.resolve();
     },
   });
   return { stream, sent };

@@ -63,7 +63,7 @@ export class SessionEventStore implements EventStore {
     return this.bytes;
   }
 
-  async storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
+  storeEvent(streamId: StreamId, message: JSONRPCMessage): Promise<EventId> {
     const now = this.now();
     let stream = this.streams.get(streamId);
     if (!stream) {
@@ -77,12 +77,12 @@ export class SessionEventStore implements EventStore {
     stream.answeredAt = 'id' in message && ('result' in message || 'error' in message) ? now : undefined;
     while (stream.events.length > this.maxEventsPerStream) this.dropOldest(stream);
     this.prune(now, streamId);
-    return `${streamId}.${event.seq}`;
+    return Promise.resolve(`${streamId}.${event.seq}`);
   }
 
-  async getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
+  getStreamIdForEventId(eventId: EventId): Promise<StreamId | undefined> {
     const parsed = parseEventId(eventId);
-    return parsed && this.streams.has(parsed.streamId) ? parsed.streamId : undefined;
+    return Promise.resolve(parsed && this.streams.has(parsed.streamId) ? parsed.streamId : undefined);
   }
 
   async replayEventsAfter(

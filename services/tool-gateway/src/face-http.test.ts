@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { allowedOrigins, bearerChallenge, bearerChecker, rebindingRefusal } from './face-http.js';
+import { allowedOrigins, rebindingRefusal } from './face-http.js';
 
 describe('allowedOrigins and rebindingRefusal (DNS-rebinding protection)', () => {
   const defaults = allowedOrigins({ host: '127.0.0.1', port: 7000 });
@@ -56,23 +56,5 @@ describe('allowedOrigins and rebindingRefusal (DNS-rebinding protection)', () =>
   });
 });
 
-describe('bearerChecker and bearerChallenge', () => {
-  const check = bearerChecker('s3cret');
-
-  it('tells the right token, no token (or another scheme) and a wrong token apart', () => {
-    expect(check('Bearer s3cret')).toBe('ok');
-    expect(check('bearer  s3cret ')).toBe('ok');
-    expect(check(undefined)).toBe('missing');
-    expect(check('')).toBe('missing');
-    expect(check('Basic czNjcmV0')).toBe('missing');
-    expect(check('Bearer wrong')).toBe('invalid');
-    expect(check('Bearer')).toBe('invalid');
-    expect(check('Bearer s3cret extra')).toBe('invalid');
-    expect(check('Bearer s3cret2')).toBe('invalid');
-  });
-
-  it('challenges without an error code when no token was sent, with invalid_token for a wrong one (RFC 6750)', () => {
-    expect(bearerChallenge('missing')).toBe('Bearer realm="bosun-gateway"');
-    expect(bearerChallenge('invalid')).toMatch(/^Bearer realm="bosun-gateway", error="invalid_token"/);
-  });
-});
+// The bearer token check and its challenge are the HTTP toolkit's (BearerAuth): tested in
+// libs/transport/src/http/http.test.ts, with the face's realm.

@@ -1,10 +1,12 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { normalizeHost, normalizeOrigin } from '@bosun/config';
+import type { ServerResponse } from 'node:http';
+import { ConfigError, normalizeHost, normalizeOrigin } from '@bosun/config';
+import { sendJson } from '@bosun/transport';
 
 /**
  * The checks the gateway's MCP face makes on an HTTP request before any MCP handling: where the
- * request claims to go (`Host`, `Origin`: DNS-rebinding protection) and who sends it (the bearer
- * token).
+ * request claims to go (`Host`, `Origin`: DNS-rebinding protection) and, with the bearer auth of
+ * the HTTP toolkit (`BearerAuth` in `libs/transport`, realm {@link FACE_REALM}), who sends it;
+ * and its JSON-RPC error answers.
  */
 
 /** The `Host` and `Origin` values a face accepts, normalized. */
@@ -37,7 +39,7 @@ export function allowedOrigins(options: {
     new Set(
       values.map((v) => {
         const n = normalize(v);
-        if (n === undefined) throw new Error(`gateway.mcpServer.${field}: ${JSON.stringify(v)} is not a valid value`);
+        if (n === undefined) throw new ConfigError(`gateway.mcpServer.${field}: ${JSON.stringify(v)} is not a valid value`);
         return n;
       }),
     );
@@ -60,28 +62,24 @@ export function rebindingRefusal(allowed: AllowedOrigins, host: string | undefin
   return undefined;
 }
 
-/** How an `Authorization` header fares: the right token, none (or another scheme), or a wrong bearer token. */
-export type BearerCheck = 'ok' | 'missing' | 'invalid';
-
-/** A checker of `Authorization: Bearer <token>` headers against `token`, in constant time. */
-export function bearerChecker(token: string): (header: string | undefined) => BearerCheck {
-  const expected = createHash('sha256').update(token).digest();
-  return (header) => {
-    if (!/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return 'missing';
-    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
-    // Hash both sides so the comparison takes the same time whatever the presented length.
-    const presented = createHash('sha256')
-      .update(m?.[1] ?? '')
-      .digest();
-    return timingSafeEqual(presented, expected) && m !== null ? 'ok' : 'invalid';
-  };
-}
+/** The realm of the face's `WWW-Authenticate` challenge. */
+export const FACE_REALM = 'bosun-gateway';
 
 /**
- * The `WWW-Authenticate` challenge of a 401 (RFC 6750, section 3): a request without a bearer
- * token gets a bare challenge, a wrong token `error="invalid_token"`.
+ * Answers with a JSON-RPC error envelope (`{"jsonrpc": "2.0", "error": {code, message}, "id": null}`),
+ * as the SDK's transport answers its own HTTP errors; ends the answer when it had already begun.
  */
-export function bearerChallenge(check: Exclude<BearerCheck, 'ok'>): string {
-  const base = 'Bearer realm="bosun-gateway"';
-  return check === 'missing' ? base : `${base}, error="invalid_token", error_description="the bearer token is not valid"`;
+export function sendJsonRpcError(
+  res: ServerResponse,
+  status: number,
+  error: { code: number; message: string },
+  headers: Record<string, string> = {},
+): void {
+  if (res.headersSent) return void res.end();
+  sendJson(res, status, jsonRpcError(error.code, error.message), headers);
+}
+
+/** A JSON-RPC error envelope without an id. */
+export function jsonRpcError(code: number, message: string): { jsonrpc: '2.0'; error: { code: number; message: string }; id: null } {
+  return { jsonrpc: '2.0', error: { code, message }, id: null };
 }

@@ -1,32 +1,3 @@
-import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-  type CallToolResult,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
-import type { CatalogTool, ToolCallJob, ToolCallResult } from '@bosun/contract';
-import type { ClusterConfig, Logger } from '@bosun/config';
-import { approvalTimeoutFor, decideCall, offeredTools, type Caller } from '@bosun/policy';
-import {
-  ApprovalWaiter,
-  approvalRequestedEvent,
-  matchesProposedCall,
-  type Approval,
-  type ApprovalStore,
-  type EventSink,
-} from '@bosun/transport';
-import { SessionEventStore } from './face-event-store.js';
-import { allowedOrigins, bearerChallenge, bearerChecker, rebindingRefusal } from './face-http.js';
-import { MCP_CLIENT, type ToolGateway } from './gateway.js';
-
 /**
  * The gateway's own MCP face: the aggregated, policy-enforced tool set served as an MCP server
  * over Streamable HTTP, so any MCP client (an IDE agent, an operator's assistant) uses the same
@@ -68,45 +39,29 @@ import { MCP_CLIENT, type ToolGateway } from './gateway.js';
  *   once however often a client presents the approval; repeats are answered from the record.
  * - Face approvals whose timeout passed with nobody waiting are denied (`timeout`) by a periodic
  *   sweep, as a parked task would do for a specialist's approval.
+ *
+ * Where the parts live: the HTTP checks and JSON-RPC error answers in `face-http.ts` (with the
+ * HTTP toolkit of `libs/transport`: bearer auth, routing, listen and close); sessions in
+ * `face-sessions.ts`; each session's MCP server in `face-server.ts` (tools/list paging in
+ * `face-tools.ts`); calls in `face-calls.ts` and their approvals (requests, waits through the
+ * shared `ApprovalWaiter`) in `face-approvals.ts`; the expiry sweep in `face-sweep.ts`; result
+ * shapes and `_meta` keys in `face-results.ts`. This file wires them and runs the HTTP server.
  */
 
-/** Request `_meta` keys the face understands. */
-export const FACE_META = {
-  /** `false`: do not block on an approval; return the "approval pending" error at once. */
-  wait: 'bosun/wait',
-  /** The approval that covers this call (from an earlier "approval pending" answer). */
-  approvalId: 'bosun/approvalId',
-  /** Why the client wants the call: shown to the operator in the approval request. */
-  reason: 'bosun/reason',
-  /** On results: the idempotency key the call ran under. */
-  key: 'bosun/key',
-  /** On results: the approval's status (`pending`, `approved`, `denied`). */
-  approvalStatus: 'bosun/approvalStatus',
-} as const;
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { CatalogTool } from '@bosun/contract';
+import { ConfigError, type ClusterConfig, type Logger } from '@bosun/config';
+import { offeredTools, type Caller } from '@bosun/policy';
+import { BearerAuth, HttpServer, Router, sendJson, type ApprovalStore, type EventSink } from '@bosun/transport';
+import { FaceApprovals } from './face-approvals.js';
+import { FaceCalls } from './face-calls.js';
+import { FACE_REALM, allowedOrigins, jsonRpcError, rebindingRefusal, sendJsonRpcError, type AllowedOrigins } from './face-http.js';
+import { createFaceServer } from './face-server.js';
+import { FaceSessions } from './face-sessions.js';
+import { ApprovalSweep } from './face-sweep.js';
+import type { ToolGateway } from './gateway.js';
 
-/** The run id and incident id of calls made through the face. */
-const FACE_RUN = 'mcp';
-const DEFAULT_REASON = 'requested through the gateway MCP face';
-
-/** Sends a progress notification about the approval a call waits for. */
-type ProgressSender = (message: string, approvalId: string) => void;
-
-/** A `tools/list` cursor: the last name of the page before, opaque to clients. */
-function makeCursor(after: string): string {
-  return Buffer.from(JSON.stringify({ after }), 'utf8').toString('base64url');
-}
-
-/** The name a cursor made by {@link makeCursor} continues after; undefined for anything else. */
-function readCursor(cursor: string): string | undefined {
-  try {
-    const parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return undefined;
-    const { after, ...rest } = parsed as Record<string, unknown>;
-    return typeof after === 'string' && Object.keys(rest).length === 0 && makeCursor(after) === cursor ? after : undefined;
-  } catch {
-    return undefined;
-  }
-}
+export { FACE_META } from './face-results.js';
 
 /** Options of {@link startMcpFace}. */
 export interface McpFaceOptions {
@@ -150,439 +105,192 @@ export interface McpFace {
   close(): Promise<void>;
 }
 
-interface Session {
-  server: Server;
-  transport: StreamableHTTPServerTransport;
-  id?: string;
-  /** Open HTTP requests of this session. */
-  open: number;
-  lastSeen: number;
+/** The face's settings, defaults applied. */
+interface FaceSettings {
+  face: NonNullable<ClusterConfig['gateway']['mcpServer']>;
+  caller: Caller;
+  host: string;
+  log: Logger;
 }
 
-/** Starts the gateway's MCP face. */
-export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
-  const { gateway, config, approvals, events, token } = options;
-  const log = options.log.child({ component: 'mcp-face' });
-  const face = config.gateway.mcpServer;
-  if (!face) throw new Error('gateway.mcpServer is not configured: the MCP face has no policy');
-  if (!token) throw new Error('the MCP face needs a non-empty token');
-  const caller: Caller = { tools: face.tools, mode: face.mode, approvalTimeoutMs: face.approvalTimeoutMs };
-  const pollMs = options.pollMs ?? 250;
-  const progressMs = options.progressMs ?? 5_000;
-  const sweepMs = options.sweepMs ?? 5_000;
-  const idleSessionMs = options.idleSessionMs ?? 30 * 60_000;
-  const maxSessions = options.maxSessions ?? 1_000;
-  const maxBodyBytes = options.maxBodyBytes ?? 4 * 1024 * 1024;
-  const pageSize = options.pageSize ?? 100;
-  const host = options.host ?? face.host ?? '127.0.0.1';
-
-  const checkBearer = bearerChecker(token);
-  // Known once listening (a configured port 0 picks one).
-  let allowed: ReturnType<typeof allowedOrigins> | undefined;
-  const sessions = new Map<string, Session>();
-  const inflight = new Set<Promise<unknown>>();
-  const stopping = new AbortController();
-  let closing = false;
-
-  // ---- tools -----------------------------------------------------------------------------
-
-  const offered = (): CatalogTool[] => offeredTools(config, caller, gateway.catalog().tools);
-
-  const toMcpTool = (t: CatalogTool): Tool =>
-    ({
-      name: t.name,
-      description: t.description,
-      inputSchema: t.inputSchema,
-      annotations: t.annotations,
-    }) as Tool;
-
-  /** One page of the offered tools, by name; `cursor` is a `nextCursor` this face issued. */
-  const listTools = (cursor: string | undefined): { tools: Tool[]; nextCursor?: string } => {
-    const all = offered().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    let start = 0;
-    if (cursor !== undefined) {
-      const after = readCursor(cursor);
-      if (after === undefined)
-        throw new McpError(
-          ErrorCode.InvalidParams,
-          `Invalid cursor: ${JSON.stringify(cursor.slice(0, 100))} is not a cursor this server issued`,
-        );
-      // After the last tool of the previous page, even if that tool is gone since.
-      start = all.findIndex((t) => t.name > after);
-      if (start < 0) start = all.length;
-    }
-    const page = all.slice(start, start + pageSize);
-    const last = page.at(-1);
-    return { tools: page.map(toMcpTool), ...(start + pageSize < all.length && last ? { nextCursor: makeCursor(last.name) } : {}) };
+/** Checks the options and applies the defaults that need the config. */
+function settingsOf(options: McpFaceOptions): FaceSettings {
+  const face = options.config.gateway.mcpServer;
+  if (!face) throw new ConfigError('gateway.mcpServer is not configured: the MCP face has no policy');
+  if (!options.token) throw new ConfigError('the MCP face needs a non-empty token');
+  return {
+    face,
+    caller: { tools: face.tools, mode: face.mode, approvalTimeoutMs: face.approvalTimeoutMs },
+    host: options.host ?? face.host ?? '127.0.0.1',
+    log: options.log.child({ component: 'mcp-face' }),
   };
+}
 
-  const textResult = (text: string, meta: Record<string, unknown>, isError = true): CallToolResult => ({
-    content: [{ type: 'text', text }],
-    isError,
-    _meta: meta,
-  });
+/** A started face: its parts, the HTTP server, and the order in which it closes. */
+class Face implements McpFace {
+  private readonly stopping = new AbortController();
+  private readonly inflight = new Set<Promise<unknown>>();
+  private readonly auth: BearerAuth;
+  private readonly router: Router;
+  private readonly sessions: FaceSessions;
+  private readonly sweep: ApprovalSweep;
+  private readonly previousHooks: ((() => void) | undefined)[];
+  private http: HttpServer | undefined;
+  /** Known once listening (a configured port 0 picks one). */
+  private allowed: AllowedOrigins | undefined;
+  private closed: Promise<void> | undefined;
 
-  const toMcpResult = (r: ToolCallResult, meta: Record<string, unknown>): CallToolResult => {
-    const _meta = { ...meta, [FACE_META.key]: r.key };
-    if (r.status === 'error') return textResult(r.error ?? `the call of ${r.tool} could not run`, _meta);
-    const out: CallToolResult = { content: [{ type: 'text', text: r.text }], isError: r.isError, _meta };
-    if (r.structured !== null && typeof r.structured === 'object' && !Array.isArray(r.structured)) {
-      out.structuredContent = r.structured as Record<string, unknown>;
-    }
-    return out;
-  };
-
-  /** Runs one call through the gateway: policy, approval check, idempotency record, audit, events. */
-  const run = async (key: string, tool: string, args: Record<string, unknown>, approvalId?: string): Promise<ToolCallResult> => {
-    const call: ToolCallJob = {
-      v: 1,
-      key,
-      runId: FACE_RUN,
-      incidentId: FACE_RUN,
-      agent: MCP_CLIENT,
-      tool,
-      args,
-      ...(approvalId ? { approvalId } : {}),
-    };
-    return gateway.execute(call);
-  };
-
-  // ---- approvals -------------------------------------------------------------------------
-
-  /** Whether an approval was made by the face for exactly this call. */
-  const covers = (a: Approval, tool: string, args: Record<string, unknown>): boolean =>
-    a.runId === FACE_RUN && a.agent === MCP_CLIENT && a.calls.some((c) => c.needsApproval && matchesProposedCall(a, c, tool, args));
-
-  /** Waits for decisions, and denies (reason `timeout`) what nobody decided in time. */
-  const waiter = new ApprovalWaiter({ approvals, events, log });
-
-  const pendingResult = (a: Approval): CallToolResult =>
-    textResult(
-      `approval pending: ${a.id} — decide with bosun approve ${a.id} (or bosun deny ${a.id} --reason "…"). ` +
-        `Once approved, call the tool again with the same arguments and _meta {"${FACE_META.approvalId}": "${a.id}"} to run it. ` +
-        `Undecided by ${a.timeoutAt}, it is denied.`,
-      { [FACE_META.approvalId]: a.id, [FACE_META.approvalStatus]: 'pending' },
-    );
-
-  const deniedResult = (a: Approval): CallToolResult =>
-    textResult(`approval ${a.id} was denied by ${a.decidedBy ?? 'an operator'}: ${a.denyReason ?? 'no reason given'}`, {
-      [FACE_META.approvalId]: a.id,
-      [FACE_META.approvalStatus]: 'denied',
+  constructor(
+    private readonly options: McpFaceOptions,
+    private readonly settings: FaceSettings,
+  ) {
+    const { config, gateway, events } = options;
+    const { caller, log } = settings;
+    this.auth = new BearerAuth({ token: options.token, realm: FACE_REALM });
+    this.router = new Router({ notFound: notFoundPlain }).on('*', '/mcp', ({ req, res }) => this.serveMcp(req, res));
+    const approvals = new FaceApprovals({
+      config,
+      caller,
+      approvals: options.approvals,
+      events,
+      log,
+      pollMs: options.pollMs ?? 250,
+      progressMs: options.progressMs ?? 5_000,
     });
-
-  /** A call of an `ask` tool: request (or reuse) the approval, wait for it if asked to, then run. */
-  const callAsk = async (
-    tool: CatalogTool,
-    args: Record<string, unknown>,
-    meta: Record<string, unknown>,
-    signal: AbortSignal,
-    progress?: ProgressSender,
-  ): Promise<CallToolResult> => {
-    // Without a progress token, a client's request timeout would likely end the wait before the
-    // operator does: answer "pending" with the id at once, unless the client asks to wait.
-    const wait = meta[FACE_META.wait] === true || (meta[FACE_META.wait] !== false && progress !== undefined);
-    const given = meta[FACE_META.approvalId];
-    let approval: Approval;
-    if (typeof given === 'string' && given !== '') {
-      const found = await approvals.get(given);
-      // Not ours, unknown, or another call: the gateway refuses it (and audits the refusal).
-      if (!found || !covers(found, tool.name, args)) return toMcpResult(await run(`mcp-${randomUUID()}`, tool.name, args, given), {});
-      approval = found;
-    } else {
-      const key = `mcp-${randomUUID()}`;
-      const id = `ap-mcp-${randomUUID()}`;
-      const reason =
-        typeof meta[FACE_META.reason] === 'string' && meta[FACE_META.reason] !== '' ? (meta[FACE_META.reason] as string) : DEFAULT_REASON;
-      const calls = [{ index: 0, tool: tool.name, args, needsApproval: true, key }];
-      approval = await approvals.request({
-        id,
-        runId: FACE_RUN,
-        incidentId: FACE_RUN,
-        agent: MCP_CLIENT,
-        taskId: key,
-        calls,
-        reason,
-        createdAt: new Date().toISOString(),
-        timeoutAt: new Date(Date.now() + approvalTimeoutFor(config, caller, tool)).toISOString(),
-      });
-      events.emit(approvalRequestedEvent(approval));
-      log.info({ approvalId: id, tool: tool.name, key, wait }, 'approval requested for a call through the MCP face');
-    }
-
-    if (approval.status === 'pending') {
-      if (!wait) return pendingResult(approval);
-      const { id } = approval;
-      const message = `waiting for approval ${id} (bosun approve ${id} / bosun deny ${id} --reason "…")`;
-      const onProgress = progress && (() => progress(message, id));
-      const decided = await waiter.wait(approval, { signal, pollMs, progressMs, onProgress });
-      if (!decided) {
-        log.info({ approvalId: approval.id, tool: tool.name }, 'approval wait cancelled; the approval stays pending');
-        const why = stopping.signal.aborted ? 'the gateway is stopping' : 'the call was cancelled';
-        return textResult(
-          `${why} while waiting for approval ${approval.id}; it is still pending. ` +
-            `Once approved, call the tool again with the same arguments and _meta {"${FACE_META.approvalId}": "${approval.id}"}.`,
-          { [FACE_META.approvalId]: approval.id, [FACE_META.approvalStatus]: 'pending' },
-        );
-      }
-      approval = decided;
-    }
-    if (approval.status === 'denied') return deniedResult(approval);
-    // Approved: run it under the key it was proposed with, so it takes effect at most once.
-    const result = await run(approval.taskId, tool.name, args, approval.id);
-    return toMcpResult(result, { [FACE_META.approvalId]: approval.id, [FACE_META.approvalStatus]: 'approved' });
-  };
-
-  const callTool = async (
-    tool: CatalogTool,
-    args: Record<string, unknown>,
-    meta: Record<string, unknown>,
-    signal: AbortSignal,
-    progress?: ProgressSender,
-  ): Promise<CallToolResult> => {
-    const decision = decideCall(config, caller, MCP_CLIENT, tool);
-    // Refused or allowed: the gateway decides again, records and audits.
-    if (decision.decision !== 'ask') return toMcpResult(await run(`mcp-${randomUUID()}`, tool.name, args), {});
-    return callAsk(tool, args, meta, signal, progress);
-  };
-
-  // ---- sessions --------------------------------------------------------------------------
-
-  const newSession = (): Session => {
-    const server = new Server(
-      { name: 'bosun-tool-gateway', version: '0.1.0' },
-      {
-        capabilities: { tools: { listChanged: true } },
-        instructions:
-          'Bosun tool gateway: the tools of the configured MCP servers, under the cluster policy. ' +
-          'A tool that needs an operator\'s approval answers at once with an "approval pending" error naming the approval id; ' +
-          'call it again with the same arguments and _meta {"bosun/approvalId": "<id>"} once approved. ' +
-          'A call with a progress token (or _meta {"bosun/wait": true}) waits for the decision instead, with progress notifications naming the approval. ' +
-          '_meta {"bosun/reason": "…"} is shown to the operator.',
-      },
-    );
-    const session: Session = {
-      server,
-      transport: new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => {
-          session.id = id;
-          sessions.set(id, session);
-          log.debug({ session: id }, 'MCP face session opened');
-        },
-        eventStore: new SessionEventStore({ retainMs: options.resumeRetainMs, maxBytes: options.resumeMaxBytes }),
-        retryInterval: options.retryMs ?? 1_000,
-        maxRequestBodySize: maxBodyBytes,
-      }),
-      open: 0,
-      lastSeen: Date.now(),
-    };
-    session.transport.onclose = () => {
-      if (session.id && sessions.get(session.id) === session) {
-        sessions.delete(session.id);
-        log.debug({ session: session.id }, 'MCP face session closed');
-      }
-    };
-    server.onerror = (err) => log.debug({ err: err.message }, 'MCP face protocol error');
-
-    server.setRequestHandler(ListToolsRequestSchema, (request) => listTools(request.params?.cursor));
-
-    server.setRequestHandler(CallToolRequestSchema, (request, extra) => {
-      const name = request.params.name;
-      const tool = gateway.catalog().tools.find((t) => t.name === name);
-      if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${JSON.stringify(name)}`);
-      // Not the HTTP request: a client whose stream broke comes back for the outcome (event store).
-      const signal = AbortSignal.any([extra.signal, stopping.signal]);
-      const meta = (request.params._meta ?? {}) as Record<string, unknown>;
-      const progressToken = request.params._meta?.progressToken;
-      let tick = 0;
-      const progress: ProgressSender | undefined =
-        progressToken === undefined
-          ? undefined
-          : (message, approvalId) =>
-              void extra
-                .sendNotification({
-                  method: 'notifications/progress',
-                  params: { progressToken, progress: ++tick, message, _meta: { [FACE_META.approvalId]: approvalId } },
-                })
-                .catch((err: unknown) =>
-                  log.debug({ err: err instanceof Error ? err.message : String(err) }, 'MCP face progress notification not sent'),
-                );
-      const work = callTool(tool, request.params.arguments ?? {}, meta, signal, progress).catch((err: unknown) => {
-        const message = err instanceof Error ? err.message : String(err);
-        log.warn({ tool: name, err: message }, 'MCP face call failed');
-        return textResult(`the gateway could not run ${name}: ${message}`, {});
-      });
-      inflight.add(work);
-      void work.finally(() => inflight.delete(work));
-      return work;
+    const calls = new FaceCalls({ gateway, config, caller, approvals, log, stopping: this.stopping.signal });
+    this.sessions = new FaceSessions({
+      newServer: () =>
+        createFaceServer({
+          catalog: () => gateway.catalog().tools,
+          offered: (): CatalogTool[] => offeredTools(config, caller, gateway.catalog().tools),
+          pageSize: options.pageSize ?? 100,
+          calls,
+          stopping: this.stopping.signal,
+          track: (work) => this.track(work),
+          log,
+        }),
+      log,
+      idleSessionMs: options.idleSessionMs ?? 30 * 60_000,
+      maxSessions: options.maxSessions ?? 1_000,
+      maxBodyBytes: options.maxBodyBytes ?? 4 * 1024 * 1024,
+      ...pick(options, ['retryMs', 'resumeRetainMs', 'resumeMaxBytes']),
     });
-    return session;
-  };
-
-  // ---- HTTP ------------------------------------------------------------------------------
-
-  /** A JSON-RPC error envelope, as the SDK's transport answers its own HTTP errors. */
-  const jsonError = (res: ServerResponse, status: number, code: number, message: string, headers: Record<string, string> = {}): void => {
-    if (res.headersSent) return void res.end();
-    res.writeHead(status, { 'content-type': 'application/json', ...headers });
-    res.end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
-  };
-
-  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const refused = allowed && rebindingRefusal(allowed, req.headers.host, req.headers.origin);
-    if (refused || !allowed) {
-      req.resume();
-      log.debug({ host: req.headers.host, origin: req.headers.origin }, 'MCP face request refused: Host or Origin not allowed');
-      return jsonError(res, 403, -32000, refused || 'Forbidden');
-    }
-    const path = new URL(req.url ?? '/', 'http://face').pathname;
-    if (path !== '/mcp') {
-      req.resume();
-      // Not an MCP endpoint, so no JSON-RPC envelope (and no "session not found" code).
-      res.writeHead(404, { 'content-type': 'application/json' });
-      return void res.end(JSON.stringify({ error: 'not_found', message: `Not found: ${path} (MCP is served at /mcp)` }));
-    }
-    const bearer = checkBearer(req.headers.authorization);
-    if (bearer !== 'ok') {
-      req.resume();
-      return jsonError(res, 401, -32000, 'Unauthorized: a valid bearer token is required', {
-        'www-authenticate': bearerChallenge(bearer),
-        connection: 'close',
-      });
-    }
-    if (closing) {
-      req.resume();
-      return jsonError(res, 503, -32000, 'The gateway is stopping');
-    }
-    const header = req.headers['mcp-session-id'];
-    const sessionId = Array.isArray(header) ? header[0] : header;
-    let session: Session | undefined;
-    let fresh = false;
-    if (sessionId) {
-      session = sessions.get(sessionId);
-      if (!session) {
-        req.resume();
-        return jsonError(res, 404, -32001, 'Session not found');
-      }
-    } else if (req.method === 'POST') {
-      // Presumably an initialize request: the transport reads and checks it (and answers
-      // anything else 400); a session that did not initialize is closed below.
-      if (sessions.size >= maxSessions) {
-        req.resume();
-        return jsonError(res, 503, -32000, `Too many sessions (at most ${maxSessions})`);
-      }
-      session = newSession();
-      fresh = true;
-      await session.server.connect(session.transport);
-    } else {
-      req.resume();
-      return jsonError(res, 400, -32000, 'Bad Request: no valid session id (start with an initialize request)');
-    }
-
-    const s = session;
-    s.open++;
-    s.lastSeen = Date.now();
-    res.once('close', () => {
-      s.open--;
-      s.lastSeen = Date.now();
+    this.sweep = new ApprovalSweep({
+      approvals: options.approvals,
+      waiter: approvals.waiter,
+      owns: (a) => FaceApprovals.isFaceApproval(a),
+      everyMs: options.sweepMs ?? 5_000,
+      log,
     });
-    await s.transport.handleRequest(req, res);
-    // An initialize request that did not initialize leaves a transport nobody can reach.
-    if (fresh && !s.id) await s.transport.close();
-  };
-
-  const httpServer = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'MCP face request failed');
-      jsonError(res, 500, -32603, 'Internal error');
-    });
-  });
-
-  await new Promise<void>((resolve, reject) => {
-    httpServer.once('error', reject);
-    httpServer.listen(options.port, host, () => {
-      httpServer.off('error', reject);
-      resolve();
-    });
-  });
-  httpServer.on('error', (err) => log.error({ err: err.message }, 'MCP face server error'));
-  const port = (httpServer.address() as AddressInfo).port;
-  try {
-    allowed = allowedOrigins({ host, port, allowedHosts: face.allowedHosts, allowedOrigins: face.allowedOrigins });
-  } catch (err) {
-    httpServer.close();
-    throw err;
+    this.previousHooks = gateway.servers.map((s) => s.onToolsChanged);
   }
 
-  // ---- background: idle sessions, expired approvals, tool list changes --------------------
+  /** The port actually listened on. */
+  get port(): number {
+    return this.http?.port ?? 0;
+  }
 
-  const idleTimer = setInterval(
-    () => {
-      const cutoff = Date.now() - idleSessionMs;
-      for (const s of sessions.values()) {
-        if (s.open === 0 && s.lastSeen < cutoff) void s.transport.close().catch(() => undefined);
-      }
-    },
-    Math.min(60_000, idleSessionMs),
-  );
-  idleTimer.unref();
-
-  let sweeping = false;
-  const sweep = async (): Promise<void> => {
-    if (sweeping || closing) return;
-    sweeping = true;
+  /** Listens, then starts expiring idle sessions and approvals and passing on tool list changes. */
+  async start(): Promise<void> {
+    const { face, host, log } = this.settings;
+    this.http = await HttpServer.listen({
+      name: 'MCP face',
+      host,
+      port: this.options.port,
+      log,
+      handle: (req, res) => this.handle(req, res),
+      onError: (err, _req, res) => {
+        log.warn({ err }, 'MCP face request failed');
+        sendJsonRpcError(res, 500, { code: -32603, message: 'Internal error' });
+      },
+    });
     try {
-      const now = Date.now();
-      for (const a of await approvals.pending()) {
-        if (closing) break;
-        if (a.runId !== FACE_RUN || a.agent !== MCP_CLIENT || !ApprovalWaiter.isDue(a, now)) continue;
-        await waiter
-          .expire(a)
-          .catch((err: unknown) =>
-            log.warn(
-              { approvalId: a.id, err: err instanceof Error ? err.message : String(err) },
-              'could not deny an expired MCP face approval',
-            ),
-          );
-      }
+      this.allowed = allowedOrigins({ host, port: this.http.port, allowedHosts: face.allowedHosts, allowedOrigins: face.allowedOrigins });
     } catch (err) {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'could not sweep expired MCP face approvals');
-    } finally {
-      sweeping = false;
+      await this.http.close();
+      throw err;
     }
-  };
-  const sweepTimer = setInterval(() => void sweep(), sweepMs);
-  sweepTimer.unref();
-  void sweep();
+    this.sessions.start();
+    this.sweep.start();
+    this.options.gateway.servers.forEach((s, i) => {
+      s.onToolsChanged = () => {
+        this.previousHooks[i]?.();
+        this.sessions.toolsChanged();
+      };
+    });
+  }
 
-  const previous = gateway.servers.map((s) => s.onToolsChanged);
-  gateway.servers.forEach((s, i) => {
-    s.onToolsChanged = () => {
-      previous[i]?.();
-      for (const session of sessions.values()) void session.server.sendToolListChanged().catch(() => undefined);
-    };
-  });
+  close(): Promise<void> {
+    this.closed ??= this.shutdown();
+    return this.closed;
+  }
 
-  return {
-    port,
-    async close() {
-      if (closing) return;
-      closing = true;
-      clearInterval(idleTimer);
-      clearInterval(sweepTimer);
-      gateway.servers.forEach((s, i) => {
-        s.onToolsChanged = previous[i];
-      });
-      const stopped = new Promise<void>((resolve) => httpServer.close(() => resolve()));
-      // Approval waits end (their approvals stay pending); tool calls already sent finish and
-      // are recorded, so nothing is left in doubt by closing the face.
-      stopping.abort(new Error('the gateway MCP face is closing'));
-      await Promise.allSettled([...inflight]);
-      await Promise.allSettled([...sessions.values()].map((s) => s.transport.close()));
-      httpServer.closeAllConnections();
-      await stopped;
-      while (sweeping) await sleep(20);
-      log.info('MCP face closed');
-    },
-  };
+  /** HTTP checks in order: Host and Origin (403), path (plain 404), then `/mcp`. */
+  private handle(req: IncomingMessage, res: ServerResponse): Promise<void> | void {
+    const refused = this.allowed && rebindingRefusal(this.allowed, req.headers.host, req.headers.origin);
+    if (refused || !this.allowed) {
+      req.resume();
+      this.settings.log.debug(
+        { host: req.headers.host, origin: req.headers.origin },
+        'MCP face request refused: Host or Origin not allowed',
+      );
+      return sendJsonRpcError(res, 403, { code: -32000, message: refused || 'Forbidden' });
+    }
+    return this.router.handle(req, res);
+  }
+
+  /** `/mcp`: the bearer token (401), then the session's transport (503 once closing). */
+  private serveMcp(req: IncomingMessage, res: ServerResponse): Promise<void> | void {
+    const unauthorized = jsonRpcError(-32000, 'Unauthorized: a valid bearer token is required');
+    if (!this.auth.admit(req, res, unauthorized, { connection: 'close' })) return;
+    if (this.closed) {
+      req.resume();
+      return sendJsonRpcError(res, 503, { code: -32000, message: 'The gateway is stopping' });
+    }
+    return this.sessions.handle(req, res);
+  }
+
+  private track(work: Promise<unknown>): void {
+    this.inflight.add(work);
+    void work.finally(() => this.inflight.delete(work));
+  }
+
+  /**
+   * Stops taking requests, ends approval waits (their approvals stay pending), lets tool calls
+   * already sent finish and be recorded (so closing leaves nothing in doubt), closes every session.
+   */
+  private async shutdown(): Promise<void> {
+    const swept = this.sweep.stop();
+    this.options.gateway.servers.forEach((s, i) => {
+      s.onToolsChanged = this.previousHooks[i];
+    });
+    const stopped = this.http?.close({ graceMs: Number.POSITIVE_INFINITY });
+    this.stopping.abort(new Error('the gateway MCP face is closing'));
+    await Promise.allSettled([...this.inflight]);
+    await this.sessions.close();
+    this.http?.closeAllConnections();
+    await stopped;
+    await swept;
+    this.settings.log.info('MCP face closed');
+  }
+}
+
+/** Any path but `/mcp`: a plain 404, not a JSON-RPC envelope (and no "session not found" code). */
+function notFoundPlain(req: IncomingMessage, res: ServerResponse, path: string): void {
+  req.resume();
+  sendJson(res, 404, { error: 'not_found', message: `Not found: ${path} (MCP is served at /mcp)` });
+}
+
+/** The entries of `o` named in `names` that are set. */
+function pick<T extends object, K extends keyof T>(o: T, names: readonly K[]): Partial<Pick<T, K>> {
+  const out: Partial<Pick<T, K>> = {};
+  for (const n of names) if (o[n] !== undefined) out[n] = o[n];
+  return out;
+}
+
+/** Starts the gateway's MCP face; resolves once it listens. */
+export async function startMcpFace(options: McpFaceOptions): Promise<McpFace> {
+  const face = new Face(options, settingsOf(options));
+  await face.start();
+  return face;
 }

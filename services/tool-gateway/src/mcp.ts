@@ -87,8 +87,8 @@ export class McpServerConnection {
             server: this.name,
             remoteName: t.name,
             description: t.description ?? '',
-            inputSchema: t.inputSchema as Record<string, unknown>,
-            annotations: (t.annotations ?? {}) as CatalogTool['annotations'],
+            inputSchema: t.inputSchema,
+            annotations: t.annotations ?? {},
           });
         }
         cursor = page.nextCursor;

@@ -1,0 +1,64 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { BosunError } from '@bosun/contract';
+import { sendJson } from './json.js';
+
+/** How an `Authorization` header fares: the right token, none (or another scheme), or a wrong bearer token. */
+export type BearerCheck = 'ok' | 'missing' | 'invalid';
+
+/** Options of {@link BearerAuth}. */
+export interface BearerAuthOptions {
+  /** The token clients present. A secret: never logged, echoed or kept in clear. */
+  token: string;
+  /** The protection space named in the challenge, e.g. `bosun-gateway`. */
+  realm: string;
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/**
+ * `Authorization: Bearer <token>` (RFC 6750), compared in constant time. Both sides are hashed
+ * first, so `timingSafeEqual` compares buffers of equal length and the token's length does not
+ * leak either; a malformed header is compared too, so every refusal costs the same.
+ */
+export class BearerAuth {
+  private readonly expected: Buffer;
+  private readonly realm: string;
+
+  /** @throws BosunError `invalid_config` when the token is empty. */
+  constructor(options: BearerAuthOptions) {
+    if (options.token.length === 0) throw new BosunError('invalid_config', `the bearer token of realm ${options.realm} is empty`);
+    this.expected = digest(options.token);
+    this.realm = options.realm;
+  }
+
+  /** Checks an `Authorization` header. */
+  check(header: string | undefined): BearerCheck {
+    if (!/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return 'missing';
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
+    return timingSafeEqual(digest(m?.[1] ?? ''), this.expected) && m !== null ? 'ok' : 'invalid';
+  }
+
+  /**
+   * The `WWW-Authenticate` challenge of a 401 (RFC 6750, section 3): a request without a bearer
+   * token gets a bare challenge naming the realm, a wrong token `error="invalid_token"`.
+   */
+  challenge(check: Exclude<BearerCheck, 'ok'>): string {
+    const base = `Bearer realm="${this.realm}"`;
+    return check === 'missing' ? base : `${base}, error="invalid_token", error_description="the bearer token is not valid"`;
+  }
+
+  /**
+   * Whether `req` carries the token. When it does not, answers 401 with `body` (as JSON), the
+   * challenge and `headers`, discards the request body, and returns false.
+   */
+  admit(req: IncomingMessage, res: ServerResponse, body: unknown, headers: Record<string, string> = {}): boolean {
+    const check = this.check(req.headers.authorization);
+    if (check === 'ok') return true;
+    req.resume();
+    sendJson(res, 401, body, { 'www-authenticate': this.challenge(check), ...headers });
+    return false;
+  }
+}
