@@ -30,8 +30,9 @@ export default tseslint.config(
     },
   },
   {
-    // The CLI and the bench print to the terminal on purpose; their functions stay short too.
-    files: ['cli/src/**/*.ts', 'bench/src/**/*.ts', 'mcp-servers/*/src/**/*.ts'],
+    // The CLI prints to the terminal on purpose; its functions stay short too. (The bench's
+    // scenarios are long scripts, measured as a whole; they are reshaped with the bench itself.)
+    files: ['cli/src/**/*.ts', 'mcp-servers/*/src/**/*.ts'],
     ignores: ['**/*.test.ts'],
     rules: {
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
@@ -48,12 +49,17 @@ export default tseslint.config(
       '@typescript-eslint/no-unsafe-return': 'off',
       '@typescript-eslint/no-unsafe-call': 'off',
       '@typescript-eslint/no-explicit-any': 'off',
+      // In-memory stand-ins implement async ports without awaiting anything.
+      '@typescript-eslint/require-await': 'off',
     },
   },
   {
     // Plain JavaScript: the config itself, the bin shims and the test fixtures' servers.
     files: ['eslint.config.js', '**/bin/*.mjs', '.dependency-cruiser.cjs'],
     ...tseslint.configs.disableTypeChecked,
-    languageOptions: { globals: { process: 'readonly', URL: 'readonly', console: 'readonly', module: 'writable', require: 'readonly' } },
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      globals: { process: 'readonly', URL: 'readonly', console: 'readonly', module: 'writable', require: 'readonly' },
+    },
   },
 );

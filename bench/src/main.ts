@@ -83,13 +83,13 @@ async function main(): Promise<number> {
 
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3, lazyConnect: true });
   await redis.connect().catch((err: unknown) => {
-    throw new Error(`Redis at ${redisUrl} does not answer (${(err as Error).message})`);
+    throw new Error(`Redis at ${redisUrl} does not answer (${(err as Error).message})`, { cause: err });
   });
   let nc: NatsConnection;
   try {
     nc = await connect({ servers: natsUrl.split(','), name: 'bosun-bench', timeout: 5_000 });
   } catch (err) {
-    throw new Error(`NATS at ${natsUrl} does not answer (${(err as Error).message})`);
+    throw new Error(`NATS at ${natsUrl} does not answer (${(err as Error).message})`, { cause: err });
   }
   const started = new Date();
   const ctx: Ctx = {

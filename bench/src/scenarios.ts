@@ -13,7 +13,6 @@ import {
   cleanupPrefix,
   commandStats,
   diffStats,
-  type ManagedProcess,
   type ScenarioConfig,
   type ServiceName,
 } from './cluster.js';
@@ -312,7 +311,7 @@ async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: ScenarioCon
       cluster.start('coordinator'),
       ...Array.from({ length: specialists }, (_, i) => cluster.start('specialist', `specialist-${i + 1}`)),
     ]);
-    return { cluster, gateway, coordinator: coordinator!, specialists: specs };
+    return { cluster, gateway, coordinator, specialists: specs };
   } catch (err) {
     await cluster.stop();
     throw err;
@@ -509,7 +508,7 @@ export async function scenarioThroughput(ctx: Ctx, requested?: number): Promise<
     note(`2 throughput: raw chain, ${n} incidents in bulk`);
     const raw = await RawChain.start({ root: ctx.root, prefix, redisUrl: ctx.redisUrl, concurrency: { incident: 50, task: 50, tool: 64 } });
     let rawRes: Awaited<ReturnType<IncidentClient['bulk']>>;
-    let rawStats: ReturnType<typeof diffStats> = [];
+    let rawStats: ReturnType<typeof diffStats>;
     let rawCpu: CpuReport | undefined;
     try {
       const client = await IncidentClient.open(ctx, prefix, RAW_INCIDENTS);
@@ -530,7 +529,7 @@ export async function scenarioThroughput(ctx: Ctx, requested?: number): Promise<
     note(`2 throughput: Bosun, ${n} incidents in bulk`);
     const b = await startBosun(ctx, prefix, 2, {});
     let res: Awaited<ReturnType<IncidentClient['bulk']>>;
-    let stats: ReturnType<typeof diffStats> = [];
+    let stats: ReturnType<typeof diffStats>;
     let cpu: CpuReport | undefined;
     try {
       const client = await IncidentClient.open(ctx, prefix, INCIDENTS_QUEUE);

@@ -91,7 +91,7 @@ describe('the incident id and the job id', () => {
       client.incidents.add('incident', data, { jobId: 'twin-a' }),
       client.incidents.add('incident', data, { jobId: 'twin-b' }),
     ]);
-    const [ra, rb] = await Promise.all([client.result(a!), failure(b!)]);
+    const [ra, rb] = await Promise.all([client.result(a), failure(b)]);
     expect(ra).toMatchObject({ incidentId: 'twin-a', status: 'completed' });
     expect(rb).toContain('job id "twin-b" does not match the incident\'s id "twin-a"');
     expect((await client.deadLetters()).filter((d) => d.kind === 'poison' && d.incidentId === 'twin-b')).toHaveLength(1);

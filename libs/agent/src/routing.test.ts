@@ -6,7 +6,6 @@ import {
   taskIdFor,
   type Catalog,
   type CatalogTool,
-  type DeadLetter,
   type TaskJob,
   type ToolCallJob,
   type ToolCallResult,
@@ -74,7 +73,7 @@ function deps(model: Model, tools: Tools) {
     tools,
     checkpoints: new MemoryCheckpointStore(),
     events,
-    deadLetters: { add: async (e: DeadLetterInput) => (dead.push(e), { ...e, v: 1, at: '', marker: '' } as DeadLetter) },
+    deadLetters: { add: async (e: DeadLetterInput) => (dead.push(e), { ...e, v: 1, at: '', marker: '' }) },
     log: createLogger({ service: 't', level: 'silent' }),
   };
   return { d, events, dead };

@@ -33,6 +33,7 @@ describe('SecretValue', () => {
   it('prints as [redacted] as a string, in JSON and through util.inspect; reveal() gives the value', () => {
     const s = new SecretValue('hunter2-value');
     expect(String(s)).toBe('[redacted]');
+    // eslint-disable-next-line @typescript-eslint/restrict-template-expressions -- a template literal is how a secret would leak into a message
     expect(`${s}`).toBe('[redacted]');
     expect(JSON.stringify({ s })).toBe('{"s":"[redacted]"}');
     expect(inspect({ s })).not.toContain('hunter2');

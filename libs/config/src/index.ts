@@ -7,5 +7,5 @@ export { SecretValue, readRedisSettings, readNatsSettings } from './connections.
 export type { RedisSettings, NatsSettings, NatsAuth, TlsMaterial } from './connections.js';
 export { createLogger, setLogLevel, addLogSecrets, knownSecrets, scrub, REDACT_PATHS } from './logger.js';
 export type { Logger, LoggerOptions } from './logger.js';
-export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema } from './output-schema.js';
+export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema, OutputSchemaError } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';

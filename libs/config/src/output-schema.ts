@@ -1,8 +1,19 @@
 import { Ajv, type ValidateFunction } from 'ajv';
-import { isStalled, stallText } from '@bosun/contract';
+import { BosunError, isStalled, stallText } from '@bosun/contract';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 const compiled = new WeakMap<object, ValidateFunction>();
+
+/**
+ * An output schema (or stall payload) a stall could not be reported with honestly: thrown at
+ * start-up by the config check, so a specialist whose stall would be invalid never runs.
+ */
+export class OutputSchemaError extends BosunError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super('invalid_output_schema', message, options);
+    this.name = 'OutputSchemaError';
+  }
+}
 
 /** Values an enum may offer that honestly mean "not determined". */
 const HONEST_UNKNOWN = ['unknown', 'unchecked', 'incomplete', 'undetermined', 'none'];
@@ -67,10 +78,10 @@ function proseField(schema: Schema): string | undefined {
  */
 export function deriveStallPayload(schema: Schema, text: string): Record<string, unknown> {
   if (!types(schema).includes('object') && schema.properties === undefined) {
-    throw new Error('outputSchema must be an object schema');
+    throw new OutputSchemaError('outputSchema must be an object schema');
   }
   const field = proseField(schema);
-  if (!field) throw new Error('outputSchema has no free-text string property to carry the stall text; set stallPayload');
+  if (!field) throw new OutputSchemaError('outputSchema has no free-text string property to carry the stall text; set stallPayload');
   const props = (schema.properties ?? {}) as Record<string, Schema>;
   const out: Record<string, unknown> = { [field]: text };
   for (const name of (schema.required ?? []) as string[]) {
@@ -80,7 +91,7 @@ export function deriveStallPayload(schema: Schema, text: string): Record<string,
     if (Array.isArray(p.enum)) {
       const honest = (p.enum as unknown[]).find((e) => typeof e === 'string' && HONEST_UNKNOWN.includes(e.toLowerCase()));
       if (honest === undefined) {
-        throw new Error(
+        throw new OutputSchemaError(
           `required field "${name}" is an enum without an "unknown"-like value, so a stall cannot fill it honestly; set stallPayload`,
         );
       }
@@ -97,7 +108,9 @@ export function deriveStallPayload(schema: Schema, text: string): Record<string,
     ) {
       out[name] = '';
     } else {
-      throw new Error(`required field "${name}" (${t.join('|') || 'untyped'}) cannot be filled honestly by a stall; set stallPayload`);
+      throw new OutputSchemaError(
+        `required field "${name}" (${t.join('|') || 'untyped'}) cannot be filled honestly by a stall; set stallPayload`,
+      );
     }
   }
   return out;
@@ -137,18 +150,20 @@ export function checkOutputSchema(agent: string, spec: OutputSpec): void {
   try {
     validatorFor(spec.outputSchema);
   } catch (err) {
-    throw new Error(`outputSchema does not compile: ${(err as Error).message}`, { cause: err });
+    throw new OutputSchemaError(`outputSchema does not compile: ${(err as Error).message}`, { cause: err });
   }
   let payload: Record<string, unknown>;
   try {
     payload = buildStallPayload(spec, agent, 'sample last words');
   } catch (err) {
-    throw new Error(`cannot build a stall payload: ${(err as Error).message}`, { cause: err });
+    throw new OutputSchemaError(`cannot build a stall payload: ${(err as Error).message}`, { cause: err });
   }
   const problem = validateAgainstSchema(spec.outputSchema, payload);
-  if (problem) throw new Error(`the stall payload does not validate against outputSchema: ${problem}`);
+  if (problem) throw new OutputSchemaError(`the stall payload does not validate against outputSchema: ${problem}`);
   if (!isStalled(payload)) {
     // isStalled is how readers count degraded results: the marker must open a top-level string.
-    throw new Error('stallPayload must start a top-level string field with ${stallText}, so the result is recognised as INCOMPLETE');
+    throw new OutputSchemaError(
+      'stallPayload must start a top-level string field with ${stallText}, so the result is recognised as INCOMPLETE',
+    );
   }
 }

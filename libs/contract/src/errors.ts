@@ -1,15 +1,71 @@
 import type { z } from 'zod';
 
 /**
+ * Every code a {@link BosunError} may carry, by area. A new failure gets a new code here; callers
+ * branch on these, never on message text.
+ */
+export type ErrorCode =
+  // Input and stored formats.
+  | 'invalid_input'
+  | 'invalid_config'
+  | 'invalid_output_schema'
+  | 'bad_checkpoint'
+  | 'corrupt_checkpoint'
+  | 'corrupt_record'
+  | 'invalid_transition'
+  | 'bad_decision'
+  // The agent loops' job control.
+  | 'park'
+  | 'yield'
+  | 'retryable'
+  | 'timer_conflict'
+  | 'no_approvals'
+  | 'no_catalog'
+  // Operators' requests (approvals, run control, HTTP).
+  | 'not_found'
+  | 'already_decided'
+  | 'bad_request'
+  | 'finished'
+  | 'method_not_allowed'
+  | 'body_too_large'
+  | 'http_error'
+  | 'address_in_use'
+  | 'listen_failed'
+  // Models.
+  | 'model_error'
+  | 'missing_api_key'
+  // MCP servers.
+  | 'mcp_server_unavailable'
+  | 'mcp_server_closed'
+  | 'mcp_connect_failed'
+  | 'call_not_sent'
+  // Connections.
+  | 'redis_unreachable'
+  | 'redis_auth_failed'
+  | 'redis_tls_failed'
+  | 'nats_unreachable'
+  | 'nats_auth_failed'
+  | 'nats_tls_failed'
+  | 'jetstream_unavailable'
+  | 'cluster_not_configured'
+  | 'unsafe_prefix'
+  // Processes started by the launcher.
+  | 'process_exited'
+  | 'process_timeout'
+  // The CLI.
+  | 'usage'
+  | 'operator';
+
+/**
  * Base of Bosun's own errors. Branch on `code` (or `instanceof`), never on the message.
  */
 export class BosunError extends Error {
-  /** A stable, machine-readable code such as `invalid_input`. */
-  readonly code: string;
+  /** A stable, machine-readable code from {@link ErrorCode}, such as `invalid_input`. */
+  readonly code: ErrorCode;
   /** Extra structured data about the failure. */
   readonly data: Record<string, unknown> | undefined;
 
-  constructor(code: string, message: string, options?: { cause?: unknown; data?: Record<string, unknown> }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; data?: Record<string, unknown> }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'BosunError';
     this.code = code;

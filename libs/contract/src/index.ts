@@ -56,6 +56,7 @@ export {
 } from './tool-record.js';
 export type { ToolCallStateOrNone, ToolCallActor, ToolCallTransition } from './tool-record.js';
 export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
+export type { ErrorCode } from './errors.js';
 export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
 export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';
 export type { RedactOptions } from './redact.js';

@@ -109,99 +109,124 @@ interface PassLimits {
   items: number;
 }
 
+/** What {@link CopyPass.convert} returns for a value `JSON.stringify` leaves out. */
+const NOTHING = Symbol('nothing');
+
+/** A container copied, whose children are still to copy. */
+interface PendingCopy {
+  src: object;
+  dst: Record<string, unknown> | unknown[];
+  depth: number;
+  path: string;
+}
+
+/** Defines (not assigns) `name` on `out`, so a key such as `__proto__` stays an ordinary key of the copy. */
+function defineKey(out: Record<string, unknown>, name: string, value: unknown): void {
+  Object.defineProperty(out, name, { value, enumerable: true, writable: true, configurable: true });
+}
+
 /**
- * One copy of `root` under the given limits, made with an explicit stack. Mirrors
+ * One copy of a value under the given limits, made with an explicit stack. Mirrors
  * `JSON.stringify`: `toJSON` is honoured, functions, symbols and `undefined` are left out of
  * objects and become `null` in arrays, non-finite numbers become `null`; a bigint becomes its
  * decimal string and a repeated reference a marker (neither occurs in parsed JSON).
  */
-function copyPass(root: unknown, limits: PassLimits, rootPath: string, cuts: Cuts, lengths: number[]): unknown {
-  const seen = new WeakSet<object>();
-  const pending: { src: object; dst: Record<string, unknown> | unknown[]; depth: number; path: string }[] = [];
-  const NOTHING = Symbol('nothing');
-  const convert = (input: unknown, outer: number, path: string, key: string): unknown => {
+class CopyPass {
+  private readonly seen = new WeakSet<object>();
+  private readonly pending: PendingCopy[] = [];
+
+  constructor(
+    private readonly limits: PassLimits,
+    private readonly cuts: Cuts,
+    /** The length of every string kept, for the next pass's budget. */
+    private readonly lengths: number[],
+  ) {}
+
+  run(root: unknown, rootPath: string): unknown {
+    const top = this.convert(root, 0, rootPath, '');
+    for (let next = this.pending.pop(); next; next = this.pending.pop()) {
+      if (Array.isArray(next.src)) this.fillArray(next.src, next);
+      else this.fillObject(next.src, next);
+    }
+    return top === NOTHING ? undefined : top;
+  }
+
+  private convert(input: unknown, outer: number, path: string, key: string): unknown {
     let v = input;
     if (v !== null && typeof v === 'object' && typeof (v as { toJSON?: unknown }).toJSON === 'function')
       v = (v as { toJSON: (k: string) => unknown }).toJSON(key);
+    if (v === null) return null;
+    if (typeof v !== 'object') return this.scalar(v, path);
+    if (outer >= this.limits.depth) {
+      this.cuts.add(path, `nested deeper than ${this.limits.depth} levels`);
+      return `${TRUNCATION_MARKER}: nested deeper than ${this.limits.depth} levels]`;
+    }
+    if (this.seen.has(v)) {
+      this.cuts.add(path, 'a repeated reference');
+      return `${TRUNCATION_MARKER}: repeated reference]`;
+    }
+    this.seen.add(v);
+    const dst: Record<string, unknown> | unknown[] = Array.isArray(v) ? [] : {};
+    this.pending.push({ src: v, dst, depth: outer + 1, path });
+    return dst;
+  }
+
+  private scalar(v: unknown, path: string): unknown {
     switch (typeof v) {
-      case 'string':
-        if (v.length > limits.chars) {
-          cuts.add(path, `${v.length} characters cut to ${limits.chars}`);
-          v = cutString(v, limits.chars);
+      case 'string': {
+        let out = v;
+        if (v.length > this.limits.chars) {
+          this.cuts.add(path, `${v.length} characters cut to ${this.limits.chars}`);
+          out = cutString(v, this.limits.chars);
         }
-        lengths.push((v as string).length);
-        return v;
+        this.lengths.push(out.length);
+        return out;
+      }
       case 'number':
         return Number.isFinite(v) ? v : null;
       case 'boolean':
         return v;
       case 'bigint':
-        cuts.add(path, 'a bigint written as a string');
+        this.cuts.add(path, 'a bigint written as a string');
         return v.toString();
-      case 'undefined':
-      case 'function':
-      case 'symbol':
-        return NOTHING;
       default:
-        break;
-    }
-    if (v === null) return null;
-    const obj = v as object;
-    if (outer >= limits.depth) {
-      cuts.add(path, `nested deeper than ${limits.depth} levels`);
-      return `${TRUNCATION_MARKER}: nested deeper than ${limits.depth} levels]`;
-    }
-    if (seen.has(obj)) {
-      cuts.add(path, 'a repeated reference');
-      return `${TRUNCATION_MARKER}: repeated reference]`;
-    }
-    seen.add(obj);
-    const dst: Record<string, unknown> | unknown[] = Array.isArray(obj) ? [] : {};
-    pending.push({ src: obj, dst, depth: outer + 1, path });
-    return dst;
-  };
-  const top = convert(root, 0, rootPath, '');
-  while (pending.length > 0) {
-    const { src, dst, depth, path } = pending.pop()!;
-    if (Array.isArray(src)) {
-      const out = dst as unknown[];
-      const n = Math.min(src.length, limits.items);
-      for (let i = 0; i < n; i++) {
-        const c = convert(src[i], depth, `${path}[${i}]`, String(i));
-        out.push(c === NOTHING ? null : c);
-      }
-      if (src.length > n) {
-        cuts.add(path, `${src.length - n} of ${src.length} items cut`);
-        out.push(`${TRUNCATION_MARKER}: ${src.length - n} more items]`);
-      }
-      continue;
-    }
-    const out = dst as Record<string, unknown>;
-    const keys = Object.keys(src);
-    const n = Math.min(keys.length, limits.items);
-    for (let i = 0; i < n; i++) {
-      const key = keys[i]!;
-      const c = convert((src as Record<string, unknown>)[key], depth, childPath(path, key), key);
-      if (c === NOTHING) continue;
-      let name = key;
-      if (name.length > limits.chars) {
-        cuts.add(childPath(path, key), `a key of ${key.length} characters cut to ${limits.chars}`);
-        name = cutString(key, limits.chars);
-      }
-      // Defined, not assigned: a key such as `__proto__` stays an ordinary key of the copy.
-      Object.defineProperty(out, name, { value: c, enumerable: true, writable: true, configurable: true });
-    }
-    if (keys.length > n) {
-      cuts.add(path, `${keys.length - n} of ${keys.length} keys cut`);
-      Object.defineProperty(out, TRUNCATED_KEYS_FIELD, {
-        value: `${keys.length - n} more keys`,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+        // undefined, a function or a symbol.
+        return NOTHING;
     }
   }
-  return top === NOTHING ? undefined : top;
+
+  private fillArray(src: unknown[], { dst, depth, path }: PendingCopy): void {
+    const out = dst as unknown[];
+    const n = Math.min(src.length, this.limits.items);
+    for (let i = 0; i < n; i++) {
+      const c = this.convert(src[i], depth, `${path}[${i}]`, String(i));
+      out.push(c === NOTHING ? null : c);
+    }
+    if (src.length > n) {
+      this.cuts.add(path, `${src.length - n} of ${src.length} items cut`);
+      out.push(`${TRUNCATION_MARKER}: ${src.length - n} more items]`);
+    }
+  }
+
+  private fillObject(src: object, { dst, depth, path }: PendingCopy): void {
+    const out = dst as Record<string, unknown>;
+    const keys = Object.keys(src);
+    const n = Math.min(keys.length, this.limits.items);
+    for (const key of keys.slice(0, n)) {
+      const c = this.convert((src as Record<string, unknown>)[key], depth, childPath(path, key), key);
+      if (c === NOTHING) continue;
+      let name = key;
+      if (name.length > this.limits.chars) {
+        this.cuts.add(childPath(path, key), `a key of ${key.length} characters cut to ${this.limits.chars}`);
+        name = cutString(key, this.limits.chars);
+      }
+      defineKey(out, name, c);
+    }
+    if (keys.length > n) {
+      this.cuts.add(path, `${keys.length - n} of ${keys.length} keys cut`);
+      defineKey(out, TRUNCATED_KEYS_FIELD, `${keys.length - n} more keys`);
+    }
+  }
 }
 
 /** The lengths of the strings in a value (not its keys), walked iteratively. */
@@ -254,7 +279,7 @@ export function boundJson(value: unknown, bounds: JsonBounds): BoundedJson {
     try {
       const cuts = new Cuts();
       const lengths: number[] = [];
-      const copy = copyPass(value, limits, rootPath, cuts, lengths);
+      const copy = new CopyPass(limits, cuts, lengths).run(value, rootPath);
       const { json, bytes } = measure(copy);
       return { value: copy, json, bytes, cut: cuts.list(), lengths };
     } catch {

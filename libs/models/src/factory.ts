@@ -1,3 +1,4 @@
+import { BosunError } from '@bosun/contract';
 import { FakeModel, type FakeModelOptions } from './fake.js';
 import { GeminiModel } from './gemini.js';
 import type { Model } from './types.js';
@@ -24,7 +25,7 @@ export function createModel(choice: ModelChoice, fake: FakeModelOptions = {}): M
   const wantGemini = choice.provider === 'gemini' || (choice.provider === 'auto' && !!choice.apiKey);
   if (!wantGemini) return new FakeModel({ ...fake, ...(choice.latencyMs ? { latencyMs: choice.latencyMs } : {}) });
   if (!choice.apiKey) {
-    throw new Error('model provider "gemini" needs GEMINI_API_KEY to be set');
+    throw new BosunError('missing_api_key', 'model provider "gemini" needs GEMINI_API_KEY to be set');
   }
   return new GeminiModel({
     apiKey: choice.apiKey,

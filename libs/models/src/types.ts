@@ -1,3 +1,4 @@
+import { BosunError } from '@bosun/contract';
 /**
  * The model port: what an agent loop needs from a language model, independent of provider.
  */
@@ -89,13 +90,13 @@ export interface Model {
  * A failure of the model provider (HTTP error, refusal, malformed response).
  * `retryable` says whether the same request may succeed later (rate limits, 5xx).
  */
-export class ModelError extends Error {
-  readonly code = 'model_error';
+export class ModelError extends BosunError {
+  declare readonly code: 'model_error';
   readonly retryable: boolean;
   readonly status: number | undefined;
 
   constructor(message: string, options: { retryable: boolean; status?: number; cause?: unknown }) {
-    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    super('model_error', message, { cause: options.cause, data: { retryable: options.retryable, status: options.status } });
     this.name = 'ModelError';
     this.retryable = options.retryable;
     this.status = options.status;

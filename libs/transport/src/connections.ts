@@ -220,6 +220,7 @@ export async function waitForRedis(redis: RedisClient, settings: RedisSettings, 
   let last: Error | undefined;
   let refuse: (err: ConnectionSettingsError) => void = () => undefined;
   const refused = new Promise<never>((_, reject) => (refuse = reject));
+  // Raced below; a refusal that comes after the race is decided has nobody left to tell.
   refused.catch(() => undefined);
   const failureOf = (err: Error): ConnectionSettingsError | undefined => {
     last = err;

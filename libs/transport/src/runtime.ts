@@ -29,7 +29,7 @@ export interface Runtime {
  */
 export async function openRuntime(env: BosunEnv, options: { service: string; log: Logger }): Promise<Runtime> {
   const { service, log } = options;
-  const redis = await openRedis(env, { service, onError: (err) => log.warn({ err: err.message }, 'redis connection error') });
+  const redis = await openRedis(env, { service, onError: (err) => log.warn({ err }, 'redis connection error') });
   const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log });
   let nc: NatsConnection | null = null;
   let closed = false;
@@ -64,7 +64,7 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
               events.attach(conn);
             }
           }
-        })().catch(() => undefined);
+        })().catch((err: unknown) => log.warn({ err }, 'NATS status watch ended'));
         return;
       } catch (err) {
         if (err instanceof ConnectionSettingsError) {
@@ -72,10 +72,9 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
             refusedAtStart = err;
             return;
           }
-          if (!refusalLogged)
-            log.error({ err: err.message }, 'NATS refused the connection settings; events are buffered until it accepts them');
+          if (!refusalLogged) log.error({ err }, 'NATS refused the connection settings; events are buffered until it accepts them');
           refusalLogged = true;
-        } else if (attempt === 0) log.warn({ err: (err as Error).message }, 'NATS unreachable; events are buffered until it answers');
+        } else if (attempt === 0) log.warn({ err }, 'NATS unreachable; events are buffered until it answers');
         await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5_000)));
       }
     }
@@ -102,6 +101,7 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
       await events.flush();
       await deadLetters.close();
       const conn = nc;
+      // Closing: a drain that fails leaves nothing to flush (events.flush() ran above).
       if (conn) await conn.drain().catch(() => undefined);
       await redis.quit().catch(() => redis.disconnect());
     },
@@ -120,7 +120,7 @@ async function ensureRunsStreamRetrying(conn: NatsConnection, env: BosunEnv, log
       return;
     } catch (err) {
       if (tries === 0 || closed()) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');
-      log.warn({ err: (err as Error).message }, 'runs stream not ready; retrying');
+      log.warn({ err }, 'runs stream not ready; retrying');
       await new Promise((r) => setTimeout(r, 1_000));
     }
   }
@@ -171,6 +171,7 @@ export async function checkRuntime(env: BosunEnv, options: { service: string }):
         { cause: err },
       );
     } finally {
+      // The check's own connection: the check's result is already decided.
       await nc.close().catch(() => undefined);
     }
   } finally {

@@ -64,19 +64,7 @@ export interface RunServiceOptions {
  */
 export function runService(options: RunServiceOptions): void {
   const { name, log } = options;
-  let args: ServiceArgs;
-  try {
-    args = parseArgs({
-      args: process.argv.slice(2),
-      options: { ...options.args, check: { type: 'boolean', default: false } },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (err) {
-    const flags = ['--check', ...Object.keys(options.args ?? {}).map((k) => `--${k}`)].join(', ');
-    process.stderr.write(`${name}: ${(err as Error).message} (options: ${flags})\n`);
-    process.exit(2);
-  }
+  const args = parseServiceArgs(options);
   if (args.check === true) {
     return runCheck(name, log, async () => options.check(args, readEnv()));
   }
@@ -96,28 +84,13 @@ export function runService(options: RunServiceOptions): void {
     env.healthPort === undefined
       ? undefined
       : startHealthServer(name, log, env.healthPort, () => (stopping ? 'stopping' : handle ? 'ready' : 'starting'));
-
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal, graceMs: grace }, `${name} stopping`);
-    const timer = setTimeout(() => {
-      log.error({ graceMs: grace }, `${name} did not stop within the grace period; exiting`);
-      process.exit(1);
-    }, grace);
-    timer.unref();
-    Promise.resolve(handle?.close())
-      .then(() => health)
-      .then((h) => h?.close({ graceMs: HEALTH_GRACE_MS }))
-      .then(() => {
-        log.info(`${name} stopped`);
-        log.flush?.();
-        process.exit(0);
-      })
-      .catch((err: unknown) => {
-        log.error({ err }, `${name} failed to stop cleanly`);
-        process.exit(1);
-      });
+    stopService({ name, log, grace, signal }, async () => {
+      await handle?.close();
+      await (await health)?.close({ graceMs: HEALTH_GRACE_MS });
+    });
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -127,7 +100,8 @@ export function runService(options: RunServiceOptions): void {
     .then((h) => {
       handle = h;
       log.info(`${name} started`);
-      if (stopping) return void h.close().then(() => process.exit(0));
+      // A stop asked for while starting closes what started, as the signal handler would.
+      if (stopping) return stopService({ name, log, grace, signal: 'start' }, () => h.close());
       process.stdout.write(`${readyLine(name)}\n`);
     })
     .catch((err: unknown) => {
@@ -136,6 +110,47 @@ export function runService(options: RunServiceOptions): void {
       process.stderr.write(`${name}: ${message}\n`);
       process.exit(1);
     });
+}
+
+/** The service's command line (`--check` and its own options); a bad one prints why and exits 2. */
+function parseServiceArgs(options: RunServiceOptions): ServiceArgs {
+  try {
+    return parseArgs({
+      args: process.argv.slice(2),
+      options: { ...options.args, check: { type: 'boolean', default: false } },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (err) {
+    const flags = ['--check', ...Object.keys(options.args ?? {}).map((k) => `--${k}`)].join(', ');
+    process.stderr.write(`${options.name}: ${(err as Error).message} (options: ${flags})\n`);
+    process.exit(2);
+  }
+}
+
+/**
+ * Closes a service and exits: 0 once `close` is done, 1 if it fails or outlasts the grace
+ * period (then BullMQ's stalled-job check gives unfinished jobs to other processes).
+ */
+function stopService(stop: { name: string; log: Logger; grace: number; signal: string }, close: () => Promise<void>): void {
+  const { name, log, grace, signal } = stop;
+  if (signal !== 'start') log.info({ signal, graceMs: grace }, `${name} stopping`);
+  const timer = setTimeout(() => {
+    log.error({ graceMs: grace }, `${name} did not stop within the grace period; exiting`);
+    process.exit(1);
+  }, grace);
+  timer.unref();
+  close().then(
+    () => {
+      log.info(`${name} stopped`);
+      log.flush?.();
+      process.exit(0);
+    },
+    (err: unknown) => {
+      log.error({ err }, `${name} failed to stop cleanly`);
+      process.exit(1);
+    },
+  );
 }
 
 /**

@@ -51,5 +51,6 @@ export async function ensureRunsStream(nc: NatsConnection, prefix: string, limit
 /** Deletes the runs stream of a prefix (tests clean up with it). */
 export async function deleteRunsStream(nc: NatsConnection, prefix: string): Promise<void> {
   const jsm = await jetstreamManager(nc);
+  // A stream that does not exist (never created, or deleted already) is what the caller wants.
   await jsm.streams.delete(runsStreamName(prefix)).catch(() => undefined);
 }

@@ -73,7 +73,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   // A write after the client closed its end raises EPIPE; without a listener that would crash with a stack trace.
-  process.stdout.on('error', (error) => stop(`stdout error: ${error.message}`));
+  process.stdout.on('error', (error: Error) => stop(`stdout error: ${error.message}`));
 
   await server.connect(new StdioServerTransport());
   const extras = [

@@ -148,11 +148,11 @@ function asToolError(message: string): CallToolResult {
  */
 export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), options: DemoServerOptions = {}): McpServer {
   const log = options.log ?? ((message: string) => process.stderr.write(`[demo-mcp] ${message}\n`));
-  const slowMs = options.slowMs ?? 0;
   const hangTools = new Set(options.hangTools ?? []);
   for (const name of hangTools) {
     if (!(DEMO_TOOL_NAMES as readonly string[]).includes(name)) log(`hangTools names unknown tool "${name}"; ignored`);
   }
+  const run = callRunner(options, hangTools, log);
 
   const server = new McpServer(
     { name: DEMO_SERVER_NAME, version: DEMO_SERVER_VERSION },
@@ -164,11 +164,26 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
     },
   );
 
-  /**
-   * Wraps one call: records it, applies the test delays, runs `compute`, and turns
-   * environment errors into tool errors instead of protocol errors.
-   */
-  async function run(
+  registerReadTools(server, env, run);
+  registerWriteTools(server, env, run);
+  return server;
+}
+
+/** Runs one tool call of the demo server (see {@link callRunner}). */
+type CallRunner = (
+  tool: DemoToolName,
+  args: Record<string, unknown>,
+  signal: AbortSignal,
+  compute: () => object,
+) => Promise<CallToolResult>;
+
+/**
+ * Wraps one call: records it, applies the test delays, runs `compute`, and turns environment
+ * errors into tool errors instead of protocol errors.
+ */
+function callRunner(options: DemoServerOptions, hangTools: ReadonlySet<string>, log: (message: string) => void): CallRunner {
+  const slowMs = options.slowMs ?? 0;
+  return async function run(
     tool: DemoToolName,
     args: Record<string, unknown>,
     signal: AbortSignal,
@@ -198,8 +213,11 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
       if (error instanceof DemoEnvironmentError) return asToolError(error.message);
       throw error;
     }
-  }
+  };
+}
 
+/** The read-only tools: services, pods, logs, metrics, deployments. */
+function registerReadTools(server: McpServer, env: DemoEnvironment, run: CallRunner): void {
   server.registerTool(
     'list_services',
     {
@@ -277,7 +295,10 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
     },
     async (args, extra) => run('get_deployments', args, extra.signal, () => env.getDeployments(args.service)),
   );
+}
 
+/** The mutating tools: restart a pod, roll a deployment back. */
+function registerWriteTools(server: McpServer, env: DemoEnvironment, run: CallRunner): void {
   server.registerTool(
     'restart_pod',
     {
@@ -323,6 +344,4 @@ export function createDemoServer(env: DemoEnvironment = new DemoEnvironment(), o
     },
     async (args, extra) => run('rollback_deployment', args, extra.signal, () => env.rollbackDeployment(args.service, args.toVersion)),
   );
-
-  return server;
 }

@@ -74,7 +74,7 @@ runService({
       stalledInterval: config.workers.stalledIntervalMs,
     });
     timers.on('error', (err) => log.error({ err }, 'timers worker error'));
-    worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err: err.message }, 'incident job failed'));
+    worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
     log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
     // The operators' HTTP API (approvals, runs), when configured.
     let api: OperatorApi | undefined;

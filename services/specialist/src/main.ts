@@ -87,7 +87,7 @@ runService({
         },
       );
       worker.on('error', (err) => log.error({ err, agent: name }, 'specialist worker error'));
-      worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err: err.message }, 'task job failed'));
+      worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err }, 'task job failed'));
       workers.push(worker);
       log.info({ agent: name, model: model.name, concurrency: spec.concurrency }, 'specialist consuming');
     }

@@ -96,7 +96,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
           error: reason,
         };
       }
-      if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err: err.message }, 'task will be retried');
+      if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err }, 'task will be retried');
       else log.error({ taskId: task.taskId, attempt, err }, 'task error');
       throw err;
     }

@@ -1,3 +1,4 @@
+import { BosunError } from '@bosun/contract';
 import type { EventId, EventStore, StreamId } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
@@ -91,7 +92,7 @@ export class SessionEventStore implements EventStore {
   ): Promise<StreamId> {
     const parsed = parseEventId(lastEventId);
     const stream = parsed && this.streams.get(parsed.streamId);
-    if (!parsed || !stream) throw new Error(`unknown event id ${JSON.stringify(lastEventId)}`);
+    if (!parsed || !stream) throw new BosunError('not_found', `unknown event id ${JSON.stringify(lastEventId)}`);
     // A copy: events stored while a send awaits are written by the transport itself.
     for (const event of [...stream.events]) {
       // Priming events carry no message (`{}`): they only give the client an id to resume from.

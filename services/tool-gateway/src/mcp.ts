@@ -6,9 +6,9 @@ import { BosunError, TOOL_NAMESPACE_SEPARATOR, type CatalogTool } from '@bosun/c
 import { scrub, type ClusterConfig, type Logger, type McpServerConfig } from '@bosun/config';
 
 /** A call that never reached its server (no connection): its effect certainly did not happen. */
-export class CallNotSentError extends Error {
+export class CallNotSentError extends BosunError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
+    super('call_not_sent', message, options);
     this.name = 'CallNotSentError';
   }
 }
@@ -48,10 +48,11 @@ export class McpServerConnection {
   /** Connects if needed; rejects while a reconnect backoff is running or the server is unreachable. */
   async connect(): Promise<Client> {
     if (this.client) return this.client;
-    if (this.closed) throw new Error(`MCP server ${this.name} is closed`);
+    if (this.closed) throw new BosunError('mcp_server_closed', `MCP server ${this.name} is closed`);
     if (this.connecting) return this.connecting;
     const wait = this.nextAttemptAt - Date.now();
-    if (wait > 0) throw new Error(`MCP server ${this.name} is unavailable; next reconnect attempt in ${wait} ms`);
+    if (wait > 0)
+      throw new BosunError('mcp_server_unavailable', `MCP server ${this.name} is unavailable; next reconnect attempt in ${wait} ms`);
     this.connecting = this.open().finally(() => {
       this.connecting = null;
     });
@@ -108,8 +109,9 @@ export class McpServerConnection {
     } catch (err) {
       this.failures++;
       this.nextAttemptAt = Date.now() + Math.min(500 * 2 ** (this.failures - 1), 30_000);
+      // The client that failed to connect: the connect error is what matters, and it is thrown below.
       await client.close().catch(() => undefined);
-      throw new Error(`cannot connect to MCP server ${this.name}: ${(err as Error).message}`, { cause: err });
+      throw new BosunError('mcp_connect_failed', `cannot connect to MCP server ${this.name}: ${(err as Error).message}`, { cause: err });
     }
   }
 
@@ -154,6 +156,7 @@ export class McpServerConnection {
     this.closed = true;
     const c = this.client;
     this.client = null;
+    // Shutting down: a server that fails to close is being dropped anyway (its child process is killed).
     if (c) await c.close().catch(() => undefined);
   }
 }
