@@ -36,6 +36,7 @@ export {
   ToolCallResult,
   DeadLetterKind,
   DeadLetter,
+  InDoubtDeadLetterInput,
   EventType,
   RunEvent,
   ToolAnnotations,
