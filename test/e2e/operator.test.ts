@@ -566,7 +566,10 @@ describe('stored values that do not parse', () => {
     const r = await bosun(['audit', '--json']);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`bosun: audit entry ${badId} does not parse: args: is not valid JSON; status: `);
-    expect((JSON.parse(r.stdout) as { runId: string }[]).map((e) => e.runId)).toEqual(['raudit-good']);
+    // The gateway of this file audits its calls too (ack --retry): only these two entries matter here.
+    const runs = (JSON.parse(r.stdout) as { runId: string }[]).map((e) => e.runId);
+    expect(runs).toContain('raudit-good');
+    expect(runs).not.toContain('raudit-bad');
   });
 
   it('approvals show names the bad field of a stored approval (exit 1)', async () => {
