@@ -57,6 +57,7 @@ export default tseslint.config(
     // Plain JavaScript: the config itself, the bin shims and the test fixtures' servers.
     files: ['eslint.config.js', '**/bin/*.mjs', '.dependency-cruiser.cjs'],
     ...tseslint.configs.disableTypeChecked,
+    // Merged with disableTypeChecked's own languageOptions, which turn the type-checked parser off.
     languageOptions: {
       ...tseslint.configs.disableTypeChecked.languageOptions,
       globals: { process: 'readonly', URL: 'readonly', console: 'readonly', module: 'writable', require: 'readonly' },

@@ -1,19 +1,23 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { BosunError } from '@bosun/contract';
 
 /** Bad usage of a command: exit 2, with the message (and the usage text when `showUsage`). */
-export class UsageError extends Error {
+export class UsageError extends BosunError {
   /** Print the usage text after the message (not for, say, a file that cannot be read). */
   readonly showUsage: boolean;
 
   constructor(message: string, options: { showUsage?: boolean } = {}) {
-    super(message);
+    super('usage', message);
     this.name = 'UsageError';
     this.showUsage = options.showUsage ?? true;
   }
 }
 
-type Options = NonNullable<ParseArgsConfig['options']>;
-type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>>;
+/** The options of a command, as `node:util` parseArgs takes them. */
+export type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** A command's arguments as {@link parseCommand} returns them. */
+export type Parsed<O extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>>;
 
 /**
  * Parses a command's arguments strictly (`node:util` parseArgs): an unknown option, an option
@@ -31,8 +35,9 @@ export function parseCommand<O extends Options>(command: string, args: string[],
   return parsed;
 }
 
-/** An option's value as a whole number from `min` to `max`, else a {@link UsageError} naming the option. */
-export function integerOption(command: string, name: string, text: string, min: number, max: number): number {
+/** An option's value as a whole number from `range.min` to `range.max`, else a {@link UsageError} naming the option. */
+export function integerOption(command: string, name: string, text: string, range: { min: number; max: number }): number {
+  const { min, max } = range;
   const n = Number(text);
   if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(n) || n < min || n > max) {
     throw new UsageError(`${command}: --${name} must be a whole number from ${min} to ${max} (got "${text}")`);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, type IncidentInput, type RunResult } from '@bosun/contract';
+import { BosunError, INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput } from '@bosun/contract';
 import { createLogger, readEnv, type BosunEnv } from '@bosun/config';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -128,14 +128,14 @@ async function ensureServer(spec: ServerSpec): Promise<ChildProcess | undefined>
   const port = Number(u.port || (kind === 'Redis' ? 6379 : 4222));
   if (await reachable(host, port)) return undefined;
   if (!onPath(binary)) {
-    throw new Error(`${kind} does not answer at ${host}:${port} and ${binary} is not on the PATH. ${SERVER_HINT}`);
+    throw new BosunError('demo_server', `${kind} does not answer at ${host}:${port} and ${binary} is not on the PATH. ${SERVER_HINT}`);
   }
   const dir = mkdtempSync(join(tmpdir(), `bosun-${binary}-`));
   say(`${kind} does not answer at ${host}:${port}: starting ${binary} in ${dir}`);
   const child = spawn(binary, spec.args(port, dir), { stdio: 'ignore', detached: false });
   if (!(await waitFor(() => reachable(host, port), 10_000))) {
     child.kill('SIGKILL');
-    throw new Error(`started ${binary} but it does not answer at ${host}:${port}`);
+    throw new BosunError('demo_server', `started ${binary} but it does not answer at ${host}:${port}`);
   }
   return child;
 }
@@ -327,7 +327,7 @@ async function publishSamples(clients: DemoClients): Promise<number> {
     runs.map(async (p) => {
       const job = await queue.getJob(p.incidentId);
       try {
-        const result = (await job!.waitUntilFinished(queueEvents, 180_000)) as RunResult;
+        const result = parseStored(RunResult, await job!.waitUntilFinished(queueEvents, 180_000), `the result of ${p.incidentId}`);
         say('');
         say(
           `=== result of ${p.incidentId} (run ${result.runId}): ${result.status.toUpperCase()}${result.stalled ? `, ${result.stalled} incomplete` : ''}`,

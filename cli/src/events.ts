@@ -89,70 +89,60 @@ const short = (v: unknown, n = 160) => {
 };
 
 /**
+ * A field of an event's data as text, whole: a string as it is, another value as JSON (not
+ * `[object Object]`); `undefined` for a field that is not there.
+ */
+const text = (v: unknown): string => (typeof v === 'string' ? v : (JSON.stringify(v) ?? 'undefined'));
+
+type EventData = RunEvent['data'];
+
+/** The `[i] tool args` of the calls of an `approval.requested` event that need approval. */
+function callsNeedingApproval(d: EventData): string {
+  const calls = (d.calls as { index: number; tool: string; args: unknown; needsApproval: boolean }[] | undefined) ?? [];
+  return calls
+    .filter((c) => c.needsApproval)
+    .map((c) => `[${c.index}] ${c.tool} ${short(c.args, 80)}`)
+    .join(', ');
+}
+
+/** The detail of a `run.completed` or `run.failed` event: status, cancellation, incomplete parts, calls in doubt, reason. */
+function runEnd(d: EventData): string {
+  const c = d.cancelled as { by?: unknown; reason?: unknown } | undefined;
+  const cancelled = c ? ` by ${text(c.by ?? '?')}: ${short(c.reason ?? '', 120)}` : '';
+  const inDoubt = inDoubtCount(d.inDoubt);
+  return `${text(d.status ?? '')}${cancelled}${d.stalled ? ` (${text(d.stalled)} incomplete)` : ''}${inDoubt ? ` (${inDoubt} in doubt)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
+}
+
+/** What each event type shows after its type and agent; types not named here show nothing more. */
+const DETAIL: Partial<Record<RunEvent['type'], (d: EventData) => string>> = {
+  'run.started': (d) => short((d.incident as { summary?: unknown } | undefined)?.summary ?? ''),
+  'run.routed': (d) => `→ ${(d.specialists as string[] | undefined)?.join(', ') ?? ''}`,
+  'agent.delegated': (d) => short(d.task, 100),
+  'model.called': (d) =>
+    `${text(d.model)} ${text(d.durationMs)}ms${Array.isArray(d.calls) && d.calls.length ? ` calls ${d.calls.join(', ')}` : ''}`,
+  'tool.started': (d) => `${text(d.tool)} ${short(d.args, 80)}`,
+  'tool.completed': (d) => `${text(d.tool)} ${text(d.durationMs)}ms${d.isError ? ' (tool error)' : ''}`,
+  'tool.failed': (d) => `${text(d.tool)} ${short(d.error ?? '', 120)}`,
+  'tool.in_doubt': (d) => `${text(d.tool)} ${short(d.error ?? '', 120)}`,
+  'approval.requested': (d) => `${text(d.approvalId)}: ${callsNeedingApproval(d)}`,
+  'approval.resolved': (d) =>
+    `${text(d.approvalId)} ${text(d.status)} by ${text(d.decidedBy ?? '?')}${d.denyReason ? ` (${text(d.denyReason)})` : ''}`,
+  'tool.progress': (d) => `${text(d.tool)} ${text(d.progress)}${d.total ? `/${text(d.total)}` : ''}`,
+  'tool.routing': (d) => `${text(d.action)}${Array.isArray(d.loaded) ? ` ${d.loaded.join(', ')}` : ''}`,
+  'agent.stalled': (d) => `INCOMPLETE: ${short(d.lastWords, 120)}`,
+  'agent.failed': (d) => `INCOMPLETE: ${short(d.reason, 120)}`,
+  'run.completed': runEnd,
+  'run.failed': runEnd,
+};
+
+/**
  * One line describing an event, for terminals. Whatever comes from the event's data (incident
  * text, model output, arguments) is printed with its control characters escaped: an event is one
  * line, and nothing in it can drive the terminal.
  */
 export function formatEvent(e: RunEvent): string {
-  const d = e.data;
   const who = e.agent ? ` ${e.agent}` : '';
-  let detail = '';
-  switch (e.type) {
-    case 'run.started':
-      detail = short((d.incident as { summary?: unknown } | undefined)?.summary ?? '');
-      break;
-    case 'run.routed':
-      detail = `→ ${(d.specialists as string[] | undefined)?.join(', ') ?? ''}`;
-      break;
-    case 'agent.delegated':
-      detail = short(d.task, 100);
-      break;
-    case 'model.called':
-      detail = `${String(d.model)} ${String(d.durationMs)}ms${Array.isArray(d.calls) && d.calls.length ? ` calls ${d.calls.join(', ')}` : ''}`;
-      break;
-    case 'tool.started':
-      detail = `${String(d.tool)} ${short(d.args, 80)}`;
-      break;
-    case 'tool.completed':
-      detail = `${String(d.tool)} ${String(d.durationMs)}ms${d.isError ? ' (tool error)' : ''}`;
-      break;
-    case 'tool.failed':
-    case 'tool.in_doubt':
-      detail = `${String(d.tool)} ${short(d.error ?? '', 120)}`;
-      break;
-    case 'approval.requested': {
-      const calls = (d.calls as { index: number; tool: string; args: unknown; needsApproval: boolean }[] | undefined) ?? [];
-      detail = `${String(d.approvalId)}: ${calls
-        .filter((c) => c.needsApproval)
-        .map((c) => `[${c.index}] ${c.tool} ${short(c.args, 80)}`)
-        .join(', ')}`;
-      break;
-    }
-    case 'approval.resolved':
-      detail = `${String(d.approvalId)} ${String(d.status)} by ${String(d.decidedBy ?? '?')}${d.denyReason ? ` (${String(d.denyReason)})` : ''}`;
-      break;
-    case 'tool.progress':
-      detail = `${String(d.tool)} ${String(d.progress)}${d.total ? `/${String(d.total)}` : ''}`;
-      break;
-    case 'tool.routing':
-      detail = `${String(d.action)}${Array.isArray(d.loaded) ? ` ${d.loaded.join(', ')}` : ''}`;
-      break;
-    case 'agent.stalled':
-      detail = `INCOMPLETE: ${short(d.lastWords, 120)}`;
-      break;
-    case 'agent.failed':
-      detail = `INCOMPLETE: ${short(d.reason, 120)}`;
-      break;
-    case 'run.completed':
-    case 'run.failed': {
-      const c = d.cancelled as { by?: unknown; reason?: unknown } | undefined;
-      const cancelled = c ? ` by ${String(c.by ?? '?')}: ${short(c.reason ?? '', 120)}` : '';
-      detail = `${String(d.status ?? '')}${cancelled}${d.stalled ? ` (${String(d.stalled)} incomplete)` : ''}${inDoubtCount(d.inDoubt) ? ` (${inDoubtCount(d.inDoubt)} in doubt)` : ''}${d.reason ? ` ${short(d.reason)}` : ''}`;
-      break;
-    }
-    default:
-      detail = '';
-  }
+  const detail = DETAIL[e.type]?.(e.data) ?? '';
   return escapeControl(
     `${e.at.slice(11, 23)} ${e.runId} #${String(e.seq).padStart(3)} ${e.type.padEnd(15)}${who}${detail ? `  ${detail}` : ''}`,
   );

@@ -1,9 +1,20 @@
 import { readFileSync } from 'node:fs';
 import { Job, Queue } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENT_JOB, Incident, InvalidInputError, parseWith, runIdFor, type IncidentInput } from '@bosun/contract';
+import {
+  BosunError,
+  DEAD_LETTER_QUEUE,
+  INCIDENT_JOB,
+  Incident,
+  InvalidInputError,
+  parseWith,
+  runIdFor,
+  type IncidentInput,
+} from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 import { UsageError } from './args.js';
-import { escapeControl } from './terminal.js';
+import { annotateEntry, readEntry, type DeadLetterEntry } from './dead-letter-entry.js';
+import { storedProblem } from './operator.js';
+import { escapeControl, reportProblems } from './terminal.js';
 
 /**
  * Reads an incident for `bosun publish` from a file, or standard input (`-`), as JSON. A file that
@@ -57,8 +68,11 @@ export async function publishIncident(queue: Queue, input: unknown): Promise<Pub
 export interface PublishOutcome extends Published {
   /** For a duplicate: the BullMQ state of the job that stays. */
   state?: string;
-  /** Set when the job of this id had been rejected as poison and this incident replaced it. */
-  replaced?: { runId: string; reason: string; deadLetterId: string };
+  /**
+   * Set when the job of this id had been rejected as poison and this incident replaced it;
+   * `linkProblem` when its dead letter does not parse, and so was not linked to the new run.
+   */
+  replaced?: { runId: string; reason: string; deadLetterId: string; linkProblem?: string };
   /** Set when the job of this id failed for another reason: nothing was published. */
   failed?: { reason: string };
 }
@@ -116,17 +130,28 @@ export async function publishOrReplace(
       const added = await publishIncident(queue, input);
       // A publisher that adds without this check (monitoring) may have got in first: its job runs.
       if (added.duplicate) return { ...added, state: (await (await Job.fromId(queue, id))?.getState()) ?? 'unknown' };
-      if (entry)
-        await entry.updateData({
-          ...(entry.data as Record<string, unknown>),
-          retriedAs: { incidentId: id, runId: added.runId, at: new Date().toISOString() },
-        });
-      return { ...added, replaced: { runId, reason: stored.failedReason ?? '', deadLetterId } };
+      const linkProblem = entry ? await linkReplacement(entry, { incidentId: id, runId: added.runId }) : undefined;
+      return { ...added, replaced: { runId, reason: stored.failedReason ?? '', deadLetterId, ...(linkProblem ? { linkProblem } : {}) } };
     }
-    throw new Error(`incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);
+    throw new BosunError('publish_conflict', `incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);
   } finally {
     await dlq.close();
   }
+}
+
+/**
+ * Links the poison dead letter to the incident that replaced its job (`retriedAs`). An entry that
+ * does not parse is left as it is: returns why (its bad fields), for the caller to report.
+ */
+async function linkReplacement(job: Job, replacement: { incidentId: string; runId: string }): Promise<string | undefined> {
+  let entry: DeadLetterEntry;
+  try {
+    entry = readEntry(job);
+  } catch (err) {
+    return storedProblem(err);
+  }
+  await annotateEntry(job, entry, { retriedAs: { ...replacement, at: new Date().toISOString() } });
+  return undefined;
 }
 
 /** The job that replaces the rejected one (another timestamp), or undefined when none came in time. */
@@ -151,10 +176,13 @@ export function reportPublished(p: PublishOutcome): number {
   }
   process.stdout.write(`${p.runId}\n`);
   if (p.replaced) {
+    const { runId, reason, deadLetterId, linkProblem } = p.replaced;
     const text =
-      `incident ${p.incidentId} replaces the rejected incident of that id (run ${p.replaced.runId}, poison: ${p.replaced.reason}); ` +
-      `dead letter ${p.replaced.deadLetterId} is linked to run ${p.runId}`;
+      `incident ${p.incidentId} replaces the rejected incident of that id (run ${runId}, poison: ${reason}); ` +
+      `dead letter ${deadLetterId} is ${linkProblem ? 'not ' : ''}linked to run ${p.runId}`;
     process.stderr.write(`${escapeControl(text)}\n`);
+    // A dead letter that does not parse is named, and the command fails (the incident is published).
+    if (linkProblem) return reportProblems([linkProblem]);
   } else if (p.duplicate) {
     process.stderr.write(`incident ${p.incidentId} was already published; it runs once (run ${p.runId}${p.state ? `, ${p.state}` : ''})\n`);
   }

@@ -7,6 +7,7 @@
  * C0 controls but tab, DEL, C1 controls, and the bidirectional marks and overrides that can make
  * text read differently from what it is (U+200E, U+200F, U+202A–U+202E, U+2066–U+2069).
  */
+// eslint-disable-next-line no-control-regex -- these are the characters to find
 const UNSAFE = /[\u0000-\u0008\u000a-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 /**
@@ -32,6 +33,22 @@ const JSON_UNSAFE = /[\u007f-\u009f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\
  */
 export function safeJson(value: unknown): string {
   return JSON.stringify(value, null, 2).replace(JSON_UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** Prints text for the terminal on stdout: lines as they are, every other control character escaped. */
+export function printText(text: string): void {
+  process.stdout.write(`${escapeControl(text, { keepNewlines: true })}\n`);
+}
+
+/** Prints a value on stdout as {@link safeJson}. */
+export function printJson(value: unknown): void {
+  process.stdout.write(`${safeJson(value)}\n`);
+}
+
+/** Names each stored value that did not parse on stderr, and returns the exit code: 1 when there was any, else 0. */
+export function reportProblems(problems: string[]): number {
+  for (const p of problems) process.stderr.write(`bosun: ${escapeControl(p)}\n`);
+  return problems.length > 0 ? 1 : 0;
 }
 
 /** Resolves once everything written to `stream` so far has been handed to the OS (at once when it is closed). */

@@ -88,9 +88,9 @@ describe('output through a pipe', () => {
   it('prints a result larger than 64 KiB in full', async () => {
     const answer = `${'0123456789abcdef'.repeat(64 * 1024)}\u001b`;
     const job = await withWorker(
-      async (j): Promise<RunResult> => {
+      (j): Promise<RunResult> => {
         const now = new Date().toISOString();
-        return {
+        return Promise.resolve({
           v: 1,
           runId: runIdFor(String(j.id), j.timestamp),
           incidentId: String(j.id),
@@ -100,7 +100,7 @@ describe('output through a pipe', () => {
           stalled: 0,
           startedAt: now,
           finishedAt: now,
-        };
+        });
       },
       async () => {
         await incidents.add('incident', { id: 'big-1', source: 't', reason: 'R', summary: 's' }, { jobId: 'big-1' });
@@ -130,9 +130,7 @@ describe('output through a pipe', () => {
 describe('bosun publish of an incident whose job failed', () => {
   it('refuses (exit 1) when the job failed for another reason than rejected input, and says what to do', async () => {
     const failed = await withWorker(
-      async () => {
-        throw new Error('boom: the run checkpoint cannot be used');
-      },
+      () => Promise.reject(new Error('boom: the run checkpoint cannot be used')),
       async () => {
         await incidents.add(
           'incident',
@@ -152,5 +150,21 @@ describe('bosun publish of an incident whose job failed', () => {
     const still = await Job.fromId(incidents, 'failed-1');
     expect(still?.timestamp).toBe(failed.timestamp);
     expect(await still?.getState()).toBe('failed');
+  });
+});
+
+describe('bosun result of a stored result that does not parse', () => {
+  it('names the bad fields (exit 1) instead of printing it', async () => {
+    await withWorker(
+      (j) => Promise.resolve({ v: 1, runId: runIdFor(String(j.id), j.timestamp), status: 'done' }),
+      async () => {
+        await incidents.add('incident', { id: 'bad-result-1', source: 't', reason: 'R', summary: 's' }, { jobId: 'bad-result-1' });
+        return finished('bad-result-1', 'completed');
+      },
+    );
+    const r = await bosun(['result', 'bad-result-1']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^bosun: the result of incident bad-result-1 does not parse: incidentId: .*; status: .*; answer: /);
   });
 });

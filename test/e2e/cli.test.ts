@@ -168,6 +168,21 @@ describe('bosun publish of a rejected incident, fixed', () => {
     expect(again.stderr).toContain('already published; it runs once');
   });
 
+  it('replaces it when its dead letter does not parse, naming the bad field (exit 1), and leaves the entry as it is', async () => {
+    const { deadLetterId } = await rejected('fixme-3');
+    const entry = await Job.fromId(dlq, deadLetterId);
+    await entry!.updateData({ ...entry!.data, kind: 'poisoned' });
+    const r = await bosun(['publish', '-'], fixed('fixme-3'));
+    expect(r.code).toBe(1);
+    const runId = r.stdout.trim();
+    const job = await Job.fromId(incidents, 'fixme-3');
+    expect(runId).toBe(runIdFor('fixme-3', job!.timestamp));
+    expect(r.stderr).toContain(`dead letter ${deadLetterId} is not linked to run ${runId}`);
+    expect(r.stderr).toContain(`bosun: dead-letter entry ${deadLetterId} does not parse: kind: `);
+    expect((await Job.fromId(dlq, deadLetterId))?.data).toMatchObject({ kind: 'poisoned' });
+    expect((await Job.fromId(dlq, deadLetterId))?.data.retriedAs).toBeUndefined();
+  });
+
   it('still replaces it after the dead letter was dropped, and of two publishers at once exactly one replaces it', async () => {
     const { deadLetterId } = await rejected('fixme-2');
     expect((await bosun(['dlq', 'drop', deadLetterId])).code).toBe(0);

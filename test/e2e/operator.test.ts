@@ -470,3 +470,125 @@ describe('bosun stats', () => {
     });
   });
 });
+
+describe('stored values that do not parse', () => {
+  it('dlq list and dlq show name the bad fields of an entry (exit 1); the other entries are still listed', async () => {
+    const bad = await dlq.add(
+      'stall',
+      { v: 1, kind: 'stalled', marker: STALL_MARKER, at: new Date().toISOString() },
+      { jobId: 'bad-entry' },
+    );
+    const good = await dlq.add('failure', deadLetter('failure', new Date().toISOString()), { jobId: 'good-entry' });
+    const list = await bosun(['dlq', 'list', '--json']);
+    expect(list.code).toBe(1);
+    expect(list.stderr).toMatch(/bosun: dead-letter entry bad-entry does not parse: kind: .*; reason: .*; it is not listed/);
+    const listed = JSON.parse(list.stdout) as { id: string }[];
+    expect(listed.map((e) => e.id)).toContain(good.id);
+    expect(listed.map((e) => e.id)).not.toContain('bad-entry');
+
+    const show = await bosun(['dlq', 'show', 'bad-entry']);
+    expect(show.code).toBe(1);
+    expect(JSON.parse(show.stdout)).toEqual({ id: 'bad-entry', data: bad.data });
+    expect(show.stderr).toMatch(/^bosun: dead-letter entry bad-entry does not parse: kind: /);
+    const retry = await bosun(['dlq', 'retry', 'bad-entry']);
+    expect(retry.code).toBe(1);
+    expect(retry.stderr).toMatch(/^bosun: dead-letter entry bad-entry does not parse: kind: /);
+    // Dropping needs nothing of it.
+    expect((await bosun(['dlq', 'drop', 'bad-entry'])).code).toBe(0);
+    await good.remove();
+  });
+
+  it('runs show names a task checkpoint and a tool-call record that do not parse (exit 1), and shows the rest', async () => {
+    const runId = 'rbadparts000000000001';
+    const task = `${runId}-d0-kubernetes`;
+    const run = {
+      v: 1,
+      runId,
+      incidentId: 'inc-bad',
+      startedAt: '2026-02-01T10:00:00.000Z',
+      deadlineAt: '2026-02-01T10:10:00.000Z',
+      jobId: 'inc-bad',
+      mode: 'route',
+      phase: 'waiting',
+      round: 0,
+      messages: [],
+      delegations: [{ taskId: task, agent: 'kubernetes', round: 0, task: 'look' }],
+    };
+    await ctx.redis.set(`${ctx.prefix}:ckpt:run:${runId}`, JSON.stringify(run));
+    const ckpt = {
+      v: 1,
+      taskId: task,
+      step: 'three',
+      toolRounds: 0,
+      invalidOutputs: 0,
+      askedToFinish: false,
+      messages: [{ role: 'user', text: 'go' }],
+    };
+    await ctx.redis.set(`${ctx.prefix}:ckpt:task:${task}`, JSON.stringify(ckpt));
+    await ctx.redis.hset(`${ctx.prefix}:toolcall:${task}-s1-c0`, { state: 'done', tool: 'demo__get_pods', args: '{}', result: '{"v":1' });
+    await ctx.redis.hset(`${ctx.prefix}:toolcall:${task}-s1-c1`, { state: 'in-doubt', tool: 'demo__restart_pod', args: '{"pod":"p"}' });
+
+    const r = await bosun(['runs', 'show', runId, '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`bosun: checkpoint task:${task} cannot be used: step: `);
+    expect(r.stderr).toContain(`bosun: invalid tool call record ${task}-s1-c0: result: is not valid JSON`);
+    const view = JSON.parse(r.stdout) as Record<string, any>;
+    expect(view.delegations[0]).toMatchObject({ agent: 'kubernetes', status: 'unknown' });
+    expect(view.delegations[0].toolCalls.map((c: any) => [c.key, c.state])).toEqual([
+      [`${task}-s1-c0`, 'unreadable'],
+      [`${task}-s1-c1`, 'in-doubt'],
+    ]);
+    expect(view.inDoubt).toEqual([{ key: `${task}-s1-c1`, agent: 'kubernetes', tool: 'demo__restart_pod', args: { pod: 'p' } }]);
+  });
+
+  it('runs show names the bad fields of a run checkpoint (exit 1)', async () => {
+    await ctx.redis.set(`${ctx.prefix}:ckpt:run:rbadphase`, JSON.stringify({ v: 1, runId: 'rbadphase', phase: 'sleeping' }));
+    const r = await bosun(['runs', 'show', 'rbadphase']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(new RegExp(`^bosun: checkpoint ${ctx.prefix}:ckpt:run:rbadphase does not parse: incidentId: .*; phase: `));
+  });
+
+  it('audit names an entry that does not parse (exit 1) and prints the others', async () => {
+    const key = `${ctx.prefix}:audit`;
+    const fields = (runId: string, status: string, args: string) =>
+      ['at', new Date().toISOString(), 'key', `${runId}-k`, 'runId', runId, 'incidentId', 'i', 'agent', 'a', 'tool', 't'].concat([
+        'args',
+        args,
+        'approvalId',
+        '',
+        'approver',
+        '',
+        'status',
+        status,
+      ]);
+    await ctx.redis.xadd(key, '*', ...fields('raudit-good', 'ok', '{"n":1}'));
+    const badId = await ctx.redis.xadd(key, '*', ...fields('raudit-bad', 'perhaps', '{n'));
+    const r = await bosun(['audit', '--json']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`bosun: audit entry ${badId} does not parse: args: is not valid JSON; status: `);
+    // The gateway of this file audits its calls too (ack --retry): only these two entries matter here.
+    const runs = (JSON.parse(r.stdout) as { runId: string }[]).map((e) => e.runId);
+    expect(runs).toContain('raudit-good');
+    expect(runs).not.toContain('raudit-bad');
+  });
+
+  it('approvals show names the bad field of a stored approval (exit 1)', async () => {
+    await ctx.redis.set(`${ctx.prefix}:approval:appr-bad`, JSON.stringify({ id: 'appr-bad', status: 'pending', calls: 'none' }));
+    const r = await bosun(['approvals', 'show', 'appr-bad']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^bosun: approval appr-bad does not parse: runId: .*; calls: /);
+  });
+
+  it('ack resolves the call, and names its dead letter when that does not parse (exit 1)', async () => {
+    const key = 'rack00000000000000009-d0-kubernetes-s1-c0';
+    const dl = await seedInDoubt(key, 'demo__restart_pod', { pod: 'p9' });
+    const job = await Job.fromId(dlq, dl);
+    await job!.updateData({ ...job!.data, at: 42 });
+    const r = await bosun(['ack', key, '--done']);
+    expect(r.code).toBe(1);
+    expect(await ctx.redis.hget(`${ctx.prefix}:toolcall:${key}`, 'state')).toBe('done');
+    expect(r.stdout).toContain(`tool call ${key} resolved: took effect`);
+    expect(r.stderr).toContain(`bosun: dead-letter entry ${dl} does not parse: at: `);
+    expect((await dataOf(dl)).resolution).toBeUndefined();
+  });
+});

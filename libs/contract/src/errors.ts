@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'corrupt_record'
   | 'invalid_transition'
   | 'bad_decision'
+  | 'bad_stored_value'
   // The agent loops' job control.
   | 'park'
   | 'yield'
@@ -54,7 +55,9 @@ export type ErrorCode =
   | 'process_timeout'
   // The CLI.
   | 'usage'
-  | 'operator';
+  | 'operator'
+  | 'publish_conflict'
+  | 'demo_server';
 
 /**
  * Base of Bosun's own errors. Branch on `code` (or `instanceof`), never on the message.
@@ -103,4 +106,39 @@ export function parseWith<S extends z.ZodType>(schema: S, value: unknown, what: 
   if (result.success) return result.data;
   const { issues, fields } = describeIssues(result.error);
   throw new InvalidInputError(what, issues, fields);
+}
+
+/**
+ * A stored value — a checkpoint, a record, a queue or stream entry — that is not JSON or does not
+ * match its schema. Unlike {@link InvalidInputError} (bad input from a caller), this is a fault of
+ * the store or of the version that wrote it. The message names every bad field.
+ */
+export class BadStoredValueError extends BosunError {
+  /** Paths of the fields that failed (`(root)` for text that is not JSON). */
+  readonly fields: string[];
+
+  constructor(what: string, issues: string[], fields: string[], cause?: unknown) {
+    super('bad_stored_value', `${what} does not parse: ${issues.join('; ')}`, { cause, data: { fields } });
+    this.name = 'BadStoredValueError';
+    this.fields = fields;
+  }
+}
+
+/** Parses a stored value with `schema`, throwing a {@link BadStoredValueError} that names each bad field. */
+export function parseStored<S extends z.ZodType>(schema: S, value: unknown, what: string): z.output<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const { issues, fields } = describeIssues(result.error);
+  throw new BadStoredValueError(what, issues, fields, result.error);
+}
+
+/** Parses stored JSON text with `schema`; text that is not JSON is a {@link BadStoredValueError} too. */
+export function parseStoredJson<S extends z.ZodType>(schema: S, text: string, what: string): z.output<S> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new BadStoredValueError(what, [`(root): not valid JSON (${(err as Error).message})`], ['(root)'], err);
+  }
+  return parseStored(schema, value, what);
 }

@@ -36,6 +36,7 @@ export {
   ToolCallResult,
   DeadLetterKind,
   DeadLetter,
+  InDoubtDeadLetterInput,
   EventType,
   RunEvent,
   ToolAnnotations,
@@ -55,7 +56,9 @@ export {
   resolvedResult,
 } from './tool-record.js';
 export type { ToolCallStateOrNone, ToolCallActor, ToolCallTransition } from './tool-record.js';
-export { BosunError, InvalidInputError, describeIssues, parseWith } from './errors.js';
+export { BosunError, InvalidInputError, BadStoredValueError, describeIssues, parseWith, parseStored, parseStoredJson } from './errors.js';
+export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
+export type { AuditEntry } from './audit.js';
 export type { ErrorCode } from './errors.js';
 export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
 export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';

@@ -255,6 +255,10 @@ export const DeadLetter = z.object({
 });
 export type DeadLetter = z.infer<typeof DeadLetter>;
 
+/** The `input` of an `in-doubt` dead letter: the call, its arguments as shown (secrets redacted). */
+export const InDoubtDeadLetterInput = z.object({ key: z.string(), tool: z.string(), args: jsonValue });
+export type InDoubtDeadLetterInput = z.infer<typeof InDoubtDeadLetterInput>;
+
 /** Event types published on `<prefix>.runs.<runId>.<type>`. */
 export const EventType = z.enum([
   'run.started',

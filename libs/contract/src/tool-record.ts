@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { ToolCallJob, ToolCallResult } from './schemas.js';
+import { flag, jsonText } from './hash-fields.js';
 
 /**
  * The Redis key of the record of one call: `<prefix>:toolcall:<key>`, a hash of the fields of
@@ -73,24 +74,6 @@ export const ToolCallResolution = z.object({
   at: z.string(),
 });
 export type ToolCallResolution = z.infer<typeof ToolCallResolution>;
-
-/** A hash field that holds JSON text, parsed and checked with `schema`. */
-function jsonText<S extends z.ZodType>(schema: S) {
-  return z
-    .string()
-    .transform((text, ctx): unknown => {
-      try {
-        return JSON.parse(text) as unknown;
-      } catch {
-        ctx.addIssue({ code: 'custom', message: 'is not valid JSON' });
-        return z.NEVER;
-      }
-    })
-    .pipe(schema);
-}
-
-/** A hash field holding `true` or `false`. */
-const flag = z.enum(['true', 'false']).transform((v) => v === 'true');
 
 /**
  * The record of one tool call: the Redis hash at {@link toolCallRecordKey}, every field a string.

@@ -107,7 +107,7 @@ export class FakeModel implements Model {
           id: `fake-${step}-${i}`,
           name: tool,
           args: {
-            task: `Investigate incident ${String(incident?.id ?? '?')} (${String(incident?.reason ?? '?')}): ${String(incident?.summary ?? '')}`,
+            task: `Investigate incident ${textOf(incident?.id ?? '?')} (${textOf(incident?.reason ?? '?')}): ${textOf(incident?.summary ?? '')}`,
           },
         })),
       };
@@ -116,7 +116,7 @@ export class FakeModel implements Model {
     const lines = [...answered.entries()]
       .filter(([name]) => name.startsWith(DELEGATE_TOOL_PREFIX))
       .map(([name, r]) => `- ${agentOf.get(name) ?? name.slice(DELEGATE_TOOL_PREFIX.length)}: ${excerpt(r.output, 400)}`);
-    return { text: `Summary for incident ${String(incident?.id ?? '?')}:\n${lines.join('\n') || '- no specialist reported'}`, calls: [] };
+    return { text: `Summary for incident ${textOf(incident?.id ?? '?')}:\n${lines.join('\n') || '- no specialist reported'}`, calls: [] };
   }
 
   private task(request: ModelRequest, incident: Json | undefined, d: FakeDirectives): ModelResponse {
@@ -177,7 +177,7 @@ function resolveArgs(value: unknown, incident: Json | undefined): unknown {
     }
     return value.replace(/\$\{([A-Za-z0-9_.]+)\}/g, (m, path: string) => {
       const v = lookup(path);
-      return v === undefined ? m : String(v);
+      return v === undefined ? m : textOf(v);
     });
   }
   if (Array.isArray(value)) return value.map((v) => resolveArgs(v, incident));
@@ -284,6 +284,14 @@ function toolResults(messages: readonly Message[]): Result[] {
   return out;
 }
 
+/**
+ * A value of the incident as text: a string as it is, anything else as JSON (`String` would
+ * write an object as `[object Object]`). The same as `String` for strings, numbers and booleans.
+ */
+function textOf(value: unknown): string {
+  return typeof value === 'string' ? value : (JSON.stringify(value) ?? 'undefined');
+}
+
 function excerpt(value: unknown, max: number): string {
   const text = typeof value === 'string' ? value : JSON.stringify(value);
   const flat = (text ?? '').replace(/\s+/g, ' ').trim();
@@ -325,12 +333,12 @@ function fill(schema: unknown, name: string, results: Result[], incident: Json |
       return false;
     default: {
       let text: string;
-      if (results.length === 0) text = `No tool results for incident ${String(incident?.id ?? '?')}.`;
+      if (results.length === 0) text = `No tool results for incident ${textOf(incident?.id ?? '?')}.`;
       else if (results.length === 1 && /^(title|name|tool)$/i.test(name)) text = results[0]!.tool;
       else if (results.length === 1) text = `${results[0]!.isError ? '(error) ' : ''}${excerpt(results[0]!.output, 160)}`;
       else {
         text =
-          `Checked ${results.length} tool results for incident ${String(incident?.id ?? '?')} ` +
+          `Checked ${results.length} tool results for incident ${textOf(incident?.id ?? '?')} ` +
           `(${[...new Set(results.map((r) => r.tool))].join(', ')})` +
           `${results.some((r) => r.isError) ? `; ${results.filter((r) => r.isError).length} returned errors` : ''}.`;
       }

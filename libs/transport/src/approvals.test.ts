@@ -116,4 +116,21 @@ describe('ApprovalStore', () => {
     await expect(store.decide('ap-none', { approve: true, by: 'a' })).rejects.toMatchObject({ code: 'not_found' });
     expect(new ApprovalError('not_found', 'x')).toBeInstanceOf(Error);
   });
+
+  it('reports a stored request or decision that does not parse, naming the field', async () => {
+    const { redis, store } = setup();
+    await store.request(request('ap-bad'));
+    const stored = JSON.parse(redis.strings.get('p:approval:ap-bad')!) as Record<string, unknown>;
+    redis.strings.set('p:approval:ap-bad', JSON.stringify({ ...stored, calls: 'none' }));
+    await expect(store.get('ap-bad')).rejects.toMatchObject({
+      code: 'bad_stored_value',
+      message: expect.stringMatching(/^approval ap-bad does not parse: calls: /),
+    });
+    await store.request(request('ap-bad2'));
+    redis.strings.set('p:approval:ap-bad2:decision', '{"status":');
+    await expect(store.get('ap-bad2')).rejects.toMatchObject({
+      code: 'bad_stored_value',
+      message: expect.stringMatching(/^the decision of approval ap-bad2 does not parse: \(root\): not valid JSON/),
+    });
+  });
 });

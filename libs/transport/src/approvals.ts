@@ -8,6 +8,7 @@ import {
   callFingerprint,
   decisionInput,
   parseDecision,
+  parseStoredJson,
   proposedCallKey,
   redactSecrets,
   type ApprovalRequest,
@@ -93,8 +94,9 @@ export class ApprovalStore {
     if (raw === null) return null;
     // The request and its decision live in two keys: the decision is written once (SET NX),
     // and the request — the calls exactly as proposed — is never rewritten by a decision.
-    const decided = decision ? ApprovalDecisionRecord.parse(JSON.parse(decision)) : {};
-    const a = Approval.parse({ ...(JSON.parse(raw) as object), ...decided });
+    // A request or decision that does not parse is a BadStoredValueError naming its fields.
+    const decided = decision ? parseStoredJson(ApprovalDecisionRecord, decision, `the decision of approval ${id}`) : {};
+    const a: Approval = { ...parseStoredJson(Approval, raw, `approval ${id}`), ...decided };
     // Stored before keys were recorded: each call's key, derived as it was then.
     return { ...a, calls: a.calls.map((c) => (c.key ? c : { ...c, key: proposedCallKey(a, c) })) };
   }

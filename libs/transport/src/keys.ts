@@ -1,4 +1,4 @@
-import { runCancelKey, taskCancelKey, toolCallRecordKey } from '@bosun/contract';
+import { auditStreamKey, runCancelKey, taskCancelKey, toolCallRecordKey } from '@bosun/contract';
 
 /**
  * Bosun's own Redis keys, all under `<prefix>:`. BullMQ's keys are `<prefix>:<queue>:…`;
@@ -27,8 +27,8 @@ export const keys = {
   approvalDecision: (prefix: string, id: string) => `${prefix}:approval:${id}:decision`,
   /** Pending approval ids, scored by creation time. */
   approvalsPending: (prefix: string) => `${prefix}:approvals:pending`,
-  /** The audit stream of mutating calls. */
-  audit: (prefix: string) => `${prefix}:audit`,
+  /** The audit stream of mutating calls (its entries: `AuditEntry` in libs/contract). */
+  audit: auditStreamKey,
   /** Set once a deduplicated dead letter has been counted. */
   deadLetterSeen: (prefix: string, id: string) => `${prefix}:dlq:seen:${id}`,
   /** Counters of degraded results: a hash `<agent>:<kind>` → count. */

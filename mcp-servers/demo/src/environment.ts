@@ -274,18 +274,25 @@ const ROUTES: Record<string, readonly string[]> = {
   search: ['GET /search?q=', 'GET /suggest?q=', 'GET /search?q=&page=2'],
 };
 
+/** Which routine lines {@link routineLines} writes. */
+interface RoutineLines {
+  service: string;
+  pod: string;
+  count: number;
+  /** Minutes between two lines. */
+  everyMinutes: number;
+  /** Minutes before now of the last line. */
+  endAgo: number;
+  /** The latency of line `i`, in ms. */
+  latency: (i: number) => number;
+}
+
 /**
  * `count` routine access-log lines for a pod, one every `everyMinutes`, ending at
  * `endAgo` minutes before now. Latency varies by index so lines are not all identical.
  */
-function routineLines(
-  service: string,
-  pod: string,
-  count: number,
-  everyMinutes: number,
-  endAgo: number,
-  latency: (i: number) => number,
-): LogEntry[] {
+function routineLines(spec: RoutineLines): LogEntry[] {
+  const { service, pod, count, everyMinutes, endAgo, latency } = spec;
   const routes = ROUTES[service] ?? ['GET /'];
   const out: LogEntry[] = [];
   for (let i = 0; i < count; i++) {
@@ -306,7 +313,9 @@ function byTime(a: LogEntry, b: LogEntry): number {
   return a.at < b.at ? -1 : a.at > b.at ? 1 : 0;
 }
 
-function pod(service: string, name: string, node: string, version: string, startedAgo: number, memoryLimitMi: number): Pod {
+/** A running, ready pod of `service`, started `startedAgo` minutes ago. */
+function pod(service: string, name: string, spec: { node: string; version: string; startedAgo: number; memoryLimitMi: number }): Pod {
+  const { node, version, startedAgo, memoryLimitMi } = spec;
   return {
     name,
     service,
@@ -325,23 +334,19 @@ function deployment(version: string, deployedAt: string, author: string, change:
   return { version, deployedAt, author, change, current: false, rolledBackAt: null };
 }
 
-function seedCheckout(): ServiceState {
-  const version = CHECKOUT_BAD_VERSION;
-  const pods = [
-    pod('checkout', 'checkout-7c9d6f8b4-2xk8p', 'node-a', version, CHECKOUT_DEPLOY_AGO - 1, 512),
-    pod('checkout', CHECKOUT_CRASH_POD, 'node-b', version, 6, 512),
-    pod('checkout', 'checkout-7c9d6f8b4-tq7wn', 'node-c', version, CHECKOUT_DEPLOY_AGO - 2, 512),
-  ];
-  const crashing = pods[1]!;
-  crashing.status = 'CrashLoopBackOff';
-  crashing.ready = false;
-  crashing.restarts = 7;
-  crashing.lastTermination = { reason: 'OOMKilled', exitCode: 137, at: ago(3) };
-
+/** The logs of checkout's healthy pods: routine traffic, heap warnings, and errors caused by the crashing pod. */
+function checkoutLogs(pods: Pod[]): Map<string, LogEntry[]> {
   const logs = new Map<string, LogEntry[]>();
   for (const [index, p] of pods.entries()) {
     if (p.name === CHECKOUT_CRASH_POD) continue;
-    const lines = routineLines('checkout', p.name, 14, 3, 1 + index, (i) => 31 + ((i * 7 + index * 5) % 23));
+    const lines = routineLines({
+      service: 'checkout',
+      pod: p.name,
+      count: 14,
+      everyMinutes: 3,
+      endAgo: 1 + index,
+      latency: (i) => 31 + ((i * 7 + index * 5) % 23),
+    });
     lines.push(
       {
         at: p.startedAt,
@@ -367,10 +372,16 @@ function seedCheckout(): ServiceState {
     );
     logs.set(p.name, lines.sort(byTime));
   }
+  logs.set(CHECKOUT_CRASH_POD, crashPodLogs());
+  return logs;
+}
 
-  // The crashing pod's story, eight times over (the first start plus 7 restarts): it starts,
-  // fills its cart cache, hits the heap limit, is OOM-killed and backs off. The last crash
-  // is the one lastTermination reports, and the pod is now waiting in back-off.
+/**
+ * The crashing pod's story, eight times over (the first start plus 7 restarts): it starts,
+ * fills its cart cache, hits the heap limit, is OOM-killed and backs off. The last crash
+ * is the one lastTermination reports, and the pod is now waiting in back-off.
+ */
+function crashPodLogs(): LogEntry[] {
   const crashLines: LogEntry[] = [];
   const starts = [CHECKOUT_DEPLOY_AGO - 1, 39, 34, 29, 24, 19, 13, 6];
   for (const [cycle, startAgo] of starts.entries()) {
@@ -413,7 +424,23 @@ function seedCheckout(): ServiceState {
       },
     );
   }
-  logs.set(CHECKOUT_CRASH_POD, crashLines.sort(byTime));
+  return crashLines.sort(byTime);
+}
+
+function seedCheckout(): ServiceState {
+  const version = CHECKOUT_BAD_VERSION;
+  const pods = [
+    pod('checkout', 'checkout-7c9d6f8b4-2xk8p', { node: 'node-a', version, startedAgo: CHECKOUT_DEPLOY_AGO - 1, memoryLimitMi: 512 }),
+    pod('checkout', CHECKOUT_CRASH_POD, { node: 'node-b', version, startedAgo: 6, memoryLimitMi: 512 }),
+    pod('checkout', 'checkout-7c9d6f8b4-tq7wn', { node: 'node-c', version, startedAgo: CHECKOUT_DEPLOY_AGO - 2, memoryLimitMi: 512 }),
+  ];
+  const crashing = pods[1]!;
+  crashing.status = 'CrashLoopBackOff';
+  crashing.ready = false;
+  crashing.restarts = 7;
+  crashing.lastTermination = { reason: 'OOMKilled', exitCode: 137, at: ago(3) };
+
+  const logs = checkoutLogs(pods);
 
   return {
     name: 'checkout',
@@ -438,14 +465,28 @@ const SLOW_QUERY_DETAIL =
 function seedPayments(): ServiceState {
   const version = 'v17';
   const pods = [
-    pod('payments', 'payments-5f8c7d9b6-h4kx2', 'node-a', version, 4300, 1024),
-    pod('payments', 'payments-5f8c7d9b6-r7pld', 'node-c', version, 4300, 1024),
+    pod('payments', 'payments-5f8c7d9b6-h4kx2', { node: 'node-a', version, startedAgo: 4300, memoryLimitMi: 1024 }),
+    pod('payments', 'payments-5f8c7d9b6-r7pld', { node: 'node-c', version, startedAgo: 4300, memoryLimitMi: 1024 }),
   ];
   const logs = new Map<string, LogEntry[]>();
   for (const [index, p] of pods.entries()) {
     // Healthy traffic before the slow query started, slow traffic after.
-    const before = routineLines('payments', p.name, 6, 5, PAYMENTS_SLOW_SINCE_AGO + 2 + index, (i) => 41 + ((i * 5 + index * 3) % 17));
-    const after = routineLines('payments', p.name, 18, 5, 1 + index, (i) => 2600 + ((i * 137 + index * 61) % 700));
+    const before = routineLines({
+      service: 'payments',
+      pod: p.name,
+      count: 6,
+      everyMinutes: 5,
+      endAgo: PAYMENTS_SLOW_SINCE_AGO + 2 + index,
+      latency: (i) => 41 + ((i * 5 + index * 3) % 17),
+    });
+    const after = routineLines({
+      service: 'payments',
+      pod: p.name,
+      count: 18,
+      everyMinutes: 5,
+      endAgo: 1 + index,
+      latency: (i) => 2600 + ((i * 137 + index * 61) % 700),
+    });
     const warnings: LogEntry[] = [
       {
         at: ago(PAYMENTS_SLOW_SINCE_AGO - index),
@@ -496,14 +537,21 @@ function seedPayments(): ServiceState {
 function seedSearch(): ServiceState {
   const version = 'v9';
   const pods = [
-    pod('search', 'search-64b5c8f7d-8wq3n', 'node-b', version, 2900, 2048),
-    pod('search', 'search-64b5c8f7d-kz5vt', 'node-c', version, 2900, 2048),
+    pod('search', 'search-64b5c8f7d-8wq3n', { node: 'node-b', version, startedAgo: 2900, memoryLimitMi: 2048 }),
+    pod('search', 'search-64b5c8f7d-kz5vt', { node: 'node-c', version, startedAgo: 2900, memoryLimitMi: 2048 }),
   ];
   const logs = new Map<string, LogEntry[]>();
   for (const [index, p] of pods.entries()) {
     logs.set(
       p.name,
-      routineLines('search', p.name, 30, 2, 1 + index, (i) => 14 + ((i * 11 + index * 7) % 19)),
+      routineLines({
+        service: 'search',
+        pod: p.name,
+        count: 30,
+        everyMinutes: 2,
+        endAgo: 1 + index,
+        latency: (i) => 14 + ((i * 11 + index * 7) % 19),
+      }),
     );
   }
   return {

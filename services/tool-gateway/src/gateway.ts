@@ -1,6 +1,16 @@
 import { UnrecoverableError, type Job } from 'bullmq';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
-import { ToolCallJob, describeIssues, redactSecrets, type Catalog, type CatalogTool, type ToolCallResult } from '@bosun/contract';
+import {
+  AUDIT_STREAM_MAXLEN,
+  ToolCallJob,
+  auditFields,
+  describeIssues,
+  redactSecrets,
+  type AuditStatus,
+  type Catalog,
+  type CatalogTool,
+  type ToolCallResult,
+} from '@bosun/contract';
 import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config';
 import { decideCall, isReadOnlyTool, specialistCaller, type Caller } from '@bosun/policy';
 import {
@@ -387,40 +397,22 @@ export class ToolGateway {
    * caller hears the outcome. A failed write is logged as an error; it does not change the
    * outcome, which has happened.
    */
-  private async audit(
-    call: ToolCallJob,
-    status: 'ok' | 'tool-error' | 'error' | 'in-doubt' | 'refused',
-    approval?: Approval,
-  ): Promise<void> {
+  private async audit(call: ToolCallJob, status: AuditStatus, approval?: Approval): Promise<void> {
     const { redis, prefix, log } = this.deps;
+    const entry = auditFields({
+      at: new Date().toISOString(),
+      key: call.key,
+      runId: call.runId,
+      incidentId: call.incidentId,
+      agent: call.agent,
+      tool: call.tool,
+      args: redactSecrets(call.args),
+      approvalId: approval?.id ?? call.approvalId ?? null,
+      approver: approval?.decidedBy ?? null,
+      status,
+    });
     await redis
-      .xadd(
-        keys.audit(prefix),
-        'MAXLEN',
-        '~',
-        '100000',
-        '*',
-        'at',
-        new Date().toISOString(),
-        'key',
-        call.key,
-        'runId',
-        call.runId,
-        'incidentId',
-        call.incidentId,
-        'agent',
-        call.agent,
-        'tool',
-        call.tool,
-        'args',
-        JSON.stringify(redactSecrets(call.args)),
-        'approvalId',
-        approval?.id ?? call.approvalId ?? '',
-        'approver',
-        approval?.decidedBy ?? '',
-        'status',
-        status,
-      )
+      .xadd(keys.audit(prefix), 'MAXLEN', '~', String(AUDIT_STREAM_MAXLEN), '*', ...entry)
       .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 

@@ -1,0 +1,193 @@
+/**
+ * Approvals of tool calls: `bosun approvals [list|show]`, `bosun approve` and `bosun deny`. The
+ * approvals are read and decided through `ApprovalStore` (libs/transport), which parses them with
+ * the contract's `Approval`; a decision is checked by the contract's `parseDecision`.
+ */
+import { DecisionError, parseDecision, type Approval, type Decision } from '@bosun/contract';
+import { createLogger, type BosunEnv } from '@bosun/config';
+import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
+import { UsageError } from '../args.js';
+import { commandGroup, defineRedisCommand, type RedisDeps } from '../command.js';
+import { OperatorError, formatAge, oneLine, type OperatorDeps } from '../operator.js';
+import { printJson, printText } from '../terminal.js';
+
+/** Runs `fn` with an approval store on the shared connection, and closes it. */
+async function withApprovals<T>(deps: OperatorDeps, fn: (store: ApprovalStore) => Promise<T>): Promise<T> {
+  const store = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+const ARGS_MAX = 200;
+
+/** The text of `bosun approvals list`. */
+export function formatApprovals(approvals: Approval[], now = Date.now()): string {
+  if (approvals.length === 0) return 'no pending approvals';
+  const lines: string[] = [];
+  for (const a of approvals) {
+    const age = formatAge(now - Date.parse(a.createdAt));
+    lines.push(`${a.id}  age ${age}  run ${a.runId}  agent ${a.agent}  times out ${a.timeoutAt}`);
+    lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
+    for (const c of a.calls) {
+      lines.push(`    [${c.index}] ${c.tool} ${oneLine(JSON.stringify(c.args), ARGS_MAX)}${c.needsApproval ? '   <- needs approval' : ''}`);
+    }
+    lines.push('');
+  }
+  const ask = approvals.reduce((n, a) => n + a.calls.filter((c) => c.needsApproval).length, 0);
+  lines.push(`${approvals.length} pending (${ask} calls need approval): bosun approve <id> [--only i,j] | bosun deny <id> --reason "…"`);
+  return lines.join('\n');
+}
+
+const list = defineRedisCommand({
+  name: 'list',
+  label: 'approvals',
+  usage: `  bosun approvals [list] [--json]   pending approvals of tool calls, oldest first: each call as
+                                    [i] tool args, marking those that need approval`,
+  options: { json: { type: 'boolean', default: false } },
+  positionals: 0,
+  check: ({ values }) => ({ json: values.json }),
+  async handler({ json }, deps) {
+    const pending = await withApprovals(deps, (store) => store.pending());
+    if (json) printJson(pending);
+    else printText(formatApprovals(pending));
+    return 0;
+  },
+});
+
+const show = defineRedisCommand({
+  name: 'show',
+  label: 'approvals',
+  usage: '  bosun approvals show <id>         print one approval (JSON)',
+  options: {},
+  positionals: 1,
+  check({ positionals }) {
+    const id = positionals[0];
+    if (!id) throw new UsageError('approvals show needs an approval id (see bosun approvals list)');
+    return id;
+  },
+  async handler(id, deps) {
+    const a = await withApprovals(deps, (store) => store.get(id));
+    if (!a) throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+    printJson(a);
+    return 0;
+  },
+});
+
+/** `bosun approvals`: list (the default), show. */
+export const approvalsCommand = commandGroup('approvals', [list, show], 'list');
+
+/**
+ * The decision of `bosun approve` / `bosun deny` from its flags, checked by the contract's
+ * `parseDecision` (as the HTTP API and the approval store check it); a refusal is a usage error
+ * (exit 2) worded for the command line.
+ */
+function decisionFromFlags(command: 'approve' | 'deny', values: { only?: string; reason?: string }, by: string): Decision {
+  // Indexes as numbers; anything else is left as written, for the check to refuse.
+  const only = values.only?.split(',').map((p) => (/^\d+$/.test(p.trim()) ? Number(p.trim()) : p));
+  try {
+    return parseDecision({
+      decision: command,
+      by,
+      ...(only === undefined ? {} : { only }),
+      ...(values.reason === undefined ? {} : { reason: values.reason }),
+    });
+  } catch (err) {
+    if (!(err instanceof DecisionError)) throw err;
+    const flag = `${err.field}/${err.problem}`;
+    if (flag === 'reason/not_allowed') throw new UsageError('approve: --reason is for deny');
+    if (flag === 'only/invalid')
+      throw new UsageError(`approve: --only takes call indexes separated by commas, like --only 0,2 (got "${values.only}")`);
+    if (flag === 'only/not_allowed') throw new UsageError('deny: --only is for approve (a denial covers every call)');
+    if (flag === 'reason/missing') throw new UsageError('deny needs --reason "…": the agent is told why');
+    throw new UsageError(`${command}: --${err.message}`);
+  }
+}
+
+/**
+ * Publishes `approval.resolved` for a decision just made. Best effort: the decision stands
+ * whatever happens here; when NATS is unreachable or the event is not stored, a warning says so.
+ */
+async function publishResolved(env: BosunEnv, deps: OperatorDeps, approval: Approval): Promise<void> {
+  const warn = (why: string) =>
+    process.stderr.write(
+      `bosun: warning: the approval.resolved event for ${approval.id} could not be published (${why}); the decision is recorded\n`,
+    );
+  let nc;
+  try {
+    nc = await connectNats(env.nats, { name: 'bosun-cli' });
+  } catch (err) {
+    warn((err as Error).message);
+    return;
+  }
+  try {
+    // The runs stream stores the event for late observers; the services create it, but this may
+    // be the first event under the prefix. Not waited for past 5 s, nor its failure reported:
+    // the event is then counted as not published, and the warning below says so.
+    await Promise.race([
+      ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined),
+      new Promise((r) => setTimeout(r, 5_000).unref()),
+    ]);
+    const log = createLogger({ service: 'bosun-cli', level: 'error', destination: process.stderr });
+    const events = new EventPublisher({ prefix: env.prefix, redis: deps.redis, nats: nc, log });
+    events.emit(approvalResolvedEvent(approval));
+    await events.flush();
+    if (events.stats.published === 0) warn('NATS did not store it in time');
+  } finally {
+    // Closing after the event went out (or not): a failure to close changes nothing.
+    await nc.close().catch(() => undefined);
+  }
+}
+
+/**
+ * `bosun approve` / `bosun deny`: decides a pending approval, once, and wakes the parked task.
+ * Refusals are {@link OperatorError}s: no such approval or already decided (exit 1), a decision
+ * the approval does not allow, such as `--only` naming calls that need no approval (exit 2).
+ */
+async function decide(deps: RedisDeps, id: string, decision: Decision): Promise<number> {
+  const a = await withApprovals(deps, async (store) => {
+    try {
+      return await store.decide(id, decision);
+    } catch (err) {
+      if (!(err instanceof ApprovalError)) throw err;
+      if (err.code === 'not_found') throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1, err);
+      throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : 1, err);
+    }
+  });
+  const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;
+  process.stdout.write(`approval ${a.id} ${what} by ${a.decidedBy ?? decision.by} at ${a.decidedAt ?? '?'}\n`);
+  await publishResolved(deps.env, deps, a);
+  return 0;
+}
+
+/** `bosun approve` or `bosun deny`: the same options, checked for the one or the other. */
+function decisionCommand(command: 'approve' | 'deny', usage: string) {
+  return defineRedisCommand({
+    name: command,
+    usage,
+    options: { only: { type: 'string' }, reason: { type: 'string' }, by: { type: 'string' } },
+    positionals: 1,
+    check({ values, positionals }, env) {
+      const id = positionals[0];
+      if (!id) throw new UsageError(`${command} needs an approval id (see bosun approvals list)`);
+      const by = values.by?.trim() || env.user || 'operator';
+      return { id, decision: decisionFromFlags(command, values, by) };
+    },
+    handler: ({ id, decision }, deps) => decide(deps, id, decision),
+  });
+}
+
+export const approveCommand = decisionCommand(
+  'approve',
+  `  bosun approve <id> [--only i,j] [--by <name>]
+                                    approve the calls needing approval (or only calls i, j); the
+                                    parked task resumes and runs exactly those calls, once`,
+);
+
+export const denyCommand = decisionCommand(
+  'deny',
+  `  bosun deny <id> --reason "…" [--by <name>]
+                                    deny them; the agent is told the reason and goes on without`,
+);
