@@ -220,7 +220,7 @@ describe('TLS and credentials for Redis and NATS', () => {
       await p.waitForLine(/NATS unreachable; events are buffered until it answers/);
       await late.start();
       await p.waitForLine(
-        /"err":"NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE".*NATS refused the connection settings; events are buffered until it accepts them/,
+        /"err":\{"type":"ConnectionSettingsError","message":"NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE.*NATS refused the connection settings; events are buffered until it accepts them/,
       );
       expect(p.running).toBe(true);
       expectNoSecret(p.lines.join('\n'));
