@@ -14,6 +14,20 @@ export interface EmitInput {
   data?: Record<string, unknown>;
 }
 
+/** The event `input` becomes under number `seq`, stamped now. */
+function runEvent(input: EmitInput, seq: number): RunEvent {
+  return {
+    v: 1,
+    type: input.type,
+    runId: input.runId,
+    incidentId: input.incidentId,
+    seq,
+    at: new Date().toISOString(),
+    ...(input.agent === undefined ? {} : { agent: input.agent }),
+    data: input.data ?? {},
+  };
+}
+
 /** Something that publishes run events. Emitting never blocks the caller. */
 export interface EventSink {
   emit(event: EmitInput): void;
@@ -147,16 +161,7 @@ export class EventPublisher implements EventSink {
       .then((seq) => {
         // The counter's expiry is housekeeping: a failed EXPIRE leaves a key that lives on, never a lost event.
         if (seq === 1) void this.redis.expire(seqKey, SEQ_TTL_SECONDS).catch(() => undefined);
-        const event: RunEvent = {
-          v: 1,
-          type: input.type,
-          runId: input.runId,
-          incidentId: input.incidentId,
-          seq,
-          at: new Date().toISOString(),
-          ...(input.agent === undefined ? {} : { agent: input.agent }),
-          data: input.data ?? {},
-        };
+        const event = runEvent(input, seq);
         this.send({
           subject: eventSubject(this.prefix, input.runId, input.type),
           event,
@@ -254,16 +259,7 @@ export class MemoryEventSink implements EventSink {
   emit(input: EmitInput): void {
     const seq = (this.seq.get(input.runId) ?? 0) + 1;
     this.seq.set(input.runId, seq);
-    this.events.push({
-      v: 1,
-      type: input.type,
-      runId: input.runId,
-      incidentId: input.incidentId,
-      seq,
-      at: new Date().toISOString(),
-      ...(input.agent === undefined ? {} : { agent: input.agent }),
-      data: input.data ?? {},
-    });
+    this.events.push(runEvent(input, seq));
   }
 
   async flush(): Promise<void> {}

@@ -1,24 +1,14 @@
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
-import { buildStallPayload, type Logger, type SpecialistConfig } from '@bosun/config';
-import { ParkError, RetryableTaskError, YieldError, runTask, type TaskPolicy } from '@bosun/agent';
-import type { Model } from '@bosun/models';
-import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
+import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
+import type { ApprovalStore } from '@bosun/transport';
 
-/** The ports of a specialist worker. */
-export interface SpecialistDeps {
+/** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
+export interface SpecialistDeps extends TaskAgentDeps {
   name: string;
   spec: SpecialistConfig;
-  model: Model;
-  tools: ToolClient;
-  checkpoints: CheckpointStore;
-  events: EventSink;
-  deadLetters: Pick<DeadLetters, 'add'>;
-  log: Logger;
-  toolTimeoutMs?: number;
-  shouldYield?: () => boolean;
-  isCancelled?: (taskId: string, runId: string) => Promise<boolean>;
-  policy?: TaskPolicy;
+  /** Where approvals live; the worker also records where a task parks and wakes it. */
   approvals?: ApprovalStore;
 }
 
