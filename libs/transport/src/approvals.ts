@@ -80,9 +80,11 @@ export class ApprovalStore {
 
   /** Records where the task waits, so a decision can wake it. */
   async parkedAt(id: string, queue: string, jobId: string): Promise<void> {
-    const a = await this.get(id);
-    if (!a) return;
-    await this.redis.set(keys.approval(this.prefix, id), JSON.stringify({ ...a, queue, jobId }), 'KEEPTTL');
+    const raw = await this.redis.get(keys.approval(this.prefix, id));
+    if (raw === null) return;
+    // The request as stored, plus where its task waits: never the decision, which has its own key.
+    const request = parseStoredJson(Approval, raw, `approval ${id}`);
+    await this.redis.set(keys.approval(this.prefix, id), JSON.stringify({ ...request, queue, jobId }), 'KEEPTTL');
   }
 
   /** The approval with its decision, if any; null when there is none (or it expired). */

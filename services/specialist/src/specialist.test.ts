@@ -33,7 +33,7 @@ const task: TaskJob = {
 };
 
 /** The parts of a BullMQ job the processor uses, recording where the job was moved. */
-function fakeJob(data: unknown, more: { attemptsMade?: number; attemptsStarted?: number } = {}) {
+function fakeJob(data: unknown, more: { attemptsMade?: number; attemptsStarted?: number; order?: string[] } = {}) {
   const moves: { until: number; token: string | undefined }[] = [];
   const job = {
     id: TASK_ID,
@@ -43,6 +43,7 @@ function fakeJob(data: unknown, more: { attemptsMade?: number; attemptsStarted?:
     attemptsStarted: more.attemptsStarted ?? 1,
     moveToDelayed: (until: number, token?: string) => {
       moves.push({ until, token });
+      more.order?.push('moveToDelayed');
       return Promise.resolve();
     },
   };
@@ -50,13 +51,14 @@ function fakeJob(data: unknown, more: { attemptsMade?: number; attemptsStarted?:
 }
 
 /** An approval store with one approval in it, recording where tasks were parked and which approvals were woken. */
-function fakeApprovals(status: 'pending' | 'approved') {
+function fakeApprovals(status: 'pending' | 'approved', order?: string[]) {
   const parked: [string, string, string][] = [];
   const woken: string[] = [];
   const approval = { id: 'ap-1', status };
   const store = {
     parkedAt: (id: string, queue: string, jobId: string) => {
       parked.push([id, queue, jobId]);
+      order?.push('parkedAt');
       return Promise.resolve();
     },
     get: (id: string) => Promise.resolve(id === approval.id ? approval : null),
@@ -112,13 +114,16 @@ describe('specialistProcessor', () => {
   it('parks a task that waits for an approval: the job is delayed until its timeout and recorded on the approval; no worker is held', async () => {
     const until = Date.now() + 60_000;
     runTaskMock.mockRejectedValue(new ParkError('ap-1', until));
-    const approvals = fakeApprovals('pending');
+    const order: string[] = [];
+    const approvals = fakeApprovals('pending', order);
     const { deps: d } = deps({ approvals: approvals.store });
-    const { job, moves } = fakeJob(task);
+    const { job, moves } = fakeJob(task, { order });
     await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(DelayedError);
     expect(moves).toEqual([{ until, token: TOKEN }]);
     expect(approvals.parked).toEqual([['ap-1', 'specialist-kubernetes', TASK_ID]]);
     expect(approvals.woken).toEqual([]);
+    // Where it parks is on the approval before the job is delayed: a decision can always find it.
+    expect(order).toEqual(['parkedAt', 'moveToDelayed']);
   });
 
   it('wakes a parked task at once when the decision landed before it was parked', async () => {

@@ -38,9 +38,11 @@ export function specialistProcessor(deps: SpecialistDeps) {
     } catch (err) {
       if (err instanceof ParkError && token && deps.approvals) {
         // Waiting for an operator holds no worker: the job is delayed until the approval's
-        // timeout, and a decision promotes it back to the queue.
-        await job.moveToDelayed(err.until, token);
+        // timeout, and a decision promotes it back to the queue. Where it parks is recorded
+        // first: a process that dies in between leaves an active job (found stalled and run
+        // again), never a delayed one that no decision can find until its timeout.
         await deps.approvals.parkedAt(err.approvalId, job.queueName, String(job.id));
+        await job.moveToDelayed(err.until, token);
         // A decision that landed before the job was parked could not wake it: do it now.
         const decided = await deps.approvals.get(err.approvalId);
         if (decided && decided.status !== 'pending') await deps.approvals.wake(decided);
