@@ -9,3 +9,5 @@ export { createLogger, setLogLevel, addLogSecrets, knownSecrets, scrub, REDACT_P
 export type { Logger, LoggerOptions } from './logger.js';
 export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema, OutputSchemaError } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';
+export { IntakeConfigSchema, JSON_PATH_PATTERN, resolveIntakeSecrets, intakeSecrets } from './intake.js';
+export type { IntakeConfig, IntakeSource, IntakeAuth, AlertmanagerSourceConfig, GenericSourceConfig } from './intake.js';

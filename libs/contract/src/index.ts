@@ -106,3 +106,4 @@ export {
   toolCallAtKey,
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
+export { IntakeResolution, INTAKE_RESOLUTION_TTL_SECONDS, intakeResolvedKey } from './intake.js';

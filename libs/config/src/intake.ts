@@ -1,0 +1,159 @@
+import { z } from 'zod';
+import { BosunError, Severity } from '@bosun/contract';
+
+/** One `${NAME}` or `${NAME:-default}` placeholder (as in the rest of the config). */
+const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
+
+/**
+ * The JSON paths a generic mapping may use: `$`, then `.name`, `[<index>]` or `['name']` steps,
+ * e.g. `$.incident.id`, `$.alerts[0].labels['app.kubernetes.io/name']`.
+ */
+export const JSON_PATH_PATTERN = /^\$(?:\.[A-Za-z_][A-Za-z0-9_-]*|\[\d+\]|\['[^'\\]+'\])*$/;
+
+const JsonPath = z.string().regex(JSON_PATH_PATTERN, "must be a JSON path such as $.a.b[0]['c.d']");
+
+/** How a source proves who it is: a bearer token, or an HMAC-SHA256 signature of the body. */
+const IntakeAuth = z.union([
+  z.object({ bearer: z.string().min(1) }).strict(),
+  z
+    .object({
+      hmac: z
+        .object({
+          /** The shared secret. A secret: use `${ENV}`; never logged. */
+          secret: z.string().min(1),
+          /** The header carrying `sha256=<hex>` (GitHub style). */
+          header: z.string().min(1).default('x-hub-signature-256'),
+          /**
+           * When set, the header carrying the Unix time (seconds) the sender signed at: the
+           * signature is then over `<timestamp>.<body>`, and a timestamp further than
+           * `toleranceSeconds` from now is refused.
+           */
+          timestampHeader: z.string().min(1).optional(),
+          toleranceSeconds: z.number().int().positive().default(300),
+        })
+        .strict(),
+    })
+    .strict(),
+]);
+
+/** Severity words of a source → Bosun severities (merged over the defaults). */
+const SeverityMap = z.record(z.string(), Severity).default({});
+
+const SOURCE_DEFAULTS = { maxBodyBytes: 1024 * 1024 };
+
+/** A Prometheus Alertmanager webhook receiver (payload version 4). */
+const AlertmanagerSource = z
+  .object({
+    format: z.literal('alertmanager'),
+    auth: IntakeAuth,
+    /** `alert`: each firing alert is an incident; `group`: each notification (one alert group) is one. */
+    per: z.enum(['alert', 'group']).default('alert'),
+    /** `record`: a resolved alert is recorded; `cancel`: its run is also cancelled if still running. */
+    onResolved: z.enum(['record', 'cancel']).default('record'),
+    severities: SeverityMap,
+    maxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(16 * 1024 * 1024)
+      .default(SOURCE_DEFAULTS.maxBodyBytes),
+  })
+  .strict();
+
+/** A generic JSON webhook (a pager's outgoing webhook): JSON paths to incident fields. */
+const GenericSource = z
+  .object({
+    format: z.literal('generic'),
+    auth: IntakeAuth,
+    mapping: z
+      .object({
+        /** The sender's id of the incident: with the source's name, the incident id (repeats run once). */
+        id: JsonPath,
+        /** The incident's reason (what routes it); `defaultReason` when the path finds nothing. */
+        reason: JsonPath.optional(),
+        summary: JsonPath.optional(),
+        description: JsonPath.optional(),
+        severity: JsonPath.optional(),
+        /** An object of string values. */
+        labels: JsonPath.optional(),
+        runbookUrl: JsonPath.optional(),
+        /** When it finds `resolvedValue`, the webhook is a resolution, not a new incident. */
+        status: JsonPath.optional(),
+      })
+      .strict(),
+    resolvedValue: z.string().default('resolved'),
+    defaultReason: z.string().min(1).default('webhook'),
+    severities: SeverityMap,
+    onResolved: z.enum(['record', 'cancel']).default('record'),
+    maxBodyBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(16 * 1024 * 1024)
+      .default(SOURCE_DEFAULTS.maxBodyBytes),
+  })
+  .strict();
+
+/**
+ * The alert intake (`services/intake`): an HTTP server that turns Alertmanager and generic
+ * webhooks into incidents on the `incidents` queue. Off when absent.
+ */
+export const IntakeConfigSchema = z
+  .object({
+    port: z.number().int().min(0).max(65535),
+    host: z.string().default('0.0.0.0'),
+    /** How long a request waits for Redis to take its incidents before it is answered 503. */
+    redisTimeoutMs: z.number().int().positive().max(60_000).default(5_000),
+    /** Sources by name; each is served at `POST /alerts/<name>`. */
+    sources: z.record(
+      z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'source names must match [a-z][a-z0-9-]*'),
+      z.discriminatedUnion('format', [AlertmanagerSource, GenericSource]),
+    ),
+  })
+  .strict();
+
+export type IntakeConfig = z.output<typeof IntakeConfigSchema>;
+export type IntakeSource = IntakeConfig['sources'][string];
+export type IntakeAuth = z.output<typeof IntakeAuth>;
+export type AlertmanagerSourceConfig = z.output<typeof AlertmanagerSource>;
+export type GenericSourceConfig = z.output<typeof GenericSource>;
+
+/** `value` with its `${VAR}` placeholders substituted; an unset variable without a default is an `invalid_config` error naming the field. */
+function substituteSecret(value: string, env: NodeJS.ProcessEnv, field: string): string {
+  return value.replace(PLACEHOLDER, (_, name: string, fallback: string | undefined) => {
+    const v = env[name];
+    if (v !== undefined) return v;
+    if (fallback !== undefined) return fallback;
+    throw new BosunError('invalid_config', `${field}: environment variable ${name} is not set`);
+  });
+}
+
+/**
+ * The intake's sources with their secrets substituted (`${VAR}` in `auth.bearer` and
+ * `auth.hmac.secret`): only the intake resolves them, so the other services never hold them.
+ * Returns a copy; the parsed config stays frozen.
+ *
+ * @throws BosunError `invalid_config` naming the field whose variable is unset, or whose secret is empty.
+ */
+export function resolveIntakeSecrets(intake: IntakeConfig, env: NodeJS.ProcessEnv = process.env): IntakeConfig {
+  const sources: Record<string, IntakeSource> = {};
+  for (const [name, source] of Object.entries(intake.sources)) {
+    const field = `intake.sources.${name}.auth`;
+    const auth: IntakeAuth =
+      'bearer' in source.auth
+        ? { bearer: substituteSecret(source.auth.bearer, env, `${field}.bearer`) }
+        : { hmac: { ...source.auth.hmac, secret: substituteSecret(source.auth.hmac.secret, env, `${field}.hmac.secret`) } };
+    const secret = 'bearer' in auth ? auth.bearer : auth.hmac.secret;
+    if (secret === '') throw new BosunError('invalid_config', `${field}: the secret is empty after substitution`);
+    sources[name] = { ...source, auth };
+  }
+  return { ...intake, sources };
+}
+
+/** The secrets of resolved intake sources, for the logger. */
+export function intakeSecrets(intake: IntakeConfig | undefined): string[] {
+  if (!intake) return [];
+  return Object.values(intake.sources)
+    .map((s) => ('bearer' in s.auth ? s.auth.bearer : s.auth.hmac.secret))
+    .filter((v) => !/^\$\{[^}]+\}$/.test(v));
+}
