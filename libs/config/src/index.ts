@@ -10,4 +10,11 @@ export type { Logger, LoggerOptions } from './logger.js';
 export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema, OutputSchemaError } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';
 export { IntakeConfigSchema, JSON_PATH_PATTERN, resolveIntakeSecrets, intakeSecrets } from './intake.js';
-export type { IntakeConfig, IntakeSource, IntakeAuth, AlertmanagerSourceConfig, GenericSourceConfig } from './intake.js';
+export type {
+  IntakeConfig,
+  ResolvedIntakeConfig,
+  IntakeSource,
+  IntakeAuth,
+  AlertmanagerSourceConfig,
+  GenericSourceConfig,
+} from './intake.js';

@@ -100,7 +100,11 @@ const GenericSource = z
  */
 export const IntakeConfigSchema = z
   .object({
-    port: z.number().int().min(0).max(65535),
+    /** A number, or a `${VAR}` placeholder resolved by the intake (e.g. `${BOSUN_INTAKE_PORT:-8090}`). */
+    port: z.union([
+      z.number().int().min(0).max(65535),
+      z.string().regex(new RegExp(`^${PLACEHOLDER.source}$`), 'must be a port number or a ${VAR} placeholder'),
+    ]),
     host: z.string().default('0.0.0.0'),
     /** How long a request waits for Redis to take its incidents before it is answered 503. */
     redisTimeoutMs: z.number().int().positive().max(60_000).default(5_000),
@@ -114,6 +118,8 @@ export const IntakeConfigSchema = z
 
 export type IntakeConfig = z.output<typeof IntakeConfigSchema>;
 export type IntakeSource = IntakeConfig['sources'][string];
+/** The intake's section as the intake uses it: its port a number, its secrets substituted. */
+export type ResolvedIntakeConfig = Omit<IntakeConfig, 'port'> & { port: number };
 export type IntakeAuth = z.output<typeof IntakeAuth>;
 export type AlertmanagerSourceConfig = z.output<typeof AlertmanagerSource>;
 export type GenericSourceConfig = z.output<typeof GenericSource>;
@@ -129,13 +135,13 @@ function substituteSecret(value: string, env: NodeJS.ProcessEnv, field: string):
 }
 
 /**
- * The intake's sources with their secrets substituted (`${VAR}` in `auth.bearer` and
+ * The intake's section with its port and its sources' secrets substituted (`${VAR}` in `auth.bearer` and
  * `auth.hmac.secret`): only the intake resolves them, so the other services never hold them.
  * Returns a copy; the parsed config stays frozen.
  *
  * @throws BosunError `invalid_config` naming the field whose variable is unset, or whose secret is empty.
  */
-export function resolveIntakeSecrets(intake: IntakeConfig, env: NodeJS.ProcessEnv = process.env): IntakeConfig {
+export function resolveIntakeSecrets(intake: IntakeConfig, env: NodeJS.ProcessEnv = process.env): ResolvedIntakeConfig {
   const sources: Record<string, IntakeSource> = {};
   for (const [name, source] of Object.entries(intake.sources)) {
     const field = `intake.sources.${name}.auth`;
@@ -147,7 +153,17 @@ export function resolveIntakeSecrets(intake: IntakeConfig, env: NodeJS.ProcessEn
     if (secret === '') throw new BosunError('invalid_config', `${field}: the secret is empty after substitution`);
     sources[name] = { ...source, auth };
   }
-  return { ...intake, sources };
+  return { ...intake, port: resolvePort(intake.port, env), sources };
+}
+
+/** The port as a number, its placeholder substituted. */
+function resolvePort(port: number | string, env: NodeJS.ProcessEnv): number {
+  if (typeof port === 'number') return port;
+  const text = substituteSecret(port, env, 'intake.port');
+  const n = Number(text);
+  if (!/^\d{1,5}$/.test(text) || n > 65535)
+    throw new BosunError('invalid_config', `intake.port: ${port} must give a port number from 0 to 65535`);
+  return n;
 }
 
 /** The secrets of resolved intake sources, for the logger. */

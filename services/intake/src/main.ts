@@ -7,6 +7,7 @@ import {
   loadClusterConfig,
   resolveIntakeSecrets,
   type BosunEnv,
+  type ResolvedIntakeConfig,
 } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
 import { checkRuntime, openRuntime, runService } from '@bosun/transport';
@@ -20,7 +21,7 @@ const log = createLogger({ service: 'intake' });
 function load(env: BosunEnv) {
   const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
   if (!config.intake) throw new ConfigError(`${env.configFile}: intake: the section is missing (see docs/intake-and-delivery.md)`);
-  let intake;
+  let intake: ResolvedIntakeConfig;
   try {
     intake = resolveIntakeSecrets(config.intake, process.env);
   } catch (err) {

@@ -9,7 +9,7 @@
  *   503 {"error": reason}   Redis did not take it: nothing was queued, the sender should retry
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { IntakeConfig, IntakeSource, Logger } from '@bosun/config';
+import type { IntakeSource, Logger, ResolvedIntakeConfig } from '@bosun/config';
 import { Incident, InvalidInputError, describeIssues, parseWith, type IncidentInput } from '@bosun/contract';
 import { HttpServer, Router, sendJson, type DeadLetters, type RouteContext } from '@bosun/transport';
 import { AlertmanagerPayload, alertmanagerBatch } from './alertmanager.js';
@@ -21,7 +21,7 @@ import { RedisUnavailableError, type IntakeQueue } from './queue.js';
 
 /** What the intake's server needs. */
 export interface IntakeServerOptions {
-  config: IntakeConfig;
+  config: ResolvedIntakeConfig;
   queue: IntakeQueue;
   deadLetters: Pick<DeadLetters, 'add'>;
   log: Logger;
