@@ -6,6 +6,7 @@ import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey } from '@bo
 import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
 import { IntakeConfigSchema } from './intake.js';
+import { DeliveryConfigSchema } from './delivery.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
 const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
@@ -247,6 +248,8 @@ const ClusterConfigSchema = z
     workers: Workers.default({ lockDurationMs: 10_000, stalledIntervalMs: 5_000, maxStalledCount: 2 }),
     /** The alert intake (`services/intake`, docs/intake-and-delivery.md); off when absent. */
     intake: IntakeConfigSchema.optional(),
+    /** Deliveries of run results to webhooks and Slack (docs/intake-and-delivery.md); off when absent. */
+    delivery: DeliveryConfigSchema.optional(),
   })
   .strict();
 

@@ -18,3 +18,5 @@ export type {
   AlertmanagerSourceConfig,
   GenericSourceConfig,
 } from './intake.js';
+export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets } from './delivery.js';
+export type { DeliveryConfig, DeliverySink } from './delivery.js';

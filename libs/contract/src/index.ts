@@ -107,3 +107,13 @@ export {
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
 export { IntakeResolution, INTAKE_RESOLUTION_TTL_SECONDS, intakeResolvedKey } from './intake.js';
+export {
+  DELIVERIES_QUEUE,
+  DELIVERY_JOB,
+  DELIVERED_TTL_SECONDS,
+  DeliveryIncident,
+  DeliveryJob,
+  deliveredKey,
+  deliveryJobId,
+  deliveryKey,
+} from './delivery.js';

@@ -227,7 +227,7 @@ export const ToolCallResult = z.object({
 export type ToolCallResult = z.infer<typeof ToolCallResult>;
 
 /** Kinds of dead-letter entries. */
-export const DeadLetterKind = z.enum(['stall', 'timeout', 'failure', 'poison', 'in-doubt']);
+export const DeadLetterKind = z.enum(['stall', 'timeout', 'failure', 'poison', 'in-doubt', 'delivery']);
 export type DeadLetterKind = z.infer<typeof DeadLetterKind>;
 
 /** Data of a job on the `dead-letter` queue (job name = kind). */

@@ -1,9 +1,16 @@
 import { UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
-import { TimerJob, type RunResult } from '@bosun/contract';
+import { Incident, TimerJob, type RunResult } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
-import type { ApprovalStore, DeadLetters, EventSink, RedisClient, RevisedCheckpointStore } from '@bosun/transport';
+import {
+  DeliveryQueue,
+  type ApprovalStore,
+  type DeadLetters,
+  type EventSink,
+  type RedisClient,
+  type RevisedCheckpointStore,
+} from '@bosun/transport';
 import { BullRunJobs, BullRunTimers, RedisCancelKeys } from './ports.js';
 
 /** The ports a coordinator uses. */
@@ -30,11 +37,14 @@ export class Coordinator {
   private readonly jobs: BullRunJobs;
   private readonly timers: BullRunTimers;
   private readonly run: RunDeps;
+  /** Where a finished run's answer is queued for its sinks (`delivery` in the config); none without it. */
+  private readonly deliveries: DeliveryQueue | undefined;
 
   constructor(deps: CoordinatorDeps) {
     const queues = { redis: deps.redis, prefix: deps.prefix };
     this.jobs = new BullRunJobs(queues);
     this.timers = new BullRunTimers(queues);
+    this.deliveries = deps.config.delivery ? new DeliveryQueue({ ...queues, delivery: deps.config.delivery }) : undefined;
     this.run = {
       config: deps.config,
       model: deps.model,
@@ -59,6 +69,9 @@ export class Coordinator {
     const outcome = await runIncident(this.jobs.incidentJob(job, token), this.run);
     if (outcome.kind === 'parked') throw new WaitingChildrenError();
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);
+    // Queued before the job completes: a crash in between runs this again from the checkpoint,
+    // and the deliveries' job ids keep one per sink.
+    if (this.deliveries) await this.deliveries.enqueue(Incident.parse(job.data), outcome.result);
     return outcome.result;
   }
 
@@ -68,6 +81,6 @@ export class Coordinator {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.jobs.close(), this.timers.close()]);
+    await Promise.all([this.jobs.close(), this.timers.close(), this.deliveries?.close()]);
   }
 }

@@ -1,62 +1,107 @@
 #!/usr/bin/env node
+import type { Worker } from 'bullmq';
 import {
   ConfigError,
   addLogSecrets,
   createLogger,
+  deliverySecrets,
   intakeSecrets,
   loadClusterConfig,
+  resolveDeliverySecrets,
   resolveIntakeSecrets,
   type BosunEnv,
+  type DeliveryConfig,
   type ResolvedIntakeConfig,
 } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
-import { checkRuntime, openRuntime, runService } from '@bosun/transport';
+import { checkRuntime, openRuntime, runService, type Runtime } from '@bosun/transport';
+import { startDeliveryWorker } from './delivery-worker.js';
 import { IntakeQueue } from './queue.js';
-import { startIntakeServer } from './server.js';
+import { startIntakeServer, type IntakeServer } from './server.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
 const log = createLogger({ service: 'intake' });
 
-/** The intake's part of the config, its secrets substituted (only this service resolves them). */
+/**
+ * The intake's parts of the config, their secrets substituted (only this service resolves them):
+ * `intake` (webhooks in) and `delivery` (answers out); at least one is required.
+ */
 function load(env: BosunEnv) {
   const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
-  if (!config.intake) throw new ConfigError(`${env.configFile}: intake: the section is missing (see docs/intake-and-delivery.md)`);
-  let intake: ResolvedIntakeConfig;
+  if (!config.intake && !config.delivery)
+    throw new ConfigError(
+      `${env.configFile}: neither intake nor delivery is configured: the intake has nothing to do (see docs/intake-and-delivery.md)`,
+    );
+  let intake: ResolvedIntakeConfig | undefined;
+  let delivery: DeliveryConfig | undefined;
   try {
-    intake = resolveIntakeSecrets(config.intake, process.env);
+    intake = config.intake ? resolveIntakeSecrets(config.intake, process.env) : undefined;
+    delivery = config.delivery ? resolveDeliverySecrets(config.delivery, process.env) : undefined;
   } catch (err) {
     if (err instanceof BosunError) throw new ConfigError(`${env.configFile}: ${err.message}`, { cause: err });
     throw err;
   }
-  addLogSecrets(log, intakeSecrets(intake));
-  return { config, intake };
+  addLogSecrets(log, [...intakeSecrets(intake), ...deliverySecrets(delivery)]);
+  return { config, intake, delivery };
+}
+
+/** The webhook server, when `intake` is configured. */
+async function startIntake(rt: Runtime, env: BosunEnv, intake: ResolvedIntakeConfig) {
+  const queue = new IntakeQueue({ redis: rt.redis, prefix: env.prefix, timeoutMs: intake.redisTimeoutMs });
+  let server: IntakeServer;
+  try {
+    server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log });
+  } catch (err) {
+    await queue.close();
+    throw err;
+  }
+  log.info({ host: server.host, port: server.port, sources: Object.keys(intake.sources) }, 'intake listening');
+  return {
+    async close() {
+      await server.close();
+      await queue.close();
+    },
+  };
 }
 
 runService({
   name: 'intake',
   log,
   async check(_args, env) {
-    const { intake } = load(env);
+    const { intake, delivery } = load(env);
     const connections = await checkRuntime(env, { service: 'intake' });
-    return `config ${env.configFile} (${Object.keys(intake.sources).length} sources, listening on ${intake.host}:${intake.port}); ${connections}`;
+    const parts = [
+      ...(intake ? [`${Object.keys(intake.sources).length} sources, listening on ${intake.host}:${intake.port}`] : []),
+      ...(delivery ? [`${Object.keys(delivery.sinks).length} delivery sinks`] : []),
+    ];
+    return `config ${env.configFile} (${parts.join('; ')}); ${connections}`;
   },
   async start(_args, env) {
-    const { intake } = load(env);
+    const { config, intake, delivery } = load(env);
     const rt = await openRuntime(env, { service: 'intake', log });
-    const queue = new IntakeQueue({ redis: rt.redis, prefix: env.prefix, timeoutMs: intake.redisTimeoutMs });
-    let server;
+    let http: { close(): Promise<void> } | undefined;
     try {
-      server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log });
+      http = intake ? await startIntake(rt, env, intake) : undefined;
     } catch (err) {
-      await queue.close();
       await rt.close();
       throw err;
     }
-    log.info({ host: server.host, port: server.port, sources: Object.keys(intake.sources) }, 'intake listening');
+    let worker: Worker | undefined;
+    if (delivery) {
+      worker = startDeliveryWorker({
+        redis: rt.redis,
+        prefix: env.prefix,
+        delivery,
+        workers: config.workers,
+        deadLetters: rt.deadLetters,
+        log,
+      });
+      log.info({ sinks: Object.keys(delivery.sinks) }, 'delivering answers');
+    }
     return {
       async close() {
-        await server.close();
-        await queue.close();
+        await http?.close();
+        await worker?.close();
         await rt.close();
       },
     };
