@@ -17,6 +17,7 @@ export type {
   IntakeAuth,
   AlertmanagerSourceConfig,
   GenericSourceConfig,
+  RunbookConfig,
 } from './intake.js';
 export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets } from './delivery.js';
 export type { DeliveryConfig, DeliverySink } from './delivery.js';

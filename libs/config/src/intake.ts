@@ -41,6 +41,54 @@ const SeverityMap = z.record(z.string(), Severity).default({});
 
 const SOURCE_DEFAULTS = { maxBodyBytes: 1024 * 1024 };
 
+/**
+ * Grouping: alerts whose `by` labels are equal join one incident while it is younger than
+ * `windowMs`, instead of each starting a run. Off when absent.
+ */
+const Grouping = z
+  .object({
+    by: z.array(z.string().min(1)).min(1).default(['alertname']),
+    windowMs: z.number().int().positive().max(86_400_000),
+  })
+  .strict();
+
+/** At most `max` new incidents per `perMs` from this source; the excess waits (delayed, in order), never dropped. */
+const RateLimit = z
+  .object({
+    max: z.number().int().positive().max(100_000),
+    perMs: z.number().int().positive().max(86_400_000),
+  })
+  .strict();
+
+/** The flow controls every source may have. */
+const flow = { group: Grouping.optional(), rateLimit: RateLimit.optional() };
+
+/**
+ * A runbook: instructions for incidents it matches (by reason — an alert's name — and labels),
+ * as markdown `text` or a `file` (relative to the config file). Given to the coordinator and the
+ * specialists with the incident.
+ */
+const Runbook = z
+  .object({
+    name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'must be 1 to 64 characters of A-Z, a-z, 0-9, ".", "_" or "-"'),
+    match: z
+      .object({
+        /** Incident reasons (an Alertmanager alert's `alertname`). */
+        reason: z.array(z.string().min(1)).min(1).optional(),
+        /** Labels the incident must have, with these values. */
+        labels: z.record(z.string(), z.string()).optional(),
+      })
+      .strict(),
+    text: z
+      .string()
+      .min(1)
+      .max(32 * 1024)
+      .optional(),
+    file: z.string().min(1).optional(),
+  })
+  .strict()
+  .refine((r) => (r.text === undefined) !== (r.file === undefined), { message: 'give exactly one of text and file' });
+
 /** A Prometheus Alertmanager webhook receiver (payload version 4). */
 const AlertmanagerSource = z
   .object({
@@ -57,6 +105,7 @@ const AlertmanagerSource = z
       .positive()
       .max(16 * 1024 * 1024)
       .default(SOURCE_DEFAULTS.maxBodyBytes),
+    ...flow,
   })
   .strict();
 
@@ -91,6 +140,7 @@ const GenericSource = z
       .positive()
       .max(16 * 1024 * 1024)
       .default(SOURCE_DEFAULTS.maxBodyBytes),
+    ...flow,
   })
   .strict();
 
@@ -108,6 +158,8 @@ export const IntakeConfigSchema = z
     host: z.string().default('0.0.0.0'),
     /** How long a request waits for Redis to take its incidents before it is answered 503. */
     redisTimeoutMs: z.number().int().positive().max(60_000).default(5_000),
+    /** Tried in order: the first that matches an incident is its runbook. */
+    runbooks: z.array(Runbook).default([]),
     /** Sources by name; each is served at `POST /alerts/<name>`. */
     sources: z.record(
       z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'source names must match [a-z][a-z0-9-]*'),
@@ -123,6 +175,7 @@ export type ResolvedIntakeConfig = Omit<IntakeConfig, 'port'> & { port: number }
 export type IntakeAuth = z.output<typeof IntakeAuth>;
 export type AlertmanagerSourceConfig = z.output<typeof AlertmanagerSource>;
 export type GenericSourceConfig = z.output<typeof GenericSource>;
+export type RunbookConfig = z.output<typeof Runbook>;
 
 /** `value` with its `${VAR}` placeholders substituted; an unset variable without a default is an `invalid_config` error naming the field. */
 function substituteSecret(value: string, env: NodeJS.ProcessEnv, field: string): string {

@@ -106,7 +106,17 @@ export {
   toolCallAtKey,
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
-export { IntakeResolution, INTAKE_RESOLUTION_TTL_SECONDS, intakeResolvedKey } from './intake.js';
+export {
+  IntakeResolution,
+  INTAKE_RESOLUTION_TTL_SECONDS,
+  intakeResolvedKey,
+  intakeGroupKey,
+  intakeJoinedKey,
+  intakeRateKey,
+  JoinedAlert,
+  IncidentRunbook,
+  runbookOf,
+} from './intake.js';
 export {
   DELIVERIES_QUEUE,
   DELIVERY_JOB,

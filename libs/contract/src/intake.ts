@@ -25,3 +25,43 @@ export const INTAKE_RESOLUTION_TTL_SECONDS = 8 * 24 * 3600;
 export function intakeResolvedKey(prefix: string, incidentId: string): string {
   return `${prefix}:intake:resolved:${incidentId}`;
 }
+
+/** `<prefix>:intake:group:<source>:<hash of the group's label values>`: the incident a group's alerts join, for the grouping window. */
+export function intakeGroupKey(prefix: string, source: string, groupHash: string): string {
+  return `${prefix}:intake:group:${source}:${groupHash}`;
+}
+
+/** `<prefix>:intake:joined:<incidentId>`: a list of the alerts that joined the incident (JSON `{ incidentId, summary, at }`). */
+export function intakeJoinedKey(prefix: string, incidentId: string): string {
+  return `${prefix}:intake:joined:${incidentId}`;
+}
+
+/** `<prefix>:intake:rate:<source>`: the source's rate limit state (the next start time, ms). */
+export function intakeRateKey(prefix: string, source: string): string {
+  return `${prefix}:intake:rate:${source}`;
+}
+
+/** An alert that joined another incident (grouping), as kept in {@link intakeJoinedKey}. */
+export const JoinedAlert = z.object({ incidentId: z.string(), summary: z.string(), at: z.string() });
+export type JoinedAlert = z.infer<typeof JoinedAlert>;
+
+/**
+ * The runbook an incident carries in `payload.runbook` (the intake matches it from the config):
+ * its name and its markdown, given to the coordinator and the specialists as instructions.
+ */
+export const IncidentRunbook = z.object({
+  name: z.string().min(1).max(64),
+  text: z
+    .string()
+    .min(1)
+    .max(32 * 1024),
+});
+export type IncidentRunbook = z.infer<typeof IncidentRunbook>;
+
+/** The runbook of an incident's payload, or undefined when it has none (or not in that form). */
+export function runbookOf(incident: { payload?: unknown }): IncidentRunbook | undefined {
+  const p = incident.payload;
+  if (p === null || typeof p !== 'object' || !('runbook' in p)) return undefined;
+  const parsed = IncidentRunbook.safeParse(p.runbook);
+  return parsed.success ? parsed.data : undefined;
+}

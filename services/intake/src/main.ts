@@ -17,6 +17,7 @@ import { BosunError } from '@bosun/contract';
 import { checkRuntime, openRuntime, runService, type Runtime } from '@bosun/transport';
 import { startDeliveryWorker } from './delivery-worker.js';
 import { IntakeQueue } from './queue.js';
+import { loadRunbooks, type LoadedRunbook } from './runbooks.js';
 import { startIntakeServer, type IntakeServer } from './server.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
@@ -42,15 +43,17 @@ function load(env: BosunEnv) {
     throw err;
   }
   addLogSecrets(log, [...intakeSecrets(intake), ...deliverySecrets(delivery)]);
-  return { config, intake, delivery };
+  // Read now, so that --check finds a missing runbook file too.
+  const runbooks = intake ? loadRunbooks(intake.runbooks, env.configFile) : [];
+  return { config, intake, delivery, runbooks };
 }
 
 /** The webhook server, when `intake` is configured. */
-async function startIntake(rt: Runtime, env: BosunEnv, intake: ResolvedIntakeConfig) {
+async function startIntake(rt: Runtime, env: BosunEnv, intake: ResolvedIntakeConfig, runbooks: LoadedRunbook[]) {
   const queue = new IntakeQueue({ redis: rt.redis, prefix: env.prefix, timeoutMs: intake.redisTimeoutMs });
   let server: IntakeServer;
   try {
-    server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log });
+    server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log, runbooks });
   } catch (err) {
     await queue.close();
     throw err;
@@ -77,11 +80,11 @@ runService({
     return `config ${env.configFile} (${parts.join('; ')}); ${connections}`;
   },
   async start(_args, env) {
-    const { config, intake, delivery } = load(env);
+    const { config, intake, delivery, runbooks } = load(env);
     const rt = await openRuntime(env, { service: 'intake', log });
     let http: { close(): Promise<void> } | undefined;
     try {
-      http = intake ? await startIntake(rt, env, intake) : undefined;
+      http = intake ? await startIntake(rt, env, intake, runbooks) : undefined;
     } catch (err) {
       await rt.close();
       throw err;

@@ -5,8 +5,12 @@ import {
   INCIDENTS_QUEUE,
   INTAKE_RESOLUTION_TTL_SECONDS,
   intakeResolvedKey,
+  intakeGroupKey,
+  intakeJoinedKey,
+  intakeRateKey,
   runIdFor,
   type IncidentInput,
+  type JoinedAlert,
   type IntakeResolution,
 } from '@bosun/contract';
 import { RunControl, RunControlError, type RedisClient } from '@bosun/transport';
@@ -18,6 +22,27 @@ export class RedisUnavailableError extends BosunError {
     this.name = 'RedisUnavailableError';
   }
 }
+
+/** A source's rate limit (`intake.sources.<name>.rateLimit`). */
+export interface RateLimit {
+  source: string;
+  max: number;
+  perMs: number;
+}
+
+/** GCRA over one key: returns how long the next start must wait (ms), and moves the theoretical arrival time on. */
+const RATE_SCRIPT = `
+local now = tonumber(ARGV[1])
+local interval = tonumber(ARGV[2])
+local tolerance = tonumber(ARGV[3])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local delay = tat - tolerance - now
+if delay < 0 then delay = 0 end
+tat = tat + interval
+redis.call('SET', KEYS[1], tostring(tat), 'PX', math.ceil(tat - now + tolerance + 1000))
+return tostring(delay)
+`;
 
 /** One incident as queued: its run, and whether a job of that id was already there (then it runs once). */
 export interface Queued {
@@ -62,12 +87,71 @@ export class IntakeQueue {
     }
   }
 
-  /** Adds an incident (job id = its id); a repeat keeps the first job and reports its run. */
-  add(incident: IncidentInput): Promise<Queued> {
+  /**
+   * Adds an incident (job id = its id); a repeat keeps the first job and reports its run. With a
+   * rate limit, an incident past it is added as a delayed job that starts when its turn comes
+   * (the backlog: `bosun runs list --status waiting` shows it), never dropped.
+   */
+  add(incident: IncidentInput, rate?: RateLimit): Promise<Queued & { delayedMs?: number; startsAt?: string }> {
     return this.within(`incident ${incident.id}`, async () => {
-      const added = await this.queue.add(INCIDENT_JOB, incident, { jobId: incident.id, removeOnComplete: false, removeOnFail: false });
+      const existing = await Job.fromId(this.queue, incident.id);
+      if (existing) return { incidentId: incident.id, runId: runIdFor(incident.id, existing.timestamp), duplicate: true };
+      const delayedMs = rate ? await this.rateDelay(rate) : 0;
+      const added = await this.queue.add(INCIDENT_JOB, incident, {
+        jobId: incident.id,
+        removeOnComplete: false,
+        removeOnFail: false,
+        ...(delayedMs > 0 ? { delay: delayedMs } : {}),
+      });
       const stored = (await Job.fromId(this.queue, incident.id)) ?? added;
-      return { incidentId: incident.id, runId: runIdFor(incident.id, stored.timestamp), duplicate: stored.timestamp !== added.timestamp };
+      const queued = {
+        incidentId: incident.id,
+        runId: runIdFor(incident.id, stored.timestamp),
+        duplicate: stored.timestamp !== added.timestamp,
+      };
+      return delayedMs > 0 ? { ...queued, delayedMs, startsAt: new Date(added.timestamp + delayedMs).toISOString() } : queued;
+    });
+  }
+
+  /**
+   * The delay of the next incident of a source under its rate limit (GCRA): `max` may start at
+   * once in any `perMs`, the rest are spaced `perMs / max` apart, in the order they came.
+   */
+  private async rateDelay(rate: RateLimit): Promise<number> {
+    const { redis, prefix } = this.options;
+    const interval = rate.perMs / rate.max;
+    const delay = await redis.eval(RATE_SCRIPT, 1, intakeRateKey(prefix, rate.source), Date.now(), interval, rate.perMs - interval);
+    return Math.max(0, Math.ceil(Number(delay)));
+  }
+
+  /**
+   * The incident a group's alerts join: `incidentId` when it opens the group (or the group's
+   * incident is gone from the queue), else the incident that did within `windowMs`.
+   */
+  claimGroup(group: { source: string; groupHash: string; incidentId: string; windowMs: number }): Promise<string> {
+    const { redis, prefix } = this.options;
+    const key = intakeGroupKey(prefix, group.source, group.groupHash);
+    return this.within(`the group of ${group.incidentId}`, async () => {
+      if ((await redis.set(key, group.incidentId, 'PX', group.windowMs, 'NX')) !== null) return group.incidentId;
+      const owner = await redis.get(key);
+      // An owner whose job never made it to the queue (its request got a 503) does not hold the group.
+      if (owner !== null && (owner === group.incidentId || (await Job.fromId(this.queue, owner)))) return owner;
+      await redis.set(key, group.incidentId, 'PX', group.windowMs);
+      return group.incidentId;
+    });
+  }
+
+  /** Records alerts that joined an incident (its group's), for operators: `<prefix>:intake:joined:<incidentId>`. */
+  recordJoined(incidentId: string, alerts: readonly IncidentInput[]): Promise<void> {
+    const { redis, prefix } = this.options;
+    const key = intakeJoinedKey(prefix, incidentId);
+    const at = new Date().toISOString();
+    const entries = alerts.map((a) =>
+      JSON.stringify({ incidentId: a.id, summary: a.summary.split('\n')[0] ?? '', at } satisfies JoinedAlert),
+    );
+    return this.within(`the alerts joining ${incidentId}`, async () => {
+      await redis.rpush(key, ...entries);
+      await redis.expire(key, INTAKE_RESOLUTION_TTL_SECONDS);
     });
   }
 

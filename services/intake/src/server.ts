@@ -1,7 +1,8 @@
 /**
  * The intake's HTTP server: `POST /alerts/<source>` for each configured source.
  *
- *   202 {"accepted": [{incidentId, runId, duplicate}], "resolved": [resolution]}  queued (a repeat is `duplicate`)
+ *   202 {"accepted": [{incidentId, runId, duplicate, delayedMs?}], "joined": [{incidentId, alerts}], "resolved": [resolution]}
+ *       queued (a repeat is `duplicate`; past the rate limit `delayedMs`), joined to a group's incident, resolutions recorded
  *   400 {"error": reason}   not the source's format, not JSON, or not a valid incident (the body is a `poison` dead letter)
  *   401 {"error": reason}   missing or wrong bearer token or signature
  *   404                     no such source
@@ -18,6 +19,8 @@ import { readBounded } from './body.js';
 import { MappingError, genericBatch } from './generic.js';
 import type { IntakeBatch } from './mapping.js';
 import { RedisUnavailableError, type IntakeQueue } from './queue.js';
+import { IntakeFlow } from './flow.js';
+import { withRunbook, type LoadedRunbook } from './runbooks.js';
 
 /** What the intake's server needs. */
 export interface IntakeServerOptions {
@@ -25,6 +28,8 @@ export interface IntakeServerOptions {
   queue: IntakeQueue;
   deadLetters: Pick<DeadLetters, 'add'>;
   log: Logger;
+  /** The runbooks, read at start-up (`loadRunbooks`). */
+  runbooks?: readonly LoadedRunbook[];
 }
 
 /** A webhook Bosun cannot take: answered with `status` and `reason`, its body kept as poison. */
@@ -102,7 +107,10 @@ class IntakeRoutes {
     }
     const batch = batchOf(name, source, parsed);
     if (batch instanceof Rejected) return this.reject(res, name, batch);
-    const incidents = checkIncidents(batch, parsed);
+    const incidents = checkIncidents(
+      { ...batch, incidents: batch.incidents.map((i) => withRunbook(this.options.runbooks ?? [], i)) },
+      parsed,
+    );
     if (incidents instanceof Rejected) return this.reject(res, name, incidents);
     await this.queue(res, name, source, { incidents, resolved: batch.resolved });
   }
@@ -116,12 +124,14 @@ class IntakeRoutes {
   private async queue(res: ServerResponse, name: string, source: IntakeSource, batch: IntakeBatch): Promise<void> {
     const { queue, log } = this.options;
     try {
-      const accepted = [];
-      for (const incident of batch.incidents) accepted.push(await queue.add(incident));
+      const { accepted, joined } = await new IntakeFlow(queue).take(name, source, batch);
       const resolved = [];
       for (const r of batch.resolved) resolved.push(await queue.resolve({ ...r, source: name, cancel: source.onResolved === 'cancel' }));
-      log.info({ source: name, accepted, resolved: resolved.map((r) => ({ incidentId: r.incidentId, run: r.run })) }, 'webhook taken');
-      sendJson(res, 202, { accepted, resolved });
+      log.info(
+        { source: name, accepted, joined, resolved: resolved.map((r) => ({ incidentId: r.incidentId, run: r.run })) },
+        'webhook taken',
+      );
+      sendJson(res, 202, { accepted, joined, resolved });
     } catch (err) {
       if (!(err instanceof RedisUnavailableError)) throw err;
       log.warn({ source: name, err }, 'webhook not taken: Redis unavailable');

@@ -40,6 +40,7 @@ export function slackText(job: DeliveryJob, options: { answerLines: number; runU
   const links = [`run \`${result.runId}\``];
   if (options.runUrl) links.push(`<${options.runUrl.replace('{runId}', encodeURIComponent(result.runId))}|run page>`);
   if (incident.runbookUrl) links.push(`<${incident.runbookUrl}|runbook>`);
+  if (result.runbook?.name) links.push(`runbook followed: ${esc(result.runbook.name)}`);
   lines.push(links.join(' · '));
   return lines.join('\n');
 }
