@@ -106,7 +106,10 @@ beforeAll(async () => {
         flaky: hook(receiver.url('/flaky')),
         slow: hook(receiver.url('/slow')),
         gone: hook(`http://127.0.0.1:${gonePort}/gone`),
+        approvals: hook(receiver.url('/approvals')),
       },
+      announceApprovals: ['approvals'],
+      approvalScanMs: 300,
       routes: [
         { reason: ['Flaky'], sinks: ['flaky'] },
         { reason: ['Slow'], sinks: ['slow'] },
@@ -221,5 +224,37 @@ describe('delivery', () => {
     } finally {
       await gone.close();
     }
+  });
+
+  it('announces a pending approval, signed, with the commands that decide it', async () => {
+    const calls = [
+      { tool: 'demo__get_pods', args: { service: 'checkout' } },
+      { tool: 'demo__rollback_deployment', args: { service: 'checkout', toVersion: 'v41' } },
+    ];
+    const { job, runId } = await t.client.publish({
+      id: 'del-approval',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'roll back',
+      labels: { service: 'checkout' },
+      payload: { fake: { calls: { kubernetes: calls } } },
+    });
+    let announced: Received | undefined;
+    await waitFor('the approval is announced', () => {
+      announced = [...receiver.processed.values()].find((r) => r.path === '/approvals' && JSON.parse(r.body).approval.runId === runId);
+      return announced !== undefined;
+    });
+    const body = JSON.parse(announced!.body);
+    expect(announced!.signatureOk).toBe(true);
+    expect(body).toMatchObject({ v: 1, type: 'approval.requested', approval: { runId, agent: 'kubernetes', status: 'pending' } });
+    const id = body.approval.id as string;
+    expect(announced!.key).toBe(`${id}.approvals`);
+    expect(body.commands.approve).toBe(`npx bosun approve ${id}`);
+    const deny = await runCli(t.env, ['deny', id, '--reason', 'not in the test']);
+    expect(deny.code, deny.stderr).toBe(0);
+    const result = await t.client.result(job, 90_000);
+    expect(result.runId).toBe(runId);
+    // Announced once, whatever the number of scans.
+    expect(receiver.requests.filter((r) => r.key === `${id}.approvals`)).toHaveLength(1);
   });
 });

@@ -60,6 +60,10 @@ export const DeliveryConfigSchema = z
     routes: z.array(DeliveryRoute).default([]),
     /** The sinks of a run no route matches. */
     defaultSinks: z.array(z.string()).default([]),
+    /** Sinks that are told of each pending approval (its id and the commands to decide it); none by default. */
+    announceApprovals: z.array(z.string()).default([]),
+    /** How often the delivering process looks for new pending approvals. */
+    approvalScanMs: z.number().int().min(200).max(600_000).default(2_000),
   })
   .strict()
   .superRefine((d, ctx) => {
@@ -71,6 +75,7 @@ export const DeliveryConfigSchema = z
     };
     d.routes.forEach((r, i) => check(r.sinks, ['routes', i, 'sinks']));
     check(d.defaultSinks, ['defaultSinks']);
+    check(d.announceApprovals, ['announceApprovals']);
   });
 
 export type DeliveryConfig = z.output<typeof DeliveryConfigSchema>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { Approval } from './approvals.js';
 import { RunResult, Severity } from './schemas.js';
 
 /** Queue of answers to deliver to the configured sinks (docs/intake-and-delivery.md). Job name {@link DELIVERY_JOB}. */
@@ -47,3 +48,24 @@ export function deliveredKey(prefix: string, key: string): string {
 
 /** How long the delivered marker is kept: 30 days, as dead letters' markers. */
 export const DELIVERED_TTL_SECONDS = 30 * 24 * 3600;
+
+/** The job name of an approval announcement on {@link DELIVERIES_QUEUE}. */
+export const APPROVAL_ANNOUNCE_JOB = 'approval';
+
+/**
+ * Data of an `approval` job: a pending approval announced to one sink (`delivery.announceApprovals`),
+ * with the commands that decide it. Also the `input` of a `delivery` dead letter about one.
+ */
+export const ApprovalAnnouncement = z.object({
+  v: z.literal(1),
+  /** `<approvalId>.<sink>`: the idempotency key the receiver sees. */
+  key: z.string(),
+  sink: z.string(),
+  approval: Approval,
+});
+export type ApprovalAnnouncement = z.infer<typeof ApprovalAnnouncement>;
+
+/** The job id of an approval's announcement to one sink: `approval-<approvalId>-<sink>` (added once per approval and sink). */
+export function approvalAnnounceJobId(approvalId: string, sink: string): string {
+  return `approval-${approvalId}-${sink}`;
+}

@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { DeliverySink } from '@bosun/config';
-import { BosunError, type DeliveryJob } from '@bosun/contract';
-import { slackText } from './slack.js';
+import { BosunError, type ApprovalAnnouncement, type DeliveryJob } from '@bosun/contract';
+import { approvalText, slackText } from './slack.js';
 
 /** The header of a webhook delivery's signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
 export const SIGNATURE_HEADER = 'bosun-signature';
@@ -25,9 +25,23 @@ export class DeliveryError extends BosunError {
   }
 }
 
+/** What the deliveries queue carries: a run's answer, or a pending approval's announcement. */
+export type Deliverable = DeliveryJob | ApprovalAnnouncement;
+
+/** The commands that decide an approval, as an operator types them. */
+export function approvalCommands(id: string): { approve: string; deny: string } {
+  return { approve: `npx bosun approve ${id}`, deny: `npx bosun deny ${id} --reason "<why>"` };
+}
+
+/** The JSON body of a webhook delivery: the run result v1, or `{ v, type: "approval.requested", approval, commands }`. */
+function webhookBody(job: Deliverable): string {
+  if ('result' in job) return JSON.stringify(job.result);
+  return JSON.stringify({ v: 1, type: 'approval.requested', approval: job.approval, commands: approvalCommands(job.approval.id) });
+}
+
 /** The request of a delivery to its sink: the body and the headers. */
 export function deliveryRequest(
-  job: DeliveryJob,
+  job: Deliverable,
   sink: DeliverySink,
   attempt: number,
   now: number,
@@ -36,14 +50,15 @@ export function deliveryRequest(
     'content-type': 'application/json',
     'user-agent': 'bosun-delivery/1',
     [IDEMPOTENCY_HEADER]: job.key,
-    'bosun-event': 'run.result',
+    'bosun-event': 'result' in job ? 'run.result' : 'approval.requested',
     'bosun-delivery-attempt': String(attempt),
   };
   if (sink.type === 'slack') {
+    if (!('result' in job)) return { body: JSON.stringify({ text: approvalText(job, approvalCommands(job.approval.id)) }), headers };
     const options = { answerLines: sink.answerLines, ...(sink.runUrl !== undefined ? { runUrl: sink.runUrl } : {}) };
     return { body: JSON.stringify({ text: slackText(job, options) }), headers };
   }
-  const body = JSON.stringify(job.result);
+  const body = webhookBody(job);
   headers[SIGNATURE_HEADER] = signatureHeader(sink.secret, body, Math.floor(now / 1000));
   return { body, headers };
 }
@@ -52,7 +67,7 @@ export function deliveryRequest(
  * Sends one delivery; resolves on a 2xx. Anything else is a {@link DeliveryError} that names the
  * sink and the status or network error — never the URL, which may hold a token.
  */
-export async function send(job: DeliveryJob, sink: DeliverySink, attempt: number): Promise<number> {
+export async function send(job: Deliverable, sink: DeliverySink, attempt: number): Promise<number> {
   const { body, headers } = deliveryRequest(job, sink, attempt, Date.now());
   let res: Response;
   try {

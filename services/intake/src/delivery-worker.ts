@@ -1,9 +1,23 @@
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
 import type { DeliveryConfig, Logger, WorkersConfig } from '@bosun/config';
-import { DELIVERED_TTL_SECONDS, DELIVERIES_QUEUE, DeliveryJob, deliveredKey, parseWith } from '@bosun/contract';
+import {
+  APPROVAL_ANNOUNCE_JOB,
+  ApprovalAnnouncement,
+  DELIVERED_TTL_SECONDS,
+  DELIVERIES_QUEUE,
+  DeliveryJob,
+  deliveredKey,
+  parseWith,
+} from '@bosun/contract';
 import type { DeadLetters, RedisClient } from '@bosun/transport';
-import { DeliveryError, send } from './deliver.js';
+import { DeliveryError, send, type Deliverable } from './deliver.js';
+
+/** The run and incident a delivery is about, and what it delivers (for logs and dead letters). */
+function about(data: Deliverable): { runId: string; incidentId: string; what: string } {
+  if ('result' in data) return { runId: data.result.runId, incidentId: data.incident.id, what: `the answer of run ${data.result.runId}` };
+  return { runId: data.approval.runId, incidentId: data.approval.incidentId, what: `the announcement of approval ${data.approval.id}` };
+}
 
 /** What the delivery worker needs. */
 export interface DeliveryWorkerOptions {
@@ -29,7 +43,10 @@ export class DeliveryProcessor {
 
   async process(job: Job): Promise<string> {
     const { redis, prefix, log } = this.options;
-    const data = parseWith(DeliveryJob, job.data, `delivery ${job.id}`);
+    const data: Deliverable =
+      job.name === APPROVAL_ANNOUNCE_JOB
+        ? parseWith(ApprovalAnnouncement, job.data, `approval announcement ${job.id}`)
+        : parseWith(DeliveryJob, job.data, `delivery ${job.id}`);
     const done = deliveredKey(prefix, data.key);
     if ((await redis.exists(done)) === 1) return 'already delivered';
     const sink = Object.hasOwn(this.options.delivery.sinks, data.sink) ? this.options.delivery.sinks[data.sink] : undefined;
@@ -42,12 +59,12 @@ export class DeliveryProcessor {
       return this.fail(job, data, err);
     }
     await redis.set(done, JSON.stringify({ at: new Date().toISOString(), status, jobId: job.id }), 'EX', DELIVERED_TTL_SECONDS);
-    log.info({ key: data.key, sink: data.sink, runId: data.result.runId, status, attempt: job.attemptsMade + 1 }, 'delivered');
+    log.info({ key: data.key, sink: data.sink, runId: about(data).runId, status, attempt: job.attemptsMade + 1 }, 'delivered');
     return `delivered: HTTP ${status}`;
   }
 
   /** A failed attempt: retried by BullMQ, or — the last, or a permanent failure — a dead letter, and the job fails for good. */
-  private async fail(job: Job, data: DeliveryJob, err: DeliveryError): Promise<never> {
+  private async fail(job: Job, data: Deliverable, err: DeliveryError): Promise<never> {
     const attempts = job.opts.attempts ?? 1;
     const attempt = job.attemptsMade + 1;
     const last = err.permanent || attempt >= attempts;
@@ -56,9 +73,9 @@ export class DeliveryProcessor {
     await this.options.deadLetters.add(
       {
         kind: 'delivery',
-        runId: data.result.runId,
-        incidentId: data.incident.id,
-        reason: `delivery of run ${data.result.runId} to sink ${data.sink} failed after ${attempt} attempt(s): ${err.message}`,
+        runId: about(data).runId,
+        incidentId: about(data).incidentId,
+        reason: `delivery of ${about(data).what} to sink ${data.sink} failed after ${attempt} attempt(s): ${err.message}`,
         marker: 'UNDELIVERED — the answer did not reach this sink.',
         attempts: attempt,
         input: data,

@@ -2,8 +2,8 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DeliveryConfigSchema, resolveDeliverySecrets, sinksFor } from '@bosun/config';
 import { STALL_MARKER, type DeliveryJob } from '@bosun/contract';
-import { deliveryRequest, signatureHeader } from './deliver.js';
-import { notChecked, slackText } from './slack.js';
+import { approvalCommands, deliveryRequest, signatureHeader } from './deliver.js';
+import { approvalText, notChecked, slackText } from './slack.js';
 
 const job = (status: 'completed' | 'partial', specialists: DeliveryJob['result']['specialists']): DeliveryJob => ({
   v: 1,
@@ -90,5 +90,30 @@ describe('delivery config', () => {
     expect(() => resolveDeliverySecrets(config, { SLACK_X: 'http://h' })).toThrow(
       'delivery.sinks.b.secret: environment variable SEC_X is not set',
     );
+  });
+});
+
+describe('approval announcement', () => {
+  it('names the calls that need approval and the commands that decide it', () => {
+    const approval = {
+      id: 'ap-r1-d0-kubernetes-s2',
+      status: 'pending' as const,
+      runId: 'r1',
+      incidentId: 'inc-1',
+      agent: 'kubernetes',
+      taskId: 'r1-d0-kubernetes',
+      calls: [
+        { index: 0, tool: 'demo__get_pods', args: {}, needsApproval: false },
+        { index: 1, tool: 'demo__rollback_deployment', args: { toVersion: 'v41' }, needsApproval: true },
+      ],
+      reason: 'roll back the bad deploy',
+      createdAt: '2026-01-01T00:00:00Z',
+      timeoutAt: '2026-01-01T00:05:00Z',
+    };
+    const text = approvalText({ v: 1, key: 'k', sink: 's', approval }, approvalCommands(approval.id));
+    expect(text).toContain('*Approval needed* — run `r1` (incident `inc-1`), agent kubernetes');
+    expect(text).toContain('• `demo__rollback_deployment` {"toVersion":"v41"}');
+    expect(text).not.toContain('demo__get_pods');
+    expect(text).toContain('Approve: `npx bosun approve ap-r1-d0-kubernetes-s2`');
   });
 });

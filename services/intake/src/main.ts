@@ -15,6 +15,7 @@ import {
 } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
 import { checkRuntime, openRuntime, runService, type Runtime } from '@bosun/transport';
+import { ApprovalAnnouncer } from './approval-announcer.js';
 import { startDeliveryWorker } from './delivery-worker.js';
 import { IntakeQueue } from './queue.js';
 import { loadRunbooks, type LoadedRunbook } from './runbooks.js';
@@ -90,6 +91,9 @@ runService({
       throw err;
     }
     let worker: Worker | undefined;
+    let announcer: ApprovalAnnouncer | undefined;
+    if (delivery && delivery.announceApprovals.length > 0)
+      announcer = new ApprovalAnnouncer({ redis: rt.redis, prefix: env.prefix, delivery, log }).start();
     if (delivery) {
       worker = startDeliveryWorker({
         redis: rt.redis,
@@ -104,6 +108,7 @@ runService({
     return {
       async close() {
         await http?.close();
+        await announcer?.close();
         await worker?.close();
         await rt.close();
       },

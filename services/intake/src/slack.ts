@@ -1,4 +1,4 @@
-import { isStalled, type DeliveryJob } from '@bosun/contract';
+import { isStalled, type ApprovalAnnouncement, type DeliveryJob } from '@bosun/contract';
 
 const STATUS_WORD: Record<string, string> = {
   completed: 'completed',
@@ -43,4 +43,16 @@ export function slackText(job: DeliveryJob, options: { answerLines: number; runU
   if (result.runbook?.name) links.push(`runbook followed: ${esc(result.runbook.name)}`);
   lines.push(links.join(' · '));
   return lines.join('\n');
+}
+
+/** The Slack message announcing a pending approval: who asks, for which calls, until when, and the commands that decide it. */
+export function approvalText(job: ApprovalAnnouncement, commands: { approve: string; deny: string }): string {
+  const a = job.approval;
+  const calls = a.calls.filter((c) => c.needsApproval).map((c) => `\`${esc(c.tool)}\` ${esc(JSON.stringify(c.args)).slice(0, 300)}`);
+  return [
+    `:raising_hand: *Approval needed* — run \`${a.runId}\` (incident \`${esc(a.incidentId)}\`), agent ${esc(a.agent)}`,
+    ...calls.map((c) => `• ${c}`),
+    ...(a.reason ? [`> ${esc(a.reason.split('\n')[0] ?? '')}`] : []),
+    `Approval \`${a.id}\`, until ${a.timeoutAt} (then denied). Approve: \`${commands.approve}\` · deny: \`${commands.deny}\``,
+  ].join('\n');
 }
