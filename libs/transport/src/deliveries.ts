@@ -49,20 +49,21 @@ export class DeliveryQueue {
     this.queue = new Queue(DELIVERIES_QUEUE, { connection: options.redis, prefix: options.prefix });
   }
 
+  /** The run's deliveries: one per sink its routes choose, with its job id. */
+  jobsFor(incident: Incident, result: RunResult): { jobId: string; data: DeliveryJob }[] {
+    const { delivery } = this.options;
+    const run = { severity: incident.severity, source: incident.source, reason: incident.reason, status: result.status };
+    return sinksFor(delivery, run).map((sink) => ({
+      jobId: deliveryJobId(result.runId, sink),
+      data: { v: 1, key: deliveryKey(result.runId, sink), sink, incident: deliveryIncident(incident), result },
+    }));
+  }
+
   /** Queues the run's deliveries; returns the sinks chosen. */
   async enqueue(incident: Incident, result: RunResult): Promise<string[]> {
-    const { delivery } = this.options;
-    const sinks = sinksFor(delivery, {
-      severity: incident.severity,
-      source: incident.source,
-      reason: incident.reason,
-      status: result.status,
-    });
-    for (const sink of sinks) {
-      const data: DeliveryJob = { v: 1, key: deliveryKey(result.runId, sink), sink, incident: deliveryIncident(incident), result };
-      await this.queue.add(DELIVERY_JOB, data, deliveryJobOptions(delivery, deliveryJobId(result.runId, sink)));
-    }
-    return sinks;
+    const jobs = this.jobsFor(incident, result);
+    for (const { jobId, data } of jobs) await this.queue.add(DELIVERY_JOB, data, deliveryJobOptions(this.options.delivery, jobId));
+    return jobs.map((j) => j.data.sink);
   }
 
   async close(): Promise<void> {

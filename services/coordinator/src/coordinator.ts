@@ -71,8 +71,35 @@ export class Coordinator {
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);
     // Queued before the job completes: a crash in between runs this again from the checkpoint,
     // and the deliveries' job ids keep one per sink.
-    if (this.deliveries) await this.deliveries.enqueue(Incident.parse(job.data), outcome.result);
+    await this.deliver(job.data, outcome.result);
     return outcome.result;
+  }
+
+  /**
+   * Queues the run's deliveries. When that fails, the run still ends with its result: each
+   * delivery becomes a `delivery` dead letter holding it (`bosun dlq retry` queues it again).
+   */
+  private async deliver(data: unknown, result: RunResult): Promise<void> {
+    if (!this.deliveries) return;
+    const incident = Incident.parse(data);
+    try {
+      await this.deliveries.enqueue(incident, result);
+    } catch (err) {
+      this.run.log.error({ err, runId: result.runId }, 'could not queue the deliveries of the run; writing them as dead letters');
+      for (const { jobId, data: delivery } of this.deliveries.jobsFor(incident, result)) {
+        await this.run.deadLetters.add(
+          {
+            kind: 'delivery',
+            runId: result.runId,
+            incidentId: incident.id,
+            reason: `could not queue the delivery of run ${result.runId} to sink ${delivery.sink}: ${(err as Error).message}`,
+            marker: 'UNDELIVERED — the answer did not reach this sink.',
+            input: delivery,
+          },
+          `delivery-${jobId}`,
+        );
+      }
+    }
   }
 
   /** The processor of the coordinator's timers queue. */
