@@ -197,6 +197,15 @@ describe('generic webhook', () => {
     expect(result.status).toBe('completed');
   });
 
+  it('a resolution (status path = resolvedValue) is recorded against the mapped incident', async () => {
+    const body = JSON.stringify({ event: 'resolved', incident: { id: 'PD-1234' } });
+    const res = await post('/alerts/pager', body, sign(body));
+    expect(res.status).toBe(202);
+    const answer = (await res.json()) as any;
+    expect(answer.accepted).toEqual([]);
+    expect(answer.resolved).toEqual([expect.objectContaining({ incidentId: 'pager-PD-1234', source: 'pager', run: 'recorded' })]);
+  });
+
   it('a wrong signature is 401 and queues nothing', async () => {
     const body = event('PD-2');
     const res = await post('/alerts/pager', body, sign(body, 'not-the-secret'));
