@@ -19,6 +19,7 @@ import {
 } from '@bosun/contract';
 import { StoredDeadLetter, annotateEntry, readEntry, type DeadLetterEntry, type RetriedAs } from './dead-letter-entry.js';
 import { publishIncident } from './publish.js';
+import { retryDelivery } from './delivery-retry.js';
 import { OperatorError, oneLine, readCheckpoint, storedProblem, withQueue, type OperatorDeps } from './operator.js';
 
 /** One line of `bosun dlq list`. */
@@ -139,6 +140,8 @@ export interface RetryOutcome {
   previous?: RetriedAs;
   /** Why the run's own retry was not tried, when its checkpoint could not be used. */
   note?: string;
+  /** Set for a `delivery` entry: the delivery job queued again (the run is not re-run). */
+  deliveryJobId?: string;
 }
 
 const INCIDENT_ID_MAX = 128;
@@ -183,6 +186,8 @@ export async function retryDeadLetter(deps: OperatorDeps, jobId: string): Promis
     const job = await Job.fromId(dlq, jobId);
     if (!job) throw notFound(deps, jobId);
     const entry = readEntry(job);
+    // An answer that did not reach its sink: delivered again, the run is not re-run.
+    if (entry.kind === 'delivery') return retryDelivery(deps, job, entry);
     const originalId = retryableIncident(entry);
     // One specialist's part of a run that is still open: the coordinator delegates it again.
     const inRun = await retryInOpenRun(deps, job, entry);

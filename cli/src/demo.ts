@@ -20,6 +20,7 @@ import {
 } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
+import { prepareDemoAlert, type DemoAlertHop } from './demo-alert.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -185,9 +186,9 @@ class DemoCluster {
     this.exited = new Promise<number>((r) => (this.resolveExit = r));
   }
 
-  /** Starts every service of {@link DEMO_SERVICES} with this process's environment. */
-  launch(): void {
-    for (const [name, script] of DEMO_SERVICES) {
+  /** Starts every service of {@link DEMO_SERVICES} (and `extra`) with this process's environment. */
+  launch(extra: readonly (readonly [string, string])[] = []): void {
+    for (const [name, script] of [...DEMO_SERVICES, ...extra]) {
       const file = join(this.logDir, `${name}.log`);
       const log = createWriteStream(file, { flags: 'a' });
       const p = this.group.launch({
@@ -312,9 +313,8 @@ async function followLive(options: { nc: NatsConnection; prefix: string; signal:
 }
 
 /** Publishes the sample incidents and prints each result; returns how many did not finish. */
-async function publishSamples(clients: DemoClients): Promise<number> {
+async function publishSamples(clients: DemoClients, stamp: string): Promise<number> {
   const { queue, queueEvents } = clients;
-  const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
   let failures = 0;
   const runs = await Promise.all(
     sampleIncidents(stamp).map(async (incident) => {
@@ -373,9 +373,15 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   process.once('SIGTERM', () => void cluster.shutdown(0));
 
   say(`Bosun demo — prefix "${env.prefix}", logs in ${logDir}`);
-  cluster.launch();
+  // Alerts in, answers out: the intake, and a local stand-in for Slack that receives the answers.
+  const alertHop: DemoAlertHop | undefined = await prepareDemoAlert(root, env.configFile);
+  cluster.launch(alertHop ? [['intake', 'services/intake/dist/main.js']] : []);
   say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
-  if (!(await cluster.ready())) return cluster.exited;
+  if (alertHop) say('started: intake (Alertmanager webhooks in, answers delivered to a local Slack stand-in)');
+  if (!(await cluster.ready())) {
+    await alertHop?.close();
+    return cluster.exited;
+  }
 
   const clients = await openClients(env);
   // Follow every run's events live.
@@ -383,12 +389,15 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const onApproval = approvalPrompt(clients, options.once);
   const follow = followLive({ nc: clients.nc, prefix: env.prefix, signal: ac.signal, onApproval });
   await new Promise((r) => setTimeout(r, 500));
-  const failures = await publishSamples(clients);
+  const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
+  const [sampleFailures, alertFailures] = await Promise.all([publishSamples(clients, stamp), alertHop?.run(stamp, say) ?? 0]);
+  const failures = sampleFailures + alertFailures;
 
   if (options.once) {
     ac.abort();
     await follow.catch(() => undefined);
     await clients.close();
+    await alertHop?.close();
     await cluster.shutdown(failures > 0 ? 1 : 0);
     return cluster.exited;
   }
@@ -396,5 +405,6 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const code = await cluster.exited;
   ac.abort();
   await clients.close().catch(() => undefined);
+  await alertHop?.close();
   return code;
 }

@@ -40,5 +40,14 @@ describe('npm start (bosun demo --once)', () => {
     // Events were shown as they arrived.
     expect(out).toMatch(/tool\.completed\s+database/);
     expect(out).toMatch(/agent\.stalled\s+database/);
+    // Alerts in, answers out: a sample Alertmanager alert through the intake, its answer delivered Slack-style.
+    expect(out).toContain('started: intake (Alertmanager webhooks in, answers delivered to a local Slack stand-in)');
+    expect(out).toMatch(
+      /posted a sample Alertmanager alert to the intake \(POST \/alerts\/alertmanager\) → incident am-[0-9a-f]{16}-\d+, run r[0-9a-f]{20}/,
+    );
+    const slack = /=== Slack message delivered for (am-\S+) \(run (r[0-9a-f]{20})\):\n([\s\S]*?)\n===/.exec(out);
+    expect(slack, out).not.toBeNull();
+    expect(slack![3]).toContain(`*Bosun* — incident \`${slack![1]}\` (PodCrashLooping, critical): *completed*`);
+    expect(slack![3]).toContain('<https://runbooks.example/pod-crashlooping|runbook>');
   }, 150_000);
 });

@@ -79,7 +79,7 @@ const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
 const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
-const SERVICES = ['coordinator', 'specialist', 'tool-gateway'];
+const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake'];
 const GRACE_DEFAULT_MS = 30_000;
 const HASH_ANNOTATION = 'bosun.dev/config-hash';
 
@@ -543,6 +543,23 @@ function checkK8sCommands(m: Model): string[] {
     }
   }
   for (const s of SERVICES) if (!seen.has(s)) problems.push(`no Deployment runs ${s}`);
+  return problems;
+}
+
+/** The intake: its Service, its Deployment's http port and the config's default port agree; compose publishes that port. */
+function checkIntakeService(m: Model): string[] {
+  const problems: string[] = [];
+  const port = Number(/^\$\{[A-Z_]+:-(\d+)\}$/.exec(String((m.demoConfig as Obj).intake?.port))?.[1] ?? (m.demoConfig as Obj).intake?.port);
+  const service = kinds(m, 'Service').find((x) => x.metadata.name === 'intake');
+  const d = deployments(m).find((x) => containers(x).some((c) => serviceOf(k8sArgv(c)) === 'intake'));
+  if (!service || !d) return ['no Service or no Deployment for the intake'];
+  const labels = (d.spec?.template?.metadata?.labels ?? {}) as Obj;
+  if (!Object.entries(service.spec.selector as Obj).every(([k, v]) => labels[k] === v))
+    problems.push('the intake Service does not select its pods');
+  const http = ((containers(d)[0]!.ports ?? []) as Obj[]).find((p) => p.name === service.spec.ports[0].targetPort);
+  if (http?.containerPort !== port) problems.push(`the intake Service targets port ${http?.containerPort}, the config listens on ${port}`);
+  const published = ((m.compose.services.intake?.ports ?? []) as string[]).map((p) => Number(p.split(':').pop()));
+  if (!published.includes(port)) problems.push(`compose does not publish the intake's port ${port}`);
   return problems;
 }
 
@@ -1102,6 +1119,12 @@ describe('infra/k8s', () => {
   it("the config's relative MCP server paths resolve inside the image", () => expect(checkK8sMcpPaths(model)).toEqual([]));
 });
 
+describe('the intake (issue 14)', () => {
+  it('a Service selects the intake pods and reaches the port the config listens on; compose publishes it', () => {
+    expect(checkIntakeService(model)).toEqual([]);
+  });
+});
+
 describe('infra/compose.yaml', () => {
   it('parses, without warnings', () =>
     expect(yamlProblems('compose.yaml', readFileSync(join(INFRA_DIR, 'compose.yaml'), 'utf8'))).toEqual([]));
@@ -1152,7 +1175,7 @@ describe('the checks read what the code reads', () => {
 });
 
 describe('the services serve what the manifests probe', () => {
-  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway' } as const;
+  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway', intake: 'intake' } as const;
   const GRACE_MS = 12_345;
   let ctx: TestContext;
   let config: string;
@@ -1180,6 +1203,8 @@ describe('the services serve what the manifests probe', () => {
         BOSUN_HEALTH_PORT: String(port),
         BOSUN_GRACE_MS: String(GRACE_MS),
         LOG_LEVEL: 'info',
+        // The intake's own port (the demo config's default 8090 may be taken on a test machine).
+        BOSUN_INTAKE_PORT: '0',
       });
       try {
         await p.ready();
@@ -1508,6 +1533,8 @@ const mutations: Mutation[] = [
   ],
   ['Dockerfile: a new workspace not copied', (m) => m.workspaces.push('services/janitor'), checkDockerfile],
   ['Dockerfile: single stage', (m) => void (m.dockerfile = m.dockerfile.replace(/\nFROM [^\n]*AS runtime[^\n]*\n/, '\n')), checkDockerfile],
+  ['the intake Service on another port', (m) => void (containers(dep(m, 'intake'))[0]!.ports[1].containerPort = 9999), checkIntakeService],
+  ['compose does not publish the intake', (m) => void (svc(m, 'intake').ports = []), checkIntakeService],
 ];
 
 describe('every check can fail', () => {

@@ -81,7 +81,11 @@ const show = defineRedisCommand({
 function reportRetry(id: string, r: RetryOutcome): void {
   if (r.note) process.stderr.write(`note: ${escapeControl(r.note)}\n`);
   if (r.previous) process.stderr.write(`note: entry ${id} was already retried as ${r.previous.incidentId} (run ${r.previous.runId})\n`);
-  if (r.taskId)
+  if (r.deliveryJobId)
+    process.stderr.write(
+      `delivering the answer of run ${r.runId} again as ${r.deliveryJobId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`,
+    );
+  else if (r.taskId)
     process.stderr.write(
       `retrying ${r.taskId} inside the open run ${r.runId}; entry ${id} is linked to it (retriedAs) and stays in the queue\n`,
     );
@@ -98,7 +102,8 @@ const retry = defineRedisCommand({
                                     specialist task inside its run if the run is still open, else
                                     the incident as a new incident <id>-retry<n>; prints the run id
                                     (the entry stays, linked to it). Poison input must be fixed and
-                                    published with bosun publish; in-doubt calls: bosun ack`,
+                                    published with bosun publish; in-doubt calls: bosun ack. A
+                                    delivery entry is delivered again (same idempotency key)`,
   options: {},
   positionals: 1,
   check: ({ positionals }) => entryId('retry', positionals),

@@ -14,6 +14,7 @@ import {
 } from '@bosun/models';
 import type { RunContext } from './run-parts.js';
 import { DEFAULT_DELEGATE_INSTRUCTION, DEFAULT_ROUTE_INSTRUCTION, parseRouting } from './run-text.js';
+import { withRunbook } from './runbook.js';
 
 /** Asks the model, and says so in a `model.called` event. */
 async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): Promise<ModelResponse> {
@@ -62,7 +63,7 @@ export async function route(ctx: RunContext, incident: Incident): Promise<void> 
   const response = await ask(ctx, incident, {
     agent: 'coordinator',
     mode: 'single',
-    system: routeSystem(ctx),
+    system: withRunbook(routeSystem(ctx), incident),
     messages: [{ role: 'user', text: renderIncident(incident) }],
     tools: [],
   });
@@ -105,7 +106,7 @@ async function chatTurn(ctx: RunContext, incident: Incident): Promise<string | u
   const response = await ask(ctx, incident, {
     agent: 'coordinator',
     mode: 'chat',
-    system: config.coordinator.instruction ?? DEFAULT_DELEGATE_INSTRUCTION,
+    system: withRunbook(config.coordinator.instruction ?? DEFAULT_DELEGATE_INSTRUCTION, incident),
     messages: state.messages,
     tools: delegateTools(ctx, finalRound),
   });

@@ -31,6 +31,7 @@ import {
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
 import { route, think } from './run-turns.js';
 import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, withInDoubt } from './run-text.js';
+import { runbookField } from './runbook.js';
 
 /**
  * What became of an incident job: its run's result; `parked` until its children finish (the
@@ -166,6 +167,7 @@ function startRun(ctx: LoopContext): void {
         summary: incident.summary,
       },
       mode: state.mode,
+      ...runbookField(incident),
     },
   });
 }
@@ -334,6 +336,7 @@ async function finish(ctx: LoopContext, reply: string, options: { deadlineReache
     startedAt: state.startedAt,
     finishedAt: iso(deps),
     ...(state.cancelled ? { cancelled: state.cancelled } : {}),
+    ...runbookField(incident),
   };
   state.result = r;
   state.phase = 'done';
@@ -394,6 +397,7 @@ async function failRun(ctx: LoopContext, err: unknown): Promise<RunResult> {
     ...(inDoubt ? { inDoubt } : {}),
     startedAt: state.startedAt,
     finishedAt: iso(deps),
+    ...runbookField(incident),
   };
   state.result = r;
   state.phase = 'done';

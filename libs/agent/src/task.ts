@@ -14,6 +14,7 @@ import {
   type TaskAgentSpec,
   type TaskAttempt,
 } from './task-types.js';
+import { withRunbook } from './runbook.js';
 
 export { APPROVED_CALLS_MARKER } from './task-approval.js';
 export { taskDeadline } from './task-run.js';
@@ -86,7 +87,7 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
   const started = Date.now();
   let response: ModelResponse;
   try {
-    const system = spec.instruction ?? DEFAULT_TASK_INSTRUCTION;
+    const system = withRunbook(spec.instruction ?? DEFAULT_TASK_INSTRUCTION, run.job.incident);
     response = await deps.model.generate({ agent: spec.name, mode: 'task', system, messages: state.messages, tools: offered });
   } catch (err) {
     if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);

@@ -9,3 +9,15 @@ export { createLogger, setLogLevel, addLogSecrets, knownSecrets, scrub, REDACT_P
 export type { Logger, LoggerOptions } from './logger.js';
 export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema, OutputSchemaError } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';
+export { IntakeConfigSchema, JSON_PATH_PATTERN, resolveIntakeSecrets, intakeSecrets } from './intake.js';
+export type {
+  IntakeConfig,
+  ResolvedIntakeConfig,
+  IntakeSource,
+  IntakeAuth,
+  AlertmanagerSourceConfig,
+  GenericSourceConfig,
+  RunbookConfig,
+} from './intake.js';
+export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets } from './delivery.js';
+export type { DeliveryConfig, DeliverySink } from './delivery.js';

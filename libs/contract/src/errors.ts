@@ -57,7 +57,9 @@ export type ErrorCode =
   | 'usage'
   | 'operator'
   | 'publish_conflict'
-  | 'demo_server';
+  | 'demo_server'
+  // Deliveries of answers to sinks (services/intake).
+  | 'delivery_failed';
 
 /**
  * Base of Bosun's own errors. Branch on `code` (or `instanceof`), never on the message.

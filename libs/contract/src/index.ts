@@ -106,3 +106,27 @@ export {
   toolCallAtKey,
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
+export {
+  IntakeResolution,
+  INTAKE_RESOLUTION_TTL_SECONDS,
+  intakeResolvedKey,
+  intakeGroupKey,
+  intakeJoinedKey,
+  intakeRateKey,
+  JoinedAlert,
+  IncidentRunbook,
+  runbookOf,
+} from './intake.js';
+export {
+  DELIVERIES_QUEUE,
+  DELIVERY_JOB,
+  DELIVERED_TTL_SECONDS,
+  DeliveryIncident,
+  DeliveryJob,
+  APPROVAL_ANNOUNCE_JOB,
+  ApprovalAnnouncement,
+  approvalAnnounceJobId,
+  deliveredKey,
+  deliveryJobId,
+  deliveryKey,
+} from './delivery.js';

@@ -153,6 +153,8 @@ export const RunResult = z.object({
   finishedAt: z.string(),
   /** Set when the run was cancelled (`status: "cancelled"`). */
   cancelled: RunCancellation.optional(),
+  /** The runbook the run followed (`name`, matched by the intake) and the alert's runbook link (`url`), when there were any. Additive in v1. */
+  runbook: z.object({ name: z.string().optional(), url: z.string().optional() }).optional(),
 });
 export type RunResult = z.infer<typeof RunResult>;
 
@@ -227,7 +229,7 @@ export const ToolCallResult = z.object({
 export type ToolCallResult = z.infer<typeof ToolCallResult>;
 
 /** Kinds of dead-letter entries. */
-export const DeadLetterKind = z.enum(['stall', 'timeout', 'failure', 'poison', 'in-doubt']);
+export const DeadLetterKind = z.enum(['stall', 'timeout', 'failure', 'poison', 'in-doubt', 'delivery']);
 export type DeadLetterKind = z.infer<typeof DeadLetterKind>;
 
 /** Data of a job on the `dead-letter` queue (job name = kind). */

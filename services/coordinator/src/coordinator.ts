@@ -1,9 +1,16 @@
 import { UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
-import { TimerJob, type RunResult } from '@bosun/contract';
+import { Incident, TimerJob, type RunResult } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
-import type { ApprovalStore, DeadLetters, EventSink, RedisClient, RevisedCheckpointStore } from '@bosun/transport';
+import {
+  DeliveryQueue,
+  type ApprovalStore,
+  type DeadLetters,
+  type EventSink,
+  type RedisClient,
+  type RevisedCheckpointStore,
+} from '@bosun/transport';
 import { BullRunJobs, BullRunTimers, RedisCancelKeys } from './ports.js';
 
 /** The ports a coordinator uses. */
@@ -30,11 +37,14 @@ export class Coordinator {
   private readonly jobs: BullRunJobs;
   private readonly timers: BullRunTimers;
   private readonly run: RunDeps;
+  /** Where a finished run's answer is queued for its sinks (`delivery` in the config); none without it. */
+  private readonly deliveries: DeliveryQueue | undefined;
 
   constructor(deps: CoordinatorDeps) {
     const queues = { redis: deps.redis, prefix: deps.prefix };
     this.jobs = new BullRunJobs(queues);
     this.timers = new BullRunTimers(queues);
+    this.deliveries = deps.config.delivery ? new DeliveryQueue({ ...queues, delivery: deps.config.delivery }) : undefined;
     this.run = {
       config: deps.config,
       model: deps.model,
@@ -59,7 +69,37 @@ export class Coordinator {
     const outcome = await runIncident(this.jobs.incidentJob(job, token), this.run);
     if (outcome.kind === 'parked') throw new WaitingChildrenError();
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);
+    // Queued before the job completes: a crash in between runs this again from the checkpoint,
+    // and the deliveries' job ids keep one per sink.
+    await this.deliver(job.data, outcome.result);
     return outcome.result;
+  }
+
+  /**
+   * Queues the run's deliveries. When that fails, the run still ends with its result: each
+   * delivery becomes a `delivery` dead letter holding it (`bosun dlq retry` queues it again).
+   */
+  private async deliver(data: unknown, result: RunResult): Promise<void> {
+    if (!this.deliveries) return;
+    const incident = Incident.parse(data);
+    try {
+      await this.deliveries.enqueue(incident, result);
+    } catch (err) {
+      this.run.log.error({ err, runId: result.runId }, 'could not queue the deliveries of the run; writing them as dead letters');
+      for (const { jobId, data: delivery } of this.deliveries.jobsFor(incident, result)) {
+        await this.run.deadLetters.add(
+          {
+            kind: 'delivery',
+            runId: result.runId,
+            incidentId: incident.id,
+            reason: `could not queue the delivery of run ${result.runId} to sink ${delivery.sink}: ${(err as Error).message}`,
+            marker: 'UNDELIVERED — the answer did not reach this sink.',
+            input: delivery,
+          },
+          `delivery-${jobId}`,
+        );
+      }
+    }
   }
 
   /** The processor of the coordinator's timers queue. */
@@ -68,6 +108,6 @@ export class Coordinator {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.jobs.close(), this.timers.close()]);
+    await Promise.all([this.jobs.close(), this.timers.close(), this.deliveries?.close()]);
   }
 }

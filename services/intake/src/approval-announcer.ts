@@ -1,0 +1,60 @@
+import { Queue } from 'bullmq';
+import type { DeliveryConfig, Logger } from '@bosun/config';
+import { APPROVAL_ANNOUNCE_JOB, DELIVERIES_QUEUE, approvalAnnounceJobId, type ApprovalAnnouncement } from '@bosun/contract';
+import { ApprovalStore, deliveryJobOptions, type RedisClient } from '@bosun/transport';
+
+/**
+ * Announces pending approvals to the sinks of `delivery.announceApprovals`: every
+ * `approvalScanMs` it reads the pending approvals and adds one `approval` job per approval and
+ * sink to `deliveries` (job id `approval-<id>-<sink>`: any number of scans and processes add it
+ * once). Polling the durable pending list, rather than following events, means an approval
+ * requested while no delivering process ran is announced when one starts.
+ */
+export class ApprovalAnnouncer {
+  private readonly queue: Queue;
+  private readonly store: ApprovalStore;
+  private readonly announced = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private scanning: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly options: { redis: RedisClient; prefix: string; delivery: DeliveryConfig; log: Logger }) {
+    this.queue = new Queue(DELIVERIES_QUEUE, { connection: options.redis, prefix: options.prefix });
+    this.store = new ApprovalStore({ redis: options.redis, prefix: options.prefix });
+  }
+
+  /** Starts scanning (the first scan at once). */
+  start(): this {
+    const tick = () => {
+      this.scanning = this.scan()
+        .catch((err: unknown) => this.options.log.warn({ err }, 'could not announce pending approvals; trying again'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(tick, this.options.delivery.approvalScanMs);
+        });
+    };
+    tick();
+    return this;
+  }
+
+  /** One scan: announces every pending approval not announced yet. */
+  async scan(): Promise<void> {
+    const { delivery } = this.options;
+    for (const approval of await this.store.pending()) {
+      for (const sink of delivery.announceApprovals) {
+        const jobId = approvalAnnounceJobId(approval.id, sink);
+        if (this.announced.has(jobId)) continue;
+        const data: ApprovalAnnouncement = { v: 1, key: `${approval.id}.${sink}`, sink, approval };
+        await this.queue.add(APPROVAL_ANNOUNCE_JOB, data, deliveryJobOptions(delivery, jobId));
+        this.announced.add(jobId);
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.scanning;
+    await this.queue.close();
+    await this.store.close();
+  }
+}

@@ -1,0 +1,87 @@
+import { createHmac } from 'node:crypto';
+import type { DeliverySink } from '@bosun/config';
+import { BosunError, type ApprovalAnnouncement, type DeliveryJob } from '@bosun/contract';
+import { approvalText, slackText } from './slack.js';
+
+/** The header of a webhook delivery's signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
+export const SIGNATURE_HEADER = 'bosun-signature';
+/** The header carrying the delivery's idempotency key (`<runId>.<sink>`). */
+export const IDEMPOTENCY_HEADER = 'idempotency-key';
+
+/** `t=<t>,v1=<hex>`: the signature of `body` sent at `t` (Unix seconds), as a receiver recomputes it. */
+export function signatureHeader(secret: string, body: string, t: number): string {
+  return `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`, 'utf8').digest('hex')}`;
+}
+
+/** A delivery that did not get a 2xx. `permanent`: retrying cannot help (a 4xx other than 408 and 429). */
+export class DeliveryError extends BosunError {
+  constructor(
+    message: string,
+    readonly permanent: boolean,
+    cause?: unknown,
+  ) {
+    super('delivery_failed', message, { cause });
+    this.name = 'DeliveryError';
+  }
+}
+
+/** What the deliveries queue carries: a run's answer, or a pending approval's announcement. */
+export type Deliverable = DeliveryJob | ApprovalAnnouncement;
+
+/** The commands that decide an approval, as an operator types them. */
+export function approvalCommands(id: string): { approve: string; deny: string } {
+  return { approve: `npx bosun approve ${id}`, deny: `npx bosun deny ${id} --reason "<why>"` };
+}
+
+/** The JSON body of a webhook delivery: the run result v1, or `{ v, type: "approval.requested", approval, commands }`. */
+function webhookBody(job: Deliverable): string {
+  if ('result' in job) return JSON.stringify(job.result);
+  return JSON.stringify({ v: 1, type: 'approval.requested', approval: job.approval, commands: approvalCommands(job.approval.id) });
+}
+
+/** The request of a delivery to its sink: the body and the headers. */
+export function deliveryRequest(
+  job: Deliverable,
+  sink: DeliverySink,
+  attempt: number,
+  now: number,
+): { body: string; headers: Record<string, string> } {
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'user-agent': 'bosun-delivery/1',
+    [IDEMPOTENCY_HEADER]: job.key,
+    'bosun-event': 'result' in job ? 'run.result' : 'approval.requested',
+    'bosun-delivery-attempt': String(attempt),
+  };
+  if (sink.type === 'slack') {
+    if (!('result' in job)) return { body: JSON.stringify({ text: approvalText(job, approvalCommands(job.approval.id)) }), headers };
+    const options = { answerLines: sink.answerLines, ...(sink.runUrl !== undefined ? { runUrl: sink.runUrl } : {}) };
+    return { body: JSON.stringify({ text: slackText(job, options) }), headers };
+  }
+  const body = webhookBody(job);
+  headers[SIGNATURE_HEADER] = signatureHeader(sink.secret, body, Math.floor(now / 1000));
+  return { body, headers };
+}
+
+/**
+ * Sends one delivery; resolves on a 2xx. Anything else is a {@link DeliveryError} that names the
+ * sink and the status or network error — never the URL, which may hold a token.
+ */
+export async function send(job: Deliverable, sink: DeliverySink, attempt: number): Promise<number> {
+  const { body, headers } = deliveryRequest(job, sink, attempt, Date.now());
+  let res: Response;
+  try {
+    res = await fetch(sink.url, { method: 'POST', body, headers, signal: AbortSignal.timeout(sink.timeoutMs), redirect: 'error' });
+  } catch (err) {
+    const why =
+      (err as Error).name === 'TimeoutError'
+        ? `no answer within ${sink.timeoutMs} ms`
+        : ((err as Error & { cause?: Error }).cause?.message ?? (err as Error).message);
+    throw new DeliveryError(`sink ${job.sink}: ${why}`, false, err);
+  }
+  // The body is not needed: read it off so that the connection can be reused.
+  await res.arrayBuffer().catch(() => undefined);
+  if (res.ok) return res.status;
+  const permanent = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
+  throw new DeliveryError(`sink ${job.sink}: HTTP ${res.status}`, permanent);
+}
