@@ -1,6 +1,6 @@
 import { APPROVAL_TIMEOUT_REASON, taskApprovalId, toolCallKey, type Approval, type CatalogTool } from '@bosun/contract';
 import type { ToolCall } from '@bosun/models';
-import { ApprovalWaiter, approvalRequestedEvent, type ApprovalStore } from '@bosun/transport';
+import { ApprovalWaiter, approvalRequestedEvent, metrics, type ApprovalStore } from '@bosun/transport';
 import type { TaskRun } from './task-run.js';
 import { ParkError } from './task-types.js';
 
@@ -28,7 +28,9 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
   const { state } = run;
   if (state.pending?.kind === 'approval') {
     const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
-    state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, decided - Date.parse(state.pending.at));
+    const waitMs = Math.max(0, decided - Date.parse(state.pending.at));
+    state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitMs;
+    metrics.approvalDecided(approval.status, waitMs / 1000);
   }
   return approval;
 }

@@ -56,3 +56,7 @@ export { readBody } from './http/body.js';
 export { sendJson, sendError } from './http/json.js';
 export { Router } from './http/router.js';
 export type { RouteContext, RouteHandler, RouteMethod, NotFoundHandler } from './http/router.js';
+export { BosunMetrics, metrics } from './metrics.js';
+export type { ClusterProbe, ClusterSnapshot, ToolOutcome } from './metrics.js';
+export { redisClusterProbe } from './metrics-probe.js';
+export type { RedisClusterProbe } from './metrics-probe.js';

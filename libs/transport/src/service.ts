@@ -4,6 +4,7 @@ import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/
 import { sendJson } from './http/json.js';
 import { Router } from './http/router.js';
 import { HttpServer } from './http/server.js';
+import { metrics } from './metrics.js';
 
 /** A started service. */
 export interface ServiceHandle {
@@ -172,8 +173,8 @@ function runCheck(name: string, log: Logger, check: () => Promise<string>): void
 const HEALTH_GRACE_MS = 1_000;
 
 /**
- * Serves `GET /healthz` (200 while the process runs) and `GET /readyz` (200 once started, 503
- * while starting or draining) on `port`, on every interface, for orchestrators' probes; other
+ * Serves `GET /healthz` (200 while the process runs), `GET /readyz` (200 once started, 503
+ * while starting or draining) and `GET /metrics` (Prometheus text, docs/observability.md) on `port`, on every interface, for orchestrators' probes; other
  * paths get 404, other methods than GET and HEAD 405. Every answer is
  * `{"service": name, "state": state}`. A port it cannot listen on is logged (the service runs on,
  * without probes) and resolves undefined.
@@ -188,12 +189,17 @@ async function startHealthServer(
     const s = state();
     sendJson(res, status(s), { service: name, state: s });
   };
+  metrics.collectProcessMetrics();
   const router = new Router({ notFound: (_req, res) => answer(res, () => 404) })
     .on(['GET', 'HEAD'], '/healthz', ({ res }) => answer(res, () => 200))
-    .on(['GET', 'HEAD'], '/readyz', ({ res }) => answer(res, (s) => (s === 'ready' ? 200 : 503)));
+    .on(['GET', 'HEAD'], '/readyz', ({ res }) => answer(res, (s) => (s === 'ready' ? 200 : 503)))
+    .on(['GET', 'HEAD'], '/metrics', async ({ res }) => {
+      const text = await metrics.text();
+      res.writeHead(200, { 'content-type': metrics.contentType }).end(text);
+    });
   try {
     const server = await HttpServer.listen({ name: 'health server', port, log, handle: (req, res) => router.handle(req, res) });
-    log.info({ port: server.port }, 'health endpoints on /healthz and /readyz');
+    log.info({ port: server.port }, 'health endpoints on /healthz and /readyz, metrics on /metrics');
     return server;
   } catch (err) {
     log.error({ err }, 'health server error');

@@ -3,7 +3,14 @@ import { TimerJob, type RunResult } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
-import type { ApprovalStore, DeadLetters, EventSink, RedisClient, RevisedCheckpointStore } from '@bosun/transport';
+import {
+  metrics,
+  type ApprovalStore,
+  type DeadLetters,
+  type EventSink,
+  type RedisClient,
+  type RevisedCheckpointStore,
+} from '@bosun/transport';
 import { BullRunJobs, BullRunTimers, RedisCancelKeys } from './ports.js';
 
 /** The ports a coordinator uses. */
@@ -59,6 +66,8 @@ export class Coordinator {
     const outcome = await runIncident(this.jobs.incidentJob(job, token), this.run);
     if (outcome.kind === 'parked') throw new WaitingChildrenError();
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);
+    const { status, startedAt, finishedAt } = outcome.result;
+    metrics.runFinished(status, (Date.parse(finishedAt) - Date.parse(startedAt)) / 1000);
     return outcome.result;
   }
 

@@ -5,6 +5,7 @@ import { specialistQueue } from '@bosun/contract';
 import { ConfigError, createLogger, loadClusterConfig, specialistConfig, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
+import { observedModel } from '@bosun/agent';
 import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
 
@@ -56,7 +57,7 @@ runService({
         specialistProcessor({
           name,
           spec,
-          model,
+          model: observedModel(model),
           tools,
           checkpoints: rt.checkpoints,
           events: rt.events,

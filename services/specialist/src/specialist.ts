@@ -2,7 +2,7 @@ import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
-import type { ApprovalStore } from '@bosun/transport';
+import { metrics, type ApprovalStore } from '@bosun/transport';
 
 /** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
 export interface SpecialistDeps extends TaskAgentDeps {
@@ -34,7 +34,15 @@ export function specialistProcessor(deps: SpecialistDeps) {
     const task = parsed.data;
     const attempt = job.attemptsMade + 1;
     try {
-      return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
+      const result = await runTask(
+        task,
+        { name: deps.name, ...deps.spec },
+        { ...deps, log },
+        { attempt, firstPickup: job.attemptsStarted <= 1 },
+      );
+      // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
+      metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
+      return result;
     } catch (err) {
       if (err instanceof ParkError && token && deps.approvals) {
         // Waiting for an operator holds no worker: the job is delayed until the approval's
@@ -78,6 +86,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
           agent: deps.name,
           data: { taskId: task.taskId, reason },
         });
+        metrics.taskFinished(deps.name, 'failed', (Date.now() - job.timestamp) / 1000);
         return {
           v: 1,
           taskId: task.taskId,
@@ -93,4 +102,11 @@ export function specialistProcessor(deps: SpecialistDeps) {
       throw err;
     }
   };
+}
+
+/** A task result's status as counted: `completed`, `failed`, or the kind of a stall (`stalled`, `timeout`, `cancelled`). */
+function taskStatus(result: TaskResult): string {
+  if (result.status !== 'stalled') return result.status;
+  if (result.error === 'cancelled') return 'cancelled';
+  return result.error === undefined ? 'stalled' : 'timeout';
 }
