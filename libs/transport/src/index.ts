@@ -60,3 +60,5 @@ export { BosunMetrics, metrics } from './metrics.js';
 export type { ClusterProbe, ClusterSnapshot, ToolOutcome } from './metrics.js';
 export { redisClusterProbe } from './metrics-probe.js';
 export type { RedisClusterProbe } from './metrics-probe.js';
+export { tracer, traceCarrier, carriedContext, inSpan, spanEvent, spanAttributes, TraceNotes, recording, SpanKind } from './tracing.js';
+export type { TraceCarrier, SpanOptions } from './tracing.js';

@@ -48,6 +48,11 @@ export interface RunServiceOptions {
    */
   check: (args: ServiceArgs, env: BosunEnv) => Promise<string>;
   /**
+   * The OpenTelemetry SDK the service started (`@bosun/otel`), if any: shut down (its last spans
+   * exported) after the service has closed, within the grace period.
+   */
+  tracing?: { shutdown(): Promise<void> } | undefined;
+  /**
    * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
    * Default: `BOSUN_GRACE_MS` from the environment (`BosunEnv.graceMs`), else 30 s.
    */
@@ -91,6 +96,7 @@ export function runService(options: RunServiceOptions): void {
     stopService({ name, log, grace, signal }, async () => {
       await handle?.close();
       await (await health)?.close({ graceMs: HEALTH_GRACE_MS });
+      await options.tracing?.shutdown();
     });
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

@@ -4,6 +4,7 @@ import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
 import {
+  TraceNotes,
   metrics,
   type ApprovalStore,
   type DeadLetters,
@@ -12,6 +13,7 @@ import {
   type RevisedCheckpointStore,
 } from '@bosun/transport';
 import { BullRunJobs, BullRunTimers, RedisCancelKeys } from './ports.js';
+import { inRunSpan } from './run-trace.js';
 
 /** The ports a coordinator uses. */
 export interface CoordinatorDeps {
@@ -37,11 +39,13 @@ export class Coordinator {
   private readonly jobs: BullRunJobs;
   private readonly timers: BullRunTimers;
   private readonly run: RunDeps;
+  private readonly traceNotes: TraceNotes;
 
   constructor(deps: CoordinatorDeps) {
     const queues = { redis: deps.redis, prefix: deps.prefix };
     this.jobs = new BullRunJobs(queues);
     this.timers = new BullRunTimers(queues);
+    this.traceNotes = new TraceNotes(queues);
     this.run = {
       config: deps.config,
       model: deps.model,
@@ -63,6 +67,11 @@ export class Coordinator {
    * is thrown for BullMQ to retry.
    */
   async process(job: Job, token: string | undefined): Promise<RunResult> {
+    return inRunSpan(this.traceNotes, job, () => this.pass(job, token));
+  }
+
+  /** One pass of the run loop over the incident job. */
+  private async pass(job: Job, token: string | undefined): Promise<RunResult> {
     const outcome = await runIncident(this.jobs.incidentJob(job, token), this.run);
     if (outcome.kind === 'parked') throw new WaitingChildrenError();
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);

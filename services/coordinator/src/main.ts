@@ -5,6 +5,7 @@ import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, type BosunEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
 import { observedModel } from '@bosun/agent';
+import { startTracing } from '@bosun/otel';
 import { ApprovalStore, RunControl, checkRuntime, metrics, openRuntime, redisClusterProbe, runService } from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
@@ -31,6 +32,7 @@ function load(env: BosunEnv) {
 runService({
   name: 'coordinator',
   log,
+  tracing: startTracing('coordinator'),
   async check(_args, env) {
     const { config, model } = load(env);
     const http = config.coordinator.http;

@@ -6,7 +6,17 @@ import { ConfigError, createLogger, loadClusterConfig, specialistConfig, type Bo
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
 import { observedModel } from '@bosun/agent';
-import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
+import {
+  ApprovalStore,
+  QueueToolClient,
+  TraceNotes,
+  checkRuntime,
+  keys,
+  openRuntime,
+  runService,
+  type ServiceArgs,
+} from '@bosun/transport';
+import { startTracing } from '@bosun/otel';
 import { specialistProcessor } from './specialist.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
@@ -31,6 +41,7 @@ function load(args: ServiceArgs, env: BosunEnv) {
 runService({
   name: 'specialist',
   log,
+  tracing: startTracing('specialist'),
   args: { only: { type: 'string' } },
   async check(args, env) {
     const { config, names } = load(args, env);
@@ -67,6 +78,7 @@ runService({
           toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
           shouldYield: () => draining,
           approvals,
+          traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
           policy: {
             offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
             stateOf: (tool) => toolState(config, tool),

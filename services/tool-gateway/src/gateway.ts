@@ -24,7 +24,7 @@ import {
   type RedisClient,
 } from '@bosun/transport';
 import { CallNotSentError, McpServerConnection, type McpCallOutcome } from './mcp.js';
-import { observeToolCall } from './gateway-telemetry.js';
+import { inGatewaySpan, inMcpSpan, observeToolCall, type Span } from './gateway-telemetry.js';
 
 /** The ports of the gateway. */
 export interface GatewayDeps {
@@ -154,6 +154,10 @@ export class ToolGateway {
    * {@link unexpected}.
    */
   async execute(call: ToolCallJob): Promise<ToolCallResult> {
+    return inGatewaySpan(call, (span) => this.executeCall(call, span));
+  }
+
+  private async executeCall(call: ToolCallJob, span: Span): Promise<ToolCallResult> {
     const run: CallRun = {
       call,
       shownArgs: redactSecrets(call.args),
@@ -169,7 +173,7 @@ export class ToolGateway {
     } catch (err) {
       result = await this.unexpected(run, err);
     }
-    observeToolCall({ tool: run.tool, decision: run.decision ?? 'unknown' }, result, (performance.now() - started) / 1000);
+    observeToolCall({ tool: run.tool, decision: run.decision ?? 'unknown' }, result, (performance.now() - started) / 1000, span);
     return result;
   }
 
@@ -261,11 +265,13 @@ export class ToolGateway {
     let outcome: McpCallOutcome;
     try {
       run.stage = 'sent';
-      outcome = await server!.call(tool.remoteName, call.args, {
-        timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
-        maxChars: config.gateway.maxResultChars,
-        onProgress: this.progressEvents(run),
-      });
+      outcome = await inMcpSpan(tool, () =>
+        server!.call(tool.remoteName, call.args, {
+          timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
+          maxChars: config.gateway.maxResultChars,
+          onProgress: this.progressEvents(run),
+        }),
+      );
     } catch (err) {
       return this.callFailed(run, err, Date.now() - started);
     }
