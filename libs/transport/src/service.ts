@@ -48,10 +48,12 @@ export interface RunServiceOptions {
    */
   check: (args: ServiceArgs, env: BosunEnv) => Promise<string>;
   /**
-   * The OpenTelemetry SDK the service started (`@bosun/otel`), if any: shut down (its last spans
-   * exported) after the service has closed, within the grace period.
+   * Starts the OpenTelemetry SDK (`startTracing` of `@bosun/otel`), called once the environment
+   * is read, before the service starts; what it returns is shut down (its last spans exported)
+   * after the service has closed, within the grace period. An error (a bad OTEL_* variable)
+   * prints its message and exits 1, as a bad variable of Bosun's does.
    */
-  tracing?: { shutdown(): Promise<void> } | undefined;
+  tracing?: () => { shutdown(): Promise<void> } | undefined;
   /**
    * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
    * Default: `BOSUN_GRACE_MS` from the environment (`BosunEnv.graceMs`), else 30 s.
@@ -75,8 +77,10 @@ export function runService(options: RunServiceOptions): void {
     return runCheck(name, log, async () => options.check(args, readEnv()));
   }
   let env: BosunEnv;
+  let tracing: { shutdown(): Promise<void> } | undefined;
   try {
     env = readEnv();
+    tracing = options.tracing?.();
   } catch (err) {
     // Before LOG_LEVEL is known: the one line on standard error names the variable.
     process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -96,7 +100,7 @@ export function runService(options: RunServiceOptions): void {
     stopService({ name, log, grace, signal }, async () => {
       await handle?.close();
       await (await health)?.close({ graceMs: HEALTH_GRACE_MS });
-      await options.tracing?.shutdown();
+      await tracing?.shutdown();
     });
   };
   process.on('SIGTERM', () => stop('SIGTERM'));

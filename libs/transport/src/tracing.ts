@@ -1,8 +1,10 @@
 import {
+  INVALID_SPAN_CONTEXT,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
   context,
+  isSpanContextValid,
   propagation,
   trace,
   type Attributes,
@@ -70,6 +72,8 @@ export interface SpanOptions {
  * marks it failed with the exception when `fn` throws (the error is thrown on unchanged).
  */
 export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: Span) => Promise<T>): Promise<T> {
+  // Without an SDK: no span, no context switch, the work runs as it would without tracing.
+  if (!recording()) return fn(NO_SPAN);
   const parent = options.parent ?? context.active();
   const span = tracer.startSpan(
     name,
@@ -91,6 +95,9 @@ export async function inSpan<T>(name: string, options: SpanOptions, fn: (span: S
     span.end();
   }
 }
+
+/** What {@link inSpan} hands `fn` when nothing records: a span that ignores what it is told. */
+const NO_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
 /** The key of a run's trace notes: the first pass of the run and the last span of each part. */
 function notesKey(prefix: string, runId: string): string {
@@ -137,11 +144,13 @@ export class TraceNotes {
 let recordingSeen: boolean | undefined;
 
 /**
- * Whether an SDK records spans in this process: asked once, with a span that is never ended (so
- * never exported). A service starts its SDK before any work, so the answer does not change.
+ * Whether an OpenTelemetry SDK is running in this process (whatever it samples). Asked once,
+ * with a span that is never ended (so never exported): without an SDK the API's span has no
+ * valid trace id; an SDK gives every span one, sampled or not. A service starts its SDK before
+ * any work, so the answer does not change.
  */
 export function recording(): boolean {
-  recordingSeen ??= tracer.startSpan('bosun.probe').isRecording();
+  recordingSeen ??= isSpanContextValid(tracer.startSpan('bosun.probe').spanContext());
   return recordingSeen;
 }
 

@@ -32,7 +32,7 @@ function load(env: BosunEnv) {
 runService({
   name: 'coordinator',
   log,
-  tracing: startTracing('coordinator'),
+  tracing: () => startTracing('coordinator'),
   async check(_args, env) {
     const { config, model } = load(env);
     const http = config.coordinator.http;

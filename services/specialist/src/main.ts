@@ -41,7 +41,7 @@ function load(args: ServiceArgs, env: BosunEnv) {
 runService({
   name: 'specialist',
   log,
-  tracing: startTracing('specialist'),
+  tracing: () => startTracing('specialist'),
   args: { only: { type: 'string' } },
   async check(args, env) {
     const { config, names } = load(args, env);

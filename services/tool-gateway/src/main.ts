@@ -15,7 +15,7 @@ const log = createLogger({ service: 'tool-gateway' });
 runService({
   name: 'tool-gateway',
   log,
-  tracing: startTracing('tool-gateway'),
+  tracing: () => startTracing('tool-gateway'),
   async check(_args, env) {
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
     const face = config.gateway.mcpServer;
