@@ -140,10 +140,23 @@ describe('traces', () => {
     );
     const result = await client.result(job, 60_000);
     expect(result.status).toBe('completed');
-    // The coordinator's last pass ends with the result; its span follows within the batch delay.
+    // Each process exports its spans in batches (every 100 ms here, later on a loaded machine):
+    // wait for every kind of span of the run.
+    const expected = [
+      'run',
+      'run.resume',
+      'delegate kubernetes',
+      'invoke_agent kubernetes',
+      'chat fake',
+      'execute_tool demo__get_pods',
+      'tools/call get_pods',
+    ];
     await waitUntil(
-      () => byName(traceId, 'run.resume').length > 0 && byName(traceId, 'tools/call get_pods').length > 0,
-      20_000,
+      () =>
+        expected.every((name) => byName(traceId, name).length > 0) &&
+        byName(traceId, 'chat fake', 'bosun-specialist').length >= 2 &&
+        byName(traceId, 'execute_tool demo__get_pods').length >= 2,
+      30_000,
       () => `spans (received: ${spans.map((x) => `${x.service}:${x.name}:${x.traceId.slice(0, 6)}`).join(', ')})`,
     );
 
@@ -161,12 +174,14 @@ describe('traces', () => {
     expect(delegation.parentSpanId).toBe(run.spanId);
     expect(delegation.kind).toBe(SPAN_KIND.PRODUCER);
 
-    const task = one(traceId, 'invoke_agent kubernetes', 'bosun-specialist');
-    expect(task.parentSpanId).toBe(delegation.spanId);
+    // One attempt of the task (a second one only if a loaded machine let its lock lapse), under the delegation.
+    const attempts = byName(traceId, 'invoke_agent kubernetes', 'bosun-specialist');
+    for (const a of attempts) expect(a.parentSpanId).toBe(delegation.spanId);
+    const attemptIds = attempts.map((a) => a.spanId);
     const models = byName(traceId, 'chat fake', 'bosun-specialist');
-    expect(models).toHaveLength(2);
+    expect(models.length).toBeGreaterThanOrEqual(2);
     for (const m of models) {
-      expect(m.parentSpanId).toBe(task.spanId);
+      expect(attemptIds).toContain(m.parentSpanId);
       expect(attr(m, 'gen_ai.provider.name')).toBe('fake');
       expect(attr(m, 'gen_ai.request.model')).toBe('fake');
       expect(Number(attr(m, 'gen_ai.usage.input_tokens'))).toBeGreaterThan(0);
@@ -174,7 +189,7 @@ describe('traces', () => {
 
     const sent = one(traceId, 'execute_tool demo__get_pods', 'bosun-specialist');
     expect(sent.kind).toBe(SPAN_KIND.PRODUCER);
-    expect(sent.parentSpanId).toBe(task.spanId);
+    expect(attemptIds).toContain(sent.parentSpanId);
     const handled = one(traceId, 'execute_tool demo__get_pods', 'bosun-tool-gateway');
     expect(handled.kind).toBe(SPAN_KIND.CONSUMER);
     expect(handled.parentSpanId).toBe(sent.spanId);
