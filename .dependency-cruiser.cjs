@@ -63,6 +63,14 @@ module.exports = {
       to: { path: '^libs/(models|agent)/' },
     },
     {
+      name: 'otel-sdk-in-services-only',
+      comment:
+        'libs/otel starts the OpenTelemetry SDK and only the services import it; every other package reaches OpenTelemetry through @opentelemetry/api alone (docs/observability.md).',
+      severity: 'error',
+      from: { path: '^(libs|cli|bench|mcp-servers)/', pathNot: '^libs/otel/' },
+      to: { path: ['^libs/otel/', 'node_modules/@opentelemetry/(?!api/)'] },
+    },
+    {
       name: 'no-circular',
       comment: 'No import cycles, inside a package or between packages.',
       severity: 'error',

@@ -292,6 +292,8 @@ export interface ClusterOptions {
   redis: Redis;
   /** Start this service under `node --cpu-prof` into `dir`. */
   profile?: { service: ServiceName; dir: string } | undefined;
+  /** More environment for the process of this label (scenario 6: health ports, OTEL_*). */
+  env?: (label: string) => Record<string, string>;
 }
 
 /** The services of one scenario, started as `node services/<name>/dist/main.js`. */
@@ -331,6 +333,7 @@ export class Cluster {
       BOSUN_PREFIX: prefix,
       BOSUN_CONFIG: this.configPath,
       LOG_LEVEL: 'warn',
+      ...this.opts.env?.(label),
     };
     const proc = new ManagedProcess({ name: label, script, nodeArgs, cwd: root, env });
     this.procs.push(proc);

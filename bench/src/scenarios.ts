@@ -45,7 +45,7 @@ export function budgetLeft(ctx: Ctx): number {
 }
 
 /** `ms`, cut to what the budget leaves (at least 5 s). */
-function within(ctx: Ctx, ms: number, share = 1): number {
+export function within(ctx: Ctx, ms: number, share = 1): number {
   return Math.max(5_000, Math.min(ms, budgetLeft(ctx) * share));
 }
 
@@ -105,7 +105,7 @@ export function standardIncident(id: string): IncidentInput {
 }
 
 /** Runs `fn` under a fresh prefix, and deletes the prefix's keys and stream afterwards. */
-async function withPrefix<T>(ctx: Ctx, fn: (prefix: string) => Promise<T>): Promise<T> {
+export async function withPrefix<T>(ctx: Ctx, fn: (prefix: string) => Promise<T>): Promise<T> {
   const prefix = randomPrefix();
   ctx.prefixes.add(prefix);
   try {
@@ -118,7 +118,7 @@ async function withPrefix<T>(ctx: Ctx, fn: (prefix: string) => Promise<T>): Prom
 }
 
 /** Publishes incidents on a queue and waits for their results. */
-class IncidentClient {
+export class IncidentClient {
   private constructor(
     readonly queue: Queue,
     readonly events: QueueEvents,
@@ -343,10 +343,10 @@ function commandReport(
   };
 }
 
-type CpuReport = Awaited<ReturnType<CpuMeter['stop']>>;
+export type CpuReport = Awaited<ReturnType<CpuMeter['stop']>>;
 
 /** `machine busy 97% of 2 cores; CPU ms per incident: specialist 5.1, …`. */
-function cpuText(c: CpuReport, incidents: number): string {
+export function cpuText(c: CpuReport, incidents: number): string {
   const parts = Object.entries(c.cpuSeconds)
     .filter(([, v]) => v > 0)
     .sort((a, b) => b[1] - a[1])

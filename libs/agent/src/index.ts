@@ -36,3 +36,4 @@ export type {
   CancelKeys,
   Clock,
 } from './run-ports.js';
+export { observedModel, modelProvider } from './model-telemetry.js';

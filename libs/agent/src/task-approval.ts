@@ -1,6 +1,6 @@
 import { APPROVAL_TIMEOUT_REASON, taskApprovalId, toolCallKey, type Approval, type CatalogTool } from '@bosun/contract';
 import type { ToolCall } from '@bosun/models';
-import { ApprovalWaiter, approvalRequestedEvent, type ApprovalStore } from '@bosun/transport';
+import { ApprovalWaiter, approvalRequestedEvent, metrics, spanEvent, type ApprovalStore } from '@bosun/transport';
 import type { TaskRun } from './task-run.js';
 import { ParkError } from './task-types.js';
 
@@ -28,7 +28,14 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
   const { state } = run;
   if (state.pending?.kind === 'approval') {
     const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
-    state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, decided - Date.parse(state.pending.at));
+    const waitMs = Math.max(0, decided - Date.parse(state.pending.at));
+    state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitMs;
+    metrics.approvalDecided(approval.status, waitMs / 1000);
+    spanEvent('approval.decided', {
+      'bosun.approval.id': approval.id,
+      'bosun.approval.status': approval.status,
+      'bosun.approval.wait_ms': waitMs,
+    });
   }
   return approval;
 }
@@ -58,6 +65,7 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
     timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
   });
   run.deps.events.emit(approvalRequestedEvent(approval));
+  spanEvent('approval.requested', { 'bosun.approval.id': id, 'bosun.approval.calls': approval.calls.length });
   run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
   return approval;
 }
@@ -70,6 +78,7 @@ async function park(run: TaskRun, approval: Approval): Promise<never> {
     state.pending?.kind === 'approval' && state.pending.approvalId === approval.id ? state.pending.at : new Date().toISOString();
   state.pending = { kind: 'approval', step: state.step, approvalId: approval.id, at: since };
   await run.save();
+  spanEvent('approval.parked', { 'bosun.approval.id': approval.id, 'bosun.approval.timeout_at': approval.timeoutAt });
   throw new ParkError(approval.id, Date.parse(approval.timeoutAt));
 }
 

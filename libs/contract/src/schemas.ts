@@ -158,6 +158,15 @@ export const RunResult = z.object({
 });
 export type RunResult = z.infer<typeof RunResult>;
 
+/**
+ * The W3C trace context a job may carry (docs/observability.md, "Traces"). Additive in v1; a
+ * value that is not a string of a sane length is dropped, never a reason to refuse the job.
+ */
+const traceFields = {
+  traceparent: z.string().max(128).optional().catch(undefined),
+  tracestate: z.string().max(512).optional().catch(undefined),
+};
+
 /** Data of a `task` job on a `specialist-<name>` queue: one delegation. */
 export const TaskJob = z.object({
   v: z.literal(1),
@@ -170,6 +179,7 @@ export const TaskJob = z.object({
   incident: Incident,
   /** When the delegation becomes an INCOMPLETE `timeout` result (ISO time). */
   deadlineAt: z.string().optional(),
+  ...traceFields,
 });
 export type TaskJob = z.infer<typeof TaskJob>;
 export type TaskJobInput = z.input<typeof TaskJob>;
@@ -204,6 +214,7 @@ export const ToolCallJob = z.object({
   args: z.record(z.string(), jsonValue),
   /** For a tool that needs approval: the approval that covers this exact call. */
   approvalId: z.string().optional(),
+  ...traceFields,
 });
 export type ToolCallJob = z.infer<typeof ToolCallJob>;
 

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq';
 import type { RedisClient } from './connections.js';
 import { DEAD_LETTER_QUEUE, STALL_MARKER, boundJson, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
+import { metrics } from './metrics.js';
 import { keys } from './keys.js';
 
 /** What a caller gives to record a dead letter; `v`, `at` and `marker` are filled in. */
@@ -75,6 +76,7 @@ export class DeadLetters {
       removeOnFail: false,
     });
     if (seenKey && (await this.redis.set(seenKey, '1', 'EX', 30 * 24 * 3600, 'NX')) === null) return entry;
+    metrics.deadLetters.inc({ kind: entry.kind });
     await this.redis.hincrby(keys.degraded(this.prefix), `${entry.agent ?? '-'}:${entry.kind}`, 1);
     return entry;
   }

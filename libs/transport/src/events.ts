@@ -4,6 +4,7 @@ import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import { boundJson, eventSubject, jsonDepth, type EventType, type RunEvent } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { keys } from './keys.js';
+import { metrics } from './metrics.js';
 
 /** Fields of an event that the emitter supplies. */
 export interface EmitInput {
@@ -155,6 +156,7 @@ export class EventPublisher implements EventSink {
   }
 
   emit(input: EmitInput): void {
+    metrics.event(input.type);
     const seqKey = keys.seq(this.prefix, input.runId);
     const p = this.redis
       .incr(seqKey)
@@ -171,6 +173,7 @@ export class EventPublisher implements EventSink {
       })
       .catch((err: unknown) => {
         this.stats.dropped++;
+        metrics.eventsDropped.inc();
         this.log.warn({ err, type: input.type, runId: input.runId }, 'event dropped: could not number it');
       })
       .finally(() => this.pending.delete(p));
@@ -220,6 +223,7 @@ export class EventPublisher implements EventSink {
 
   private drop(err: unknown): void {
     this.stats.dropped++;
+    metrics.eventsDropped.inc();
     // Counted where operators can see it (`bosun stats`), not only in this process.
     void this.redis.hincrby(keys.events(this.prefix), 'dropped', 1).catch((e: unknown) => {
       // Redis away too: the drop is still counted in this process's stats and logged below.

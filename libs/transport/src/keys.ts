@@ -33,4 +33,6 @@ export const keys = {
   deadLetterSeen: (prefix: string, id: string) => `${prefix}:dlq:seen:${id}`,
   /** Counters of degraded results: a hash `<agent>:<kind>` → count. */
   degraded: (prefix: string) => `${prefix}:stats:degraded`,
+  /** Keys of the tool calls in doubt (sorted set, scored by when they became so), counted by the in-doubt gauge. */
+  inDoubt: (prefix: string) => `${prefix}:toolcalls:in-doubt`,
 };

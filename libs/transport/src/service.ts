@@ -4,6 +4,7 @@ import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/
 import { sendJson } from './http/json.js';
 import { Router } from './http/router.js';
 import { HttpServer } from './http/server.js';
+import { metrics } from './metrics.js';
 
 /** A started service. */
 export interface ServiceHandle {
@@ -47,6 +48,13 @@ export interface RunServiceOptions {
    */
   check: (args: ServiceArgs, env: BosunEnv) => Promise<string>;
   /**
+   * Starts the OpenTelemetry SDK (`startTracing` of `@bosun/otel`), called once the environment
+   * is read, before the service starts; what it returns is shut down (its last spans exported)
+   * after the service has closed, within the grace period. An error (a bad OTEL_* variable)
+   * prints its message and exits 1, as a bad variable of Bosun's does.
+   */
+  tracing?: () => { shutdown(): Promise<void> } | undefined;
+  /**
    * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
    * Default: `BOSUN_GRACE_MS` from the environment (`BosunEnv.graceMs`), else 30 s.
    */
@@ -69,8 +77,10 @@ export function runService(options: RunServiceOptions): void {
     return runCheck(name, log, async () => options.check(args, readEnv()));
   }
   let env: BosunEnv;
+  let tracing: { shutdown(): Promise<void> } | undefined;
   try {
     env = readEnv();
+    tracing = options.tracing?.();
   } catch (err) {
     // Before LOG_LEVEL is known: the one line on standard error names the variable.
     process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -90,6 +100,7 @@ export function runService(options: RunServiceOptions): void {
     stopService({ name, log, grace, signal }, async () => {
       await handle?.close();
       await (await health)?.close({ graceMs: HEALTH_GRACE_MS });
+      await tracing?.shutdown();
     });
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
@@ -172,8 +183,8 @@ function runCheck(name: string, log: Logger, check: () => Promise<string>): void
 const HEALTH_GRACE_MS = 1_000;
 
 /**
- * Serves `GET /healthz` (200 while the process runs) and `GET /readyz` (200 once started, 503
- * while starting or draining) on `port`, on every interface, for orchestrators' probes; other
+ * Serves `GET /healthz` (200 while the process runs), `GET /readyz` (200 once started, 503
+ * while starting or draining) and `GET /metrics` (Prometheus text, docs/observability.md) on `port`, on every interface, for orchestrators' probes; other
  * paths get 404, other methods than GET and HEAD 405. Every answer is
  * `{"service": name, "state": state}`. A port it cannot listen on is logged (the service runs on,
  * without probes) and resolves undefined.
@@ -188,12 +199,17 @@ async function startHealthServer(
     const s = state();
     sendJson(res, status(s), { service: name, state: s });
   };
+  metrics.collectProcessMetrics();
   const router = new Router({ notFound: (_req, res) => answer(res, () => 404) })
     .on(['GET', 'HEAD'], '/healthz', ({ res }) => answer(res, () => 200))
-    .on(['GET', 'HEAD'], '/readyz', ({ res }) => answer(res, (s) => (s === 'ready' ? 200 : 503)));
+    .on(['GET', 'HEAD'], '/readyz', ({ res }) => answer(res, (s) => (s === 'ready' ? 200 : 503)))
+    .on(['GET', 'HEAD'], '/metrics', async ({ res }) => {
+      const text = await metrics.text();
+      res.writeHead(200, { 'content-type': metrics.contentType }).end(text);
+    });
   try {
     const server = await HttpServer.listen({ name: 'health server', port, log, handle: (req, res) => router.handle(req, res) });
-    log.info({ port: server.port }, 'health endpoints on /healthz and /readyz');
+    log.info({ port: server.port }, 'health endpoints on /healthz and /readyz, metrics on /metrics');
     return server;
   } catch (err) {
     log.error({ err }, 'health server error');

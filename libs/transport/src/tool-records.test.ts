@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidInputError, TOOL_CALL_RECORD_TTL_SECONDS, TOOL_CALL_TRANSITIONS, type ToolCallResult } from '@bosun/contract';
 import { openContext, type TestContext } from '../../../test/helpers/context.js';
 
+import { keys } from './keys.js';
 import { ToolCallRecords, type ToolCallClaim } from './tool-records.js';
 
 // The record's transitions against a real Redis (the scripts are Lua): each change happens from
@@ -171,5 +172,26 @@ describe('ToolCallRecords.read', () => {
     await expect(records.read('x-state')).rejects.toThrow(/^invalid tool call record x-state: state: /);
     await ctx.redis.hset(records.key('x-args'), { state: 'in-doubt', args: 'not json' });
     await expect(records.read('x-args')).rejects.toThrow('invalid tool call record x-args: args: is not valid JSON');
+  });
+});
+
+describe('the index of calls in doubt (the in-doubt gauge)', () => {
+  it('holds a call from markInDoubt until done, skip or retry, and again after undoRetry', async () => {
+    // Only this test's calls (earlier tests of the file put others in doubt).
+    const indexed = async () => (await ctx.redis.zrange(keys.inDoubt(ctx.prefix), 0, -1)).filter((k) => k.startsWith('ix-'));
+    await records.claim(claimOf('ix-1'), AT);
+    await records.claim(claimOf('ix-2'), AT);
+    await records.markInDoubt('ix-1');
+    await records.markInDoubt('ix-2');
+    expect((await indexed()).sort()).toEqual(['ix-1', 'ix-2']);
+    await records.resolve('ix-1', { action: 'done', ...BY }, 'demo__restart_pod');
+    expect(await indexed()).toEqual(['ix-2']);
+    await records.markRetry('ix-2', { action: 'retry', ...BY });
+    expect(await indexed()).toEqual([]);
+    await records.undoRetry('ix-2');
+    expect(await indexed()).toEqual(['ix-2']);
+    // A change that does not happen (ix-1 is no longer in doubt) leaves the index alone.
+    await records.undoRetry('ix-1');
+    expect(await indexed()).toEqual(['ix-2']);
   });
 });

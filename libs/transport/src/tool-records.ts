@@ -11,6 +11,7 @@ import {
   type ToolCallState,
 } from '@bosun/contract';
 import type { RedisClient } from './connections.js';
+import { keys } from './keys.js';
 
 /**
  * KEYS[1] the record; ARGV: readOnly ('1'|'0'), ttl, tool, args (secrets redacted), runId,
@@ -163,6 +164,18 @@ export class ToolCallRecords {
   /** Marks a mutating call the gateway sent, whose outcome is unknown, in doubt (`inflight` → `in-doubt`). */
   async markInDoubt(callKey: string): Promise<void> {
     await this.redis.hset(this.key(callKey), { state: 'in-doubt' });
+    await this.indexInDoubt(callKey, true);
+  }
+
+  /**
+   * Keeps the index of calls in doubt (`<prefix>:toolcalls:in-doubt`, scored by when they became
+   * so) that the in-doubt gauge counts. Written after the record: the record is the truth, the
+   * index only counts it.
+   */
+  private async indexInDoubt(callKey: string, inDoubt: boolean): Promise<void> {
+    const index = keys.inDoubt(this.prefix);
+    if (inDoubt) await this.redis.zadd(index, Date.now(), callKey);
+    else await this.redis.zrem(index, callKey);
   }
 
   /**
@@ -178,17 +191,22 @@ export class ToolCallRecords {
     const change = await this.operatorChange(callKey, 'done', {
       set: ['state', 'done', 'result', JSON.stringify(result), 'resolution', JSON.stringify(resolution)],
     });
+    if (change.changed) await this.indexInDoubt(callKey, false);
     return { ...change, result };
   }
 
   /** An operator's `retry` (`in-doubt` → `retry`), with the resolution, only if the call is still in doubt. */
-  markRetry(callKey: string, resolution: ToolCallResolution & { action: 'retry' }): Promise<OperatorChange> {
-    return this.operatorChange(callKey, 'retry', { set: ['state', 'retry', 'resolution', JSON.stringify(resolution)] });
+  async markRetry(callKey: string, resolution: ToolCallResolution & { action: 'retry' }): Promise<OperatorChange> {
+    const change = await this.operatorChange(callKey, 'retry', { set: ['state', 'retry', 'resolution', JSON.stringify(resolution)] });
+    if (change.changed) await this.indexInDoubt(callKey, false);
+    return change;
   }
 
   /** Puts back in doubt a call whose retry job could not be added (`retry` → `in-doubt`), dropping the resolution. */
-  undoRetry(callKey: string): Promise<OperatorChange> {
-    return this.operatorChange(callKey, 'in-doubt', { set: ['state', 'in-doubt'], del: ['resolution'] });
+  async undoRetry(callKey: string): Promise<OperatorChange> {
+    const change = await this.operatorChange(callKey, 'in-doubt', { set: ['state', 'in-doubt'], del: ['resolution'] });
+    if (change.changed) await this.indexInDoubt(callKey, true);
+    return change;
   }
 
   private async operatorChange(callKey: string, to: ToolCallState, fields: { set: string[]; del?: string[] }): Promise<OperatorChange> {

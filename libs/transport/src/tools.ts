@@ -2,6 +2,7 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { RedisClient } from './connections.js';
 import { BosunError, Catalog, TOOLS_QUEUE, TOOL_CALL_JOB, ToolCallResult, parseWith, type ToolCallJob } from '@bosun/contract';
 import { keys } from './keys.js';
+import { SpanKind, inSpan, traceCarrier } from './tracing.js';
 
 /** How agents reach tools. The real one goes through the gateway; tests may use a fake. */
 export interface ToolClient {
@@ -72,16 +73,29 @@ export class QueueToolClient implements ToolClient {
     }
   }
 
+  /** Sends the call as a `tool-call` job (carrying this span's trace context) and waits for its result. */
   async call(call: ToolCallJob, options: { timeoutMs?: number } = {}): Promise<ToolCallResult> {
-    const job = await this.queue.add(TOOL_CALL_JOB, call, {
-      jobId: call.key,
-      attempts: 3,
-      backoff: { type: 'exponential', delay: 500 },
-      removeOnComplete: { age: 24 * 3600, count: 100_000 },
-      removeOnFail: { age: 7 * 24 * 3600 },
+    const attributes = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': call.tool, 'bosun.tool.key': call.key };
+    return inSpan(`execute_tool ${call.tool}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
+      const job = await this.queue.add(
+        TOOL_CALL_JOB,
+        { ...call, ...traceCarrier() },
+        {
+          jobId: call.key,
+          attempts: 3,
+          backoff: { type: 'exponential', delay: 500 },
+          removeOnComplete: { age: 24 * 3600, count: 100_000 },
+          removeOnFail: { age: 7 * 24 * 3600 },
+        },
+      );
+      const value: unknown = await job.waitUntilFinished(this.events, options.timeoutMs);
+      const result = parseWith(ToolCallResult, value, 'tool call result');
+      span.setAttribute(
+        'bosun.tool.outcome',
+        result.inDoubt ? 'in_doubt' : result.status === 'error' ? 'error' : result.isError ? 'tool_error' : 'ok',
+      );
+      return result;
     });
-    const value: unknown = await job.waitUntilFinished(this.events, options.timeoutMs);
-    return parseWith(ToolCallResult, value, 'tool call result');
   }
 
   async close(): Promise<void> {

@@ -5,6 +5,8 @@ import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
 import {
   DeliveryQueue,
+  TraceNotes,
+  metrics,
   type ApprovalStore,
   type DeadLetters,
   type EventSink,
@@ -12,6 +14,7 @@ import {
   type RevisedCheckpointStore,
 } from '@bosun/transport';
 import { BullRunJobs, BullRunTimers, RedisCancelKeys } from './ports.js';
+import { inRunSpan } from './run-trace.js';
 
 /** The ports a coordinator uses. */
 export interface CoordinatorDeps {
@@ -39,12 +42,14 @@ export class Coordinator {
   private readonly run: RunDeps;
   /** Where a finished run's answer is queued for its sinks (`delivery` in the config); none without it. */
   private readonly deliveries: DeliveryQueue | undefined;
+  private readonly traceNotes: TraceNotes;
 
   constructor(deps: CoordinatorDeps) {
     const queues = { redis: deps.redis, prefix: deps.prefix };
     this.jobs = new BullRunJobs(queues);
     this.timers = new BullRunTimers(queues);
     this.deliveries = deps.config.delivery ? new DeliveryQueue({ ...queues, delivery: deps.config.delivery }) : undefined;
+    this.traceNotes = new TraceNotes(queues);
     this.run = {
       config: deps.config,
       model: deps.model,
@@ -66,12 +71,19 @@ export class Coordinator {
    * is thrown for BullMQ to retry.
    */
   async process(job: Job, token: string | undefined): Promise<RunResult> {
+    return inRunSpan(this.traceNotes, job, () => this.pass(job, token));
+  }
+
+  /** One pass of the run loop over the incident job. */
+  private async pass(job: Job, token: string | undefined): Promise<RunResult> {
     const outcome = await runIncident(this.jobs.incidentJob(job, token), this.run);
     if (outcome.kind === 'parked') throw new WaitingChildrenError();
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);
     // Queued before the job completes: a crash in between runs this again from the checkpoint,
     // and the deliveries' job ids keep one per sink.
     await this.deliver(job.data, outcome.result);
+    const { status, startedAt, finishedAt } = outcome.result;
+    metrics.runFinished(status, (Date.parse(finishedAt) - Date.parse(startedAt)) / 1000);
     return outcome.result;
   }
 

@@ -4,7 +4,9 @@ import { Worker } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, type BosunEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { ApprovalStore, RunControl, checkRuntime, openRuntime, runService } from '@bosun/transport';
+import { observedModel } from '@bosun/agent';
+import { startTracing } from '@bosun/otel';
+import { ApprovalStore, RunControl, checkRuntime, metrics, openRuntime, redisClusterProbe, runService } from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
@@ -30,6 +32,7 @@ function load(env: BosunEnv) {
 runService({
   name: 'coordinator',
   log,
+  tracing: () => startTracing('coordinator'),
   async check(_args, env) {
     const { config, model } = load(env);
     const http = config.coordinator.http;
@@ -49,7 +52,7 @@ runService({
       redis: rt.redis,
       prefix: env.prefix,
       config,
-      model,
+      model: observedModel(model),
       events: rt.events,
       checkpoints: rt.checkpoints,
       deadLetters: rt.deadLetters,
@@ -76,6 +79,10 @@ runService({
     timers.on('error', (err) => log.error({ err }, 'timers worker error'));
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
     log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
+    // The queue, approval and in-doubt gauges of /metrics: read by the coordinator only, so they
+    // are not counted once per process.
+    const probe = redisClusterProbe({ redis: rt.redis, prefix: env.prefix, specialists: Object.keys(config.specialists) });
+    metrics.setClusterProbe(probe.probe);
     // The operators' HTTP API (approvals, runs), when configured.
     let api: OperatorApi | undefined;
     const runs = new RunControl({ redis: rt.redis, prefix: env.prefix });
@@ -91,6 +98,8 @@ runService({
           log,
         });
       } catch (err) {
+        metrics.setClusterProbe(undefined);
+        await probe.close();
         await runs.close();
         await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();
@@ -104,6 +113,8 @@ runService({
     return {
       async close() {
         await api?.close();
+        metrics.setClusterProbe(undefined);
+        await probe.close();
         await runs.close();
         await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();

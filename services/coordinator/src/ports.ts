@@ -16,7 +16,7 @@ import {
   type TimerJob,
 } from '@bosun/contract';
 import type { CancelKeys, ChildState, ChildrenRead, IncidentJob, ParkedRun, RunChildren, RunJobs, RunTimers } from '@bosun/agent';
-import { readRunCancellation, type RedisClient } from '@bosun/transport';
+import { SpanKind, inSpan, readRunCancellation, traceCarrier, type RedisClient } from '@bosun/transport';
 
 /** How long finished child and timer jobs are kept. */
 const KEEP_SECONDS = 7 * 24 * 3600;
@@ -64,18 +64,28 @@ export class BullRunJobs implements RunJobs {
   /** The children of one incident job: task jobs on their specialists' queues. */
   childrenOf(parent: Job): RunChildren {
     return {
-      add: async (task: TaskJob, options: { attempts: number }) => {
-        await this.queueFor(task.agent).add(TASK_JOB, task, {
-          jobId: task.taskId,
-          parent: { id: String(parent.id), queue: parent.queueQualifiedName },
-          attempts: options.attempts,
-          backoff: { type: 'exponential', delay: 1_000 },
-          // A child that fails for good must not block the run: its failure is collected instead.
-          ignoreDependencyOnFailure: true,
-          removeOnComplete: { age: KEEP_SECONDS },
-          removeOnFail: { age: KEEP_SECONDS },
-        });
-      },
+      // The delegation is a span of its own; the task job carries its trace context.
+      add: (task: TaskJob, options: { attempts: number }) =>
+        inSpan(
+          `delegate ${task.agent}`,
+          { kind: SpanKind.PRODUCER, attributes: { 'gen_ai.agent.name': task.agent, 'bosun.task.id': task.taskId } },
+          async () => {
+            await this.queueFor(task.agent).add(
+              TASK_JOB,
+              { ...task, ...traceCarrier() },
+              {
+                jobId: task.taskId,
+                parent: { id: String(parent.id), queue: parent.queueQualifiedName },
+                attempts: options.attempts,
+                backoff: { type: 'exponential', delay: 1_000 },
+                // A child that fails for good must not block the run: its failure is collected instead.
+                ignoreDependencyOnFailure: true,
+                removeOnComplete: { age: KEEP_SECONDS },
+                removeOnFail: { age: KEEP_SECONDS },
+              },
+            );
+          },
+        ),
     };
   }
 

@@ -5,7 +5,18 @@ import { specialistQueue } from '@bosun/contract';
 import { ConfigError, createLogger, loadClusterConfig, specialistConfig, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
-import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
+import { observedModel } from '@bosun/agent';
+import {
+  ApprovalStore,
+  QueueToolClient,
+  TraceNotes,
+  checkRuntime,
+  keys,
+  openRuntime,
+  runService,
+  type ServiceArgs,
+} from '@bosun/transport';
+import { startTracing } from '@bosun/otel';
 import { specialistProcessor } from './specialist.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
@@ -30,6 +41,7 @@ function load(args: ServiceArgs, env: BosunEnv) {
 runService({
   name: 'specialist',
   log,
+  tracing: () => startTracing('specialist'),
   args: { only: { type: 'string' } },
   async check(args, env) {
     const { config, names } = load(args, env);
@@ -56,7 +68,7 @@ runService({
         specialistProcessor({
           name,
           spec,
-          model,
+          model: observedModel(model),
           tools,
           checkpoints: rt.checkpoints,
           events: rt.events,
@@ -66,6 +78,7 @@ runService({
           toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
           shouldYield: () => draining,
           approvals,
+          traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
           policy: {
             offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
             stateOf: (tool) => toolState(config, tool),

@@ -2,7 +2,8 @@ import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
-import type { ApprovalStore } from '@bosun/transport';
+import { metrics, type ApprovalStore, type TraceNotes } from '@bosun/transport';
+import { inTaskSpan } from './task-trace.js';
 
 /** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
 export interface SpecialistDeps extends TaskAgentDeps {
@@ -10,6 +11,8 @@ export interface SpecialistDeps extends TaskAgentDeps {
   spec: SpecialistConfig;
   /** Where approvals live; the worker also records where a task parks and wakes it. */
   approvals?: ApprovalStore;
+  /** Where a task attempt's span finds the one before it (traces); none: attempts are not linked. */
+  traceNotes?: TraceNotes;
 }
 
 /** Checkpoint errors that fail one task, never the worker. */
@@ -31,66 +34,88 @@ export function specialistProcessor(deps: SpecialistDeps) {
       await deps.deadLetters.add({ kind: 'poison', agent: deps.name, reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
       throw new UnrecoverableError(reason);
     }
-    const task = parsed.data;
-    const attempt = job.attemptsMade + 1;
-    try {
-      return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
-    } catch (err) {
-      if (err instanceof ParkError && token && deps.approvals) {
-        // Waiting for an operator holds no worker: the job is delayed until the approval's
-        // timeout, and a decision promotes it back to the queue. Where it parks is recorded
-        // first: a process that dies in between leaves an active job (found stalled and run
-        // again), never a delayed one that no decision can find until its timeout.
-        await deps.approvals.parkedAt(err.approvalId, job.queueName, String(job.id));
-        await job.moveToDelayed(err.until, token);
-        // A decision that landed before the job was parked could not wake it: do it now.
-        const decided = await deps.approvals.get(err.approvalId);
-        if (decided && decided.status !== 'pending') await deps.approvals.wake(decided);
-        log.info({ taskId: task.taskId, approvalId: err.approvalId }, 'task parked until an operator decides');
-        throw new DelayedError();
-      }
-      if (err instanceof YieldError && token) {
-        // Draining: hand the task back now rather than after the lock expires.
-        log.info({ taskId: task.taskId }, 'handing the task back to the queue');
-        await job.moveToDelayed(Date.now(), token);
-        throw new DelayedError();
-      }
-      if (err instanceof BosunError && UNUSABLE_CHECKPOINT.has(err.code)) {
-        // A checkpoint we cannot read fails this task only, with an explicit INCOMPLETE result.
-        const reason = err.message;
-        log.error({ taskId: task.taskId, reason }, 'unusable checkpoint');
-        await deps.deadLetters.add(
-          {
-            kind: 'failure',
-            runId: task.runId,
-            incidentId: task.incidentId,
-            agent: deps.name,
-            taskId: task.taskId,
-            reason,
-            attempts: attempt,
-          },
-          `failure-${task.taskId}-checkpoint`,
-        );
-        deps.events.emit({
-          type: 'agent.failed',
+    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask({ ...deps, log }, { job, token, task: parsed.data }));
+  };
+}
+
+/** One attempt of a task job: the task loop, and what its park, hand-over or failure means for the job. */
+async function attemptTask(deps: SpecialistDeps, picked: { job: Job; token: string | undefined; task: TaskJob }): Promise<TaskResult> {
+  const { log } = deps;
+  const { job, token, task } = picked;
+  const attempt = job.attemptsMade + 1;
+  try {
+    const result = await runTask(
+      task,
+      { name: deps.name, ...deps.spec },
+      { ...deps, log },
+      { attempt, firstPickup: job.attemptsStarted <= 1 },
+    );
+    // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
+    metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
+    return result;
+  } catch (err) {
+    if (err instanceof ParkError && token && deps.approvals) {
+      // Waiting for an operator holds no worker: the job is delayed until the approval's
+      // timeout, and a decision promotes it back to the queue. Where it parks is recorded
+      // first: a process that dies in between leaves an active job (found stalled and run
+      // again), never a delayed one that no decision can find until its timeout.
+      await deps.approvals.parkedAt(err.approvalId, job.queueName, String(job.id));
+      await job.moveToDelayed(err.until, token);
+      // A decision that landed before the job was parked could not wake it: do it now.
+      const decided = await deps.approvals.get(err.approvalId);
+      if (decided && decided.status !== 'pending') await deps.approvals.wake(decided);
+      log.info({ taskId: task.taskId, approvalId: err.approvalId }, 'task parked until an operator decides');
+      throw new DelayedError();
+    }
+    if (err instanceof YieldError && token) {
+      // Draining: hand the task back now rather than after the lock expires.
+      log.info({ taskId: task.taskId }, 'handing the task back to the queue');
+      await job.moveToDelayed(Date.now(), token);
+      throw new DelayedError();
+    }
+    if (err instanceof BosunError && UNUSABLE_CHECKPOINT.has(err.code)) {
+      // A checkpoint we cannot read fails this task only, with an explicit INCOMPLETE result.
+      const reason = err.message;
+      log.error({ taskId: task.taskId, reason }, 'unusable checkpoint');
+      await deps.deadLetters.add(
+        {
+          kind: 'failure',
           runId: task.runId,
           incidentId: task.incidentId,
           agent: deps.name,
-          data: { taskId: task.taskId, reason },
-        });
-        return {
-          v: 1,
           taskId: task.taskId,
-          agent: deps.name,
-          status: 'failed',
-          output: buildStallPayload(deps.spec, deps.name, '', reason),
+          reason,
           attempts: attempt,
-          error: reason,
-        };
-      }
-      if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err }, 'task will be retried');
-      else log.error({ taskId: task.taskId, attempt, err }, 'task error');
-      throw err;
+        },
+        `failure-${task.taskId}-checkpoint`,
+      );
+      deps.events.emit({
+        type: 'agent.failed',
+        runId: task.runId,
+        incidentId: task.incidentId,
+        agent: deps.name,
+        data: { taskId: task.taskId, reason },
+      });
+      metrics.taskFinished(deps.name, 'failed', (Date.now() - job.timestamp) / 1000);
+      return {
+        v: 1,
+        taskId: task.taskId,
+        agent: deps.name,
+        status: 'failed',
+        output: buildStallPayload(deps.spec, deps.name, '', reason),
+        attempts: attempt,
+        error: reason,
+      };
     }
-  };
+    if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err }, 'task will be retried');
+    else log.error({ taskId: task.taskId, attempt, err }, 'task error');
+    throw err;
+  }
+}
+
+/** A task result's status as counted: `completed`, `failed`, or the kind of a stall (`stalled`, `timeout`, `cancelled`). */
+function taskStatus(result: TaskResult): string {
+  if (result.status !== 'stalled') return result.status;
+  if (result.error === 'cancelled') return 'cancelled';
+  return result.error === undefined ? 'stalled' : 'timeout';
 }

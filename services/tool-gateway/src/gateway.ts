@@ -24,6 +24,7 @@ import {
   type RedisClient,
 } from '@bosun/transport';
 import { CallNotSentError, McpServerConnection, type McpCallOutcome } from './mcp.js';
+import { inGatewaySpan, inMcpSpan, observeToolCall, type Span } from './gateway-telemetry.js';
 
 /** The ports of the gateway. */
 export interface GatewayDeps {
@@ -57,6 +58,8 @@ interface CallRun {
   inDoubtAudited: boolean;
   /** The result, once recorded. */
   result?: ToolCallResult;
+  /** What admitted or refused it, as counted in metrics: the policy's decision, `unknown` (no such tool) or `recorded` (answered from its record). */
+  decision?: string;
 }
 
 /**
@@ -151,6 +154,10 @@ export class ToolGateway {
    * {@link unexpected}.
    */
   async execute(call: ToolCallJob): Promise<ToolCallResult> {
+    return inGatewaySpan(call, (span) => this.executeCall(call, span));
+  }
+
+  private async executeCall(call: ToolCallJob, span: Span): Promise<ToolCallResult> {
     const run: CallRun = {
       call,
       shownArgs: redactSecrets(call.args),
@@ -159,11 +166,15 @@ export class ToolGateway {
       readOnly: false,
       inDoubtAudited: false,
     };
+    const started = performance.now();
+    let result: ToolCallResult;
     try {
-      return (await this.admit(run)) ?? (await this.claim(run)) ?? (await this.send(run));
+      result = (await this.admit(run)) ?? (await this.claim(run)) ?? (await this.send(run));
     } catch (err) {
-      return this.unexpected(run, err);
+      result = await this.unexpected(run, err);
     }
+    observeToolCall({ tool: run.tool, decision: run.decision ?? 'unknown' }, result, (performance.now() - started) / 1000, span);
+    return result;
   }
 
   /** Who is calling: the MCP face's policy for its own calls, else the specialist's (undefined for an unknown one). */
@@ -181,11 +192,15 @@ export class ToolGateway {
     const { call } = run;
     const tool = this.servers.flatMap((s) => s.tools).find((t) => t.name === call.tool);
     const decision = tool ? decideCall(this.deps.config, this.callerOf(call.agent), call.agent, tool) : undefined;
+    run.decision = decision?.decision ?? 'unknown';
     if (!tool || decision?.decision !== 'allow') {
       // A call answered before is answered from its record, whatever the policy says now. (An
       // allowed call learns the same from the claim, in the same round trip.)
       const recorded = await this.records.recorded(call.key);
-      if (recorded) return this.repeated(call, recorded);
+      if (recorded) {
+        run.decision = 'recorded';
+        return this.repeated(call, recorded);
+      }
     }
     // A refusal is not recorded: nothing ran, and a recorded refusal would answer the same key
     // later, when an approval may cover it.
@@ -250,11 +265,13 @@ export class ToolGateway {
     let outcome: McpCallOutcome;
     try {
       run.stage = 'sent';
-      outcome = await server!.call(tool.remoteName, call.args, {
-        timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
-        maxChars: config.gateway.maxResultChars,
-        onProgress: this.progressEvents(run),
-      });
+      outcome = await inMcpSpan(tool, () =>
+        server!.call(tool.remoteName, call.args, {
+          timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
+          maxChars: config.gateway.maxResultChars,
+          onProgress: this.progressEvents(run),
+        }),
+      );
     } catch (err) {
       return this.callFailed(run, err, Date.now() - started);
     }

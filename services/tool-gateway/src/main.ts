@@ -4,6 +4,7 @@ import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig } from '@bosun/config';
 import { ApprovalStore, checkRuntime, openRuntime, runService } from '@bosun/transport';
+import { startTracing } from '@bosun/otel';
 import { ToolGateway } from './gateway.js';
 import { checkMcpServers } from './mcp.js';
 import { startMcpFace, type McpFace } from './mcp-face.js';
@@ -14,6 +15,7 @@ const log = createLogger({ service: 'tool-gateway' });
 runService({
   name: 'tool-gateway',
   log,
+  tracing: () => startTracing('tool-gateway'),
   async check(_args, env) {
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
     const face = config.gateway.mcpServer;

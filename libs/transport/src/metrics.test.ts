@@ -1,0 +1,75 @@
+import { describe, expect, it } from 'vitest';
+import { BosunMetrics, type ClusterSnapshot } from './metrics.js';
+
+// The metric definitions: Prometheus names and types, one read of the cluster per scrape, a
+// failed read counted without failing the scrape. (The counters moving in real services:
+// test/e2e/metrics.test.ts.)
+
+const SNAPSHOT: ClusterSnapshot = {
+  queues: [{ queue: 'tools', waiting: 3, active: 1, delayed: 0, failed: 2, workers: 1 }],
+  approvalsPending: 4,
+  oldestApprovalSeconds: 75,
+  inDoubt: 1,
+};
+
+describe('BosunMetrics', () => {
+  it('names every metric bosun_…, counters …_total, durations …_seconds', async () => {
+    const m = new BosunMetrics();
+    const metrics = await m.registry.getMetricsAsJSON();
+    expect(metrics.length).toBeGreaterThan(15);
+    for (const metric of metrics) {
+      expect(metric.name).toMatch(/^bosun_[a-z_]+$/);
+      if (metric.type === 'counter') expect(metric.name).toMatch(/_total$/);
+      if (metric.type === 'histogram') expect(metric.name).toMatch(/_seconds$/);
+    }
+  });
+
+  it('records runs, tasks, model and tool calls, approvals and events with their labels', async () => {
+    const m = new BosunMetrics();
+    m.event('run.started');
+    m.event('approval.requested');
+    m.runFinished('partial', 12);
+    m.taskFinished('kubernetes', 'timeout', 30);
+    m.modelCall({ agent: 'kubernetes', provider: 'gemini', outcome: 'ok', seconds: 0.4, inputTokens: 100, outputTokens: 20 });
+    m.toolCall({ server: 'demo', tool: 'demo__get_pods', outcome: 'ok', decision: 'allow', seconds: 0.02 });
+    m.approvalDecided('denied', 90);
+    const text = await m.text();
+    expect(text).toContain('bosun_runs_started_total 1');
+    expect(text).toContain('bosun_approvals_requested_total 1');
+    expect(text).toContain('bosun_events_total{type="run.started"} 1');
+    expect(text).toContain('bosun_runs_finished_total{status="partial"} 1');
+    expect(text).toContain('bosun_run_duration_seconds_bucket{le="15",status="partial"} 1');
+    expect(text).toContain('bosun_tasks_finished_total{specialist="kubernetes",status="timeout"} 1');
+    expect(text).toContain('bosun_model_tokens_total{agent="kubernetes",provider="gemini",direction="input"} 100');
+    expect(text).toContain('bosun_model_tokens_total{agent="kubernetes",provider="gemini",direction="output"} 20');
+    expect(text).toContain('bosun_tool_calls_total{server="demo",tool="demo__get_pods",outcome="ok",decision="allow"} 1');
+    expect(text).toContain('bosun_approval_wait_seconds_count{status="denied"} 1');
+  });
+
+  it('reads the cluster once per scrape for all its gauges', async () => {
+    const m = new BosunMetrics();
+    let reads = 0;
+    m.setClusterProbe(async () => {
+      reads++;
+      return SNAPSHOT;
+    });
+    const text = await m.text();
+    expect(reads).toBe(1);
+    expect(text).toContain('bosun_queue_jobs{queue="tools",state="waiting"} 3');
+    expect(text).toContain('bosun_queue_jobs{queue="tools",state="failed"} 2');
+    expect(text).toContain('bosun_queue_workers{queue="tools"} 1');
+    expect(text).toContain('bosun_approvals_pending 4');
+    expect(text).toContain('bosun_approval_oldest_pending_seconds 75');
+    expect(text).toContain('bosun_tool_calls_in_doubt 1');
+    await m.text();
+    expect(reads).toBe(2);
+  });
+
+  it('serves the scrape when the cluster cannot be read, and counts the failure', async () => {
+    const m = new BosunMetrics();
+    m.setClusterProbe(() => Promise.reject(new Error('redis away')));
+    const text = await m.text();
+    expect(text).toContain('bosun_metrics_probe_errors_total 1');
+    expect(text).not.toContain('bosun_queue_jobs{');
+  });
+});

@@ -1,0 +1,55 @@
+import { TOOLS_QUEUE, type CatalogTool, type ToolCallJob, type ToolCallResult } from '@bosun/contract';
+import { SpanKind, carriedContext, inSpan, metrics, type ToolOutcome } from '@bosun/transport';
+
+/** A span, as the gateway uses it (`@opentelemetry/api`'s, through `inSpan`). */
+export type Span = Parameters<Parameters<typeof inSpan>[2]>[0];
+
+/**
+ * Runs the gateway's handling of one call in its span (`execute_tool <tool>`), under the
+ * specialist's tool-call span whose context the job carries (a call through the MCP face starts
+ * a trace of its own). The span holds the tool's name, the key, the decision and the outcome,
+ * never the arguments.
+ */
+export function inGatewaySpan(call: ToolCallJob, fn: (span: Span) => Promise<ToolCallResult>): Promise<ToolCallResult> {
+  const parent = carriedContext(call);
+  const attributes = {
+    'gen_ai.operation.name': 'execute_tool',
+    'gen_ai.tool.name': call.tool,
+    'gen_ai.agent.name': call.agent,
+    'bosun.tool.key': call.key,
+    'bosun.run.id': call.runId,
+    'messaging.system': 'bullmq',
+    'messaging.destination.name': TOOLS_QUEUE,
+  };
+  return inSpan(`execute_tool ${call.tool}`, { kind: SpanKind.CONSUMER, attributes, ...(parent ? { parent } : {}) }, fn);
+}
+
+/** Runs the MCP request of a call in its span (`tools/call <remote name>`, a client span). */
+export function inMcpSpan<T>(tool: CatalogTool, fn: () => Promise<T>): Promise<T> {
+  const attributes = { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': tool.remoteName, 'bosun.mcp.server': tool.server };
+  return inSpan(`tools/call ${tool.remoteName}`, { kind: SpanKind.CLIENT, attributes }, fn);
+}
+
+/** A call's outcome as counted: in doubt, could not run, ran with the tool's own error, or ok. */
+export function toolOutcome(result: ToolCallResult): ToolOutcome {
+  if (result.inDoubt) return 'in_doubt';
+  if (result.status === 'error') return 'error';
+  return result.isError ? 'tool_error' : 'ok';
+}
+
+/**
+ * Counts one answered call (`bosun_tool_calls_total`, `bosun_tool_call_duration_seconds`) and
+ * notes its outcome and decision on its span. A call
+ * to a tool that is not in the catalog is counted under `unknown`: the model chose that name, and
+ * labels stay bounded.
+ */
+export function observeToolCall(
+  run: { tool: CatalogTool | undefined; decision: string },
+  result: ToolCallResult,
+  seconds: number,
+  span?: Span,
+): void {
+  const outcome = toolOutcome(result);
+  metrics.toolCall({ server: run.tool?.server ?? 'unknown', tool: run.tool?.name ?? 'unknown', outcome, decision: run.decision, seconds });
+  span?.setAttributes({ 'bosun.tool.outcome': outcome, 'bosun.tool.decision': run.decision });
+}
