@@ -77,7 +77,8 @@ const K8S_CONNECTION_ENV = [
 /** Secrets given inline rather than as files: if set, from a Secret (k8s) or passed through (compose). */
 const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
-const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', ...CONNECTION_ENV];
+// OPENAI_API_KEY: only for agents whose model.provider is openai; the shipped manifests use the demo config (fake or Gemini).
+const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
 const SERVICES = ['coordinator', 'specialist', 'tool-gateway'];
 const GRACE_DEFAULT_MS = 30_000;

@@ -50,6 +50,19 @@ function routeSystem(ctx: RunContext): string {
   ].join('\n');
 }
 
+/** The JSON answer route mode asks for where the provider supports structured output (`parseRouting` reads it). */
+function routeSchema(known: readonly string[]): NonNullable<ModelRequest['responseSchema']> {
+  return {
+    name: 'route',
+    schema: {
+      type: 'object',
+      properties: { specialists: { type: 'array', items: known.length > 0 ? { type: 'string', enum: [...known] } : { type: 'string' } } },
+      required: ['specialists'],
+      additionalProperties: false,
+    },
+  };
+}
+
 /**
  * Route mode: one classifier call names the specialists (the default route when it names none),
  * each of which gets a delegation. Names the config does not know are kept: they become `failed`
@@ -65,6 +78,7 @@ export async function route(ctx: RunContext, incident: Incident): Promise<void> 
     system: routeSystem(ctx),
     messages: [{ role: 'user', text: renderIncident(incident) }],
     tools: [],
+    responseSchema: routeSchema(known),
   });
   let names = parseRouting(response.text ?? '', known);
   if (names.length === 0) names = [...config.coordinator.defaultRoute];

@@ -381,6 +381,11 @@ describe('route mode', () => {
     expect(w.model.requests[0]!.mode).toBe('single');
     expect(w.model.requests[0]!.system).toContain('- kubernetes: pods');
     expect(w.model.requests[0]!.system).toContain('- PodCrashLooping -> kubernetes');
+    // Providers with structured output are held to the answer parseRouting reads.
+    expect(w.model.requests[0]!.responseSchema).toMatchObject({
+      name: 'route',
+      schema: { properties: { specialists: { items: { enum: ['kubernetes', 'database'] } } }, required: ['specialists'] },
+    });
     expect(w.eventsOf('run.routed')[0]!.data).toEqual({ specialists: ['kubernetes', 'database'], unknown: [] });
     expect(w.eventsOf('run.completed')).toHaveLength(1);
     expect((await w.checkpoint()).result).toEqual(result);

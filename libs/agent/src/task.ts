@@ -3,6 +3,7 @@ import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, type ModelResponse, type ToolCall } from '@bosun/models';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
+import { malformedArgsStep } from './task-args.js';
 import { endIncomplete, finishStep, stallUnlessCancelled } from './task-end.js';
 import { toolRound } from './task-round.js';
 import { TaskRun, openTaskRun } from './task-run.js';
@@ -124,6 +125,7 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
 async function actOnTurn(run: TaskRun, calls: readonly ToolCall[]): Promise<TaskResult | undefined> {
   const { spec, state, tools } = run;
   run.newTurn();
+  if (calls.some((c) => c.argsError !== undefined)) return malformedArgsStep(run, calls);
   if (tools.needsNudge(state.routing) && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL)))
     return nudge(run, state.routing, calls);
   if (calls.length === 0) return stallUnlessCancelled(run, 'ended its turn without calling finish_task');

@@ -42,14 +42,19 @@ const FakeCall = z.object({
   args: z.record(z.string(), z.unknown()).default({}),
 });
 
-/** Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake. */
+/**
+ * Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake;
+ * `openai`: an OpenAI-compatible endpoint (OpenAI, Azure OpenAI, Ollama, vLLM) with `OPENAI_API_KEY`.
+ */
 const ModelSpec = z
   .object({
-    provider: z.enum(['auto', 'fake', 'gemini']).default('auto'),
-    /** Gemini model name. */
+    provider: z.enum(['auto', 'fake', 'gemini', 'openai']).default('auto'),
+    /** Model name (for Azure OpenAI: the deployment name). */
     name: z.string().default('gemini-2.5-flash'),
-    /** Gemini API base URL (tests point it at a local server). */
+    /** API base URL: the provider's when omitted (tests point it at a local server). */
     baseUrl: z.string().url().optional(),
+    /** `openai`: ask for JSON matching the answer's schema (`response_format`); off for endpoints that reject it. */
+    structuredOutput: z.boolean().default(true),
     timeoutMs: substitutable(z.number().int().positive()).default(60_000),
     /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
     latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
@@ -140,7 +145,7 @@ const Specialist = z
     deadlineMs: substitutable(z.number().int().positive()).default(600_000),
     /** Retries of a task that failed (exponential backoff from 1 s); after the last, an INCOMPLETE `failure` result. */
     retries: substitutable(z.number().int().nonnegative().max(20)).default(2),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
   })
@@ -171,7 +176,7 @@ const Coordinator = z
       })
       .strict()
       .optional(),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
   })
   .strict();
 
@@ -238,7 +243,7 @@ const ClusterConfigSchema = z
       maxRounds: 4,
       concurrency: 50,
       runDeadlineMs: 1_800_000,
-      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 },
+      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true },
     }),
     specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),

@@ -18,7 +18,7 @@ function load(env: BosunEnv) {
   addLogSecrets(log, configSecrets(config));
   const c = config.coordinator;
   const model = createModel(
-    { ...c.model, apiKey: env.geminiApiKey },
+    { ...c.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey },
     {
       routes: c.routes,
       defaultRoute: c.defaultRoute,

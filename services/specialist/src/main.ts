@@ -34,7 +34,8 @@ runService({
   async check(args, env) {
     const { config, names } = load(args, env);
     const models = names.map(
-      (name) => `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey }).name})`,
+      (name) =>
+        `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey }).name})`,
     );
     const connections = await checkRuntime(env, { service: 'specialist' });
     return `config ${env.configFile} (specialists ${models.join(', ')}); ${connections}`;
@@ -50,7 +51,10 @@ runService({
     let draining = false;
     for (const name of names) {
       const spec = specialistConfig(config, name)!;
-      const model = createModel({ ...spec.model, apiKey: env.geminiApiKey }, { plans: { [name]: spec.fakePlan } });
+      const model = createModel(
+        { ...spec.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey },
+        { plans: { [name]: spec.fakePlan } },
+      );
       const worker = new Worker(
         specialistQueue(name),
         specialistProcessor({
