@@ -89,3 +89,30 @@ export async function startOpenAiServer(respond: Responder = () => undefined): P
       }),
   };
 }
+
+/** A 200 Chat Completions answer in the recorded shape: text, tool calls (name → arguments object), or both. */
+export function completion(answer: { text?: string; calls?: [string, unknown][] }, usage: [number, number] = [100, 20]): Recording {
+  const calls = (answer.calls ?? []).map(([name, args], i) => ({
+    id: `call_${Math.random().toString(36).slice(2, 10)}${i}`,
+    type: 'function',
+    function: { name, arguments: JSON.stringify(args) },
+  }));
+  return {
+    status: 200,
+    body: {
+      id: `chatcmpl-${Math.random().toString(36).slice(2, 12)}`,
+      object: 'chat.completion',
+      created: Math.floor(Date.now() / 1000),
+      model: 'gpt-4.1-mini-2025-04-14',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: answer.text ?? null, refusal: null, ...(calls.length > 0 ? { tool_calls: calls } : {}) },
+          logprobs: null,
+          finish_reason: calls.length > 0 ? 'tool_calls' : 'stop',
+        },
+      ],
+      usage: { prompt_tokens: usage[0], completion_tokens: usage[1], total_tokens: usage[0] + usage[1] },
+    },
+  };
+}
