@@ -34,6 +34,7 @@ beforeAll(async () => {
     ctx.env.OPENAI_API_KEY = KEY;
     const model = { provider: 'openai', name: 'gpt-4.1-mini', baseUrl: server.baseUrl };
     config.coordinator.mode = 'delegate';
+    config.prices = { 'openai:gpt-4.1-mini': { inputPerMTok: 0.4, outputPerMTok: 1.6 } };
     config.coordinator.model = model;
     for (const s of Object.values(config.specialists as Record<string, Record<string, unknown>>)) s.model = model;
   });
@@ -63,7 +64,13 @@ describe('model.provider openai, end to end', () => {
         output: expect.objectContaining({ summary: 'checkout pods restart on OOM' }),
       }),
     ]);
+    // Usage: the coordinator's two calls and the specialist's two, its one tool call, the cost at the configured price.
+    const usage = { inputTokens: 1450, outputTokens: 125, modelCalls: 4, toolCalls: 1, costUsd: 0.00078 };
+    expect(result.usage).toEqual(usage);
+    expect(result.specialists[0]!.usage).toEqual({ inputTokens: 750, outputTokens: 75, modelCalls: 2, toolCalls: 1, costUsd: 0.00042 });
     const events = await t.client.events.complete(runId);
+    expect(events.find((e) => e.type === 'run.completed')?.data.usage).toEqual(usage);
+    expect(events.find((e) => e.type === 'agent.completed')?.data.usage).toMatchObject({ modelCalls: 2, toolCalls: 1 });
     const called = events.filter((e) => e.type === 'model.called');
     expect(called.length).toBe(4);
     expect(called.every((e) => (e.data as { model: string }).model === 'gpt-4.1-mini-2025-04-14')).toBe(true);

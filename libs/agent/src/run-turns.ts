@@ -2,8 +2,8 @@
  * The coordinator's model turns: route mode's one classifier call, and delegate mode's chat
  * turns, whose tool calls are the delegations.
  */
-import { taskIdFor, type Incident } from '@bosun/contract';
-import { specialistConfig } from '@bosun/config';
+import { sumUsage, taskIdFor, type Incident } from '@bosun/contract';
+import { priceOf, specialistConfig } from '@bosun/config';
 import {
   DELEGATE_TOOL_PREFIX,
   delegateToolName,
@@ -12,6 +12,7 @@ import {
   type ModelResponse,
   type ToolDeclaration,
 } from '@bosun/models';
+import { modelCallUsage } from './budget.js';
 import type { RunContext } from './run-parts.js';
 import { DEFAULT_DELEGATE_INSTRUCTION, DEFAULT_ROUTE_INSTRUCTION, parseRouting } from './run-text.js';
 
@@ -20,6 +21,8 @@ async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): 
   const { model, events, clock } = ctx.deps;
   const started = clock.now();
   const response = await model.generate(request);
+  // The coordinator's own spending, saved with the turn it belongs to.
+  ctx.state.usage = sumUsage(ctx.state.usage, modelCallUsage(response.usage, priceOf(ctx.deps.config, model.name)));
   events.emit({
     type: 'model.called',
     runId: ctx.state.runId,

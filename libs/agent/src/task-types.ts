@@ -1,5 +1,5 @@
 import { BosunError, type CatalogTool } from '@bosun/contract';
-import type { Logger } from '@bosun/config';
+import type { BudgetLimits, Logger, ModelPrice } from '@bosun/config';
 import type { ToolState } from '@bosun/policy';
 import type { Model } from '@bosun/models';
 import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
@@ -29,6 +29,8 @@ export interface TaskAgentSpec {
   approvalTimeoutMs?: number | undefined;
   /** In-band tool routing (`load_tools`); off when absent. */
   routing?: RoutingSpec | undefined;
+  /** What one task may spend (`budgets.task` with the specialist's `budget` over it); no limit when absent. */
+  budget?: BudgetLimits | undefined;
 }
 
 /** The policy the loop applies to the catalog (the gateway enforces it again at call time). */
@@ -62,6 +64,8 @@ export interface TaskAgentDeps {
   policy?: TaskPolicy;
   /** Where approvals live; required when a tool is `ask`. */
   approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
+  /** The model's price, for the estimated cost; the cost counts 0 without one. */
+  price?: ModelPrice | undefined;
 }
 
 /**

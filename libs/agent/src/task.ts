@@ -1,6 +1,7 @@
-import { FINISH_TASK_TOOL, type TaskJob, type TaskResult } from '@bosun/contract';
+import { FINISH_TASK_TOOL, emptyUsage, sumUsage, type TaskJob, type TaskResult } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, type ModelResponse, type ToolCall } from '@bosun/models';
+import { modelCallUsage, overBudget } from './budget.js';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
 import { malformedArgsStep } from './task-args.js';
@@ -84,6 +85,9 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     const reason = `${offered.length} tools would be offered to the model in one request; the limit is ${MAX_TOOLS_PER_REQUEST}. Narrow specialists.${spec.name}.tools, or turn on routing.`;
     return endIncomplete(run, { kind: 'failure', reason });
   }
+  // The budget is checked before the call that would cross it, never after.
+  const over = overBudget(state.usage ?? emptyUsage(), spec.budget, { modelCall: true });
+  if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const started = Date.now();
   let response: ModelResponse;
   try {
@@ -101,6 +105,8 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
 function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: number): void {
   const { state } = run;
   state.step++;
+  // Counted in the same checkpoint write as the turn itself: a resumed task never counts it again.
+  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, run.deps.price));
   run.emit('model.called', {
     taskId: run.job.taskId,
     step: state.step,
@@ -136,6 +142,9 @@ async function actOnTurn(run: TaskRun, calls: readonly ToolCall[]): Promise<Task
     return stallUnlessCancelled(run, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`);
   // Calls to `ask` tools wait for an operator: the whole turn is proposed as written, the task
   // parks, and resumes — in any process — with the decision.
+  const resumed = state.pending?.kind === 'tools' && state.pending.step === state.step;
+  const over = resumed ? undefined : overBudget(state.usage ?? emptyUsage(), spec.budget, { toolCalls: calls.length });
+  if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const asking = tools.askingTools(calls);
   if (asking.length === 0) return toolRound(run, calls, undefined);
   // The approval is keyed by the step: the turn it asks about must be on record first, so a

@@ -1,3 +1,4 @@
+import { BudgetLimits, Budgets, PriceTable } from './budgets.js';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
@@ -148,6 +149,8 @@ const Specialist = z
     model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
+    /** This specialist's task limits, over `budgets.task`. */
+    budget: BudgetLimits.optional(),
   })
   .strict();
 
@@ -249,6 +252,10 @@ const ClusterConfigSchema = z
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),
     gateway: Gateway.default({ concurrency: 64, callTimeoutMs: 60_000, maxResultChars: 100_000 }),
     workers: Workers.default({ lockDurationMs: 10_000, stalledIntervalMs: 5_000, maxStalledCount: 2 }),
+    /** Default limits of every task and of every run (see docs/configuration.md#budgets). */
+    budgets: Budgets.default({}),
+    /** Model prices, for the estimated cost in usage and `costUsd` budgets. */
+    prices: PriceTable.default({}),
   })
   .strict();
 

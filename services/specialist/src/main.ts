@@ -2,7 +2,7 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, createLogger, loadClusterConfig, specialistConfig, type BosunEnv } from '@bosun/config';
+import { ConfigError, createLogger, loadClusterConfig, priceOf, specialistConfig, taskBudget, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
 import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
@@ -59,8 +59,9 @@ runService({
         specialistQueue(name),
         specialistProcessor({
           name,
-          spec,
+          spec: { ...spec, budget: taskBudget(config, spec) },
           model,
+          price: priceOf(config, model.name),
           tools,
           checkpoints: rt.checkpoints,
           events: rt.events,
