@@ -18,12 +18,13 @@ export type Spend = { modelCall: true } | { toolCalls: number };
  * tokens and cost not used up (its own tokens are known only after it); tool calls need that
  * many calls left. The reason names the limit and what was spent.
  */
-export function overBudget(spent: UsageTotals, limits: BudgetLimits | undefined, next: Spend): string | undefined {
+export function overBudget(spent: UsageTotals, limits: BudgetLimits | undefined, next: Spend, whose = 'its'): string | undefined {
   if (!limits) return undefined;
+  const stopped = `stopped at ${whose} budget`;
   if ('toolCalls' in next) {
     const max = limits.toolCalls;
     if (max !== undefined && spent.toolCalls + next.toolCalls > max)
-      return `stopped at its budget: ${next.toolCalls} more tool call(s) would cross the limit of ${max} tool calls (${spent.toolCalls} made)`;
+      return `${stopped}: ${next.toolCalls} more tool call(s) would cross the limit of ${max} tool calls (${spent.toolCalls} made)`;
     return undefined;
   }
   const checks: [number | undefined, number, string][] = [
@@ -32,9 +33,9 @@ export function overBudget(spent: UsageTotals, limits: BudgetLimits | undefined,
     [limits.outputTokens, spent.outputTokens + 1, `output tokens (${spent.outputTokens} used)`],
   ];
   for (const [max, needed, what] of checks) {
-    if (max !== undefined && needed > max) return `stopped at its budget: another model call would cross the limit of ${max} ${what}`;
+    if (max !== undefined && needed > max) return `${stopped}: another model call would cross the limit of ${max} ${what}`;
   }
   if (limits.costUsd !== undefined && spent.costUsd >= limits.costUsd)
-    return `stopped at its budget: another model call would cross the limit of $${limits.costUsd} (estimated $${spent.costUsd} spent)`;
+    return `${stopped}: another model call would cross the limit of $${limits.costUsd} (estimated $${spent.costUsd} spent)`;
   return undefined;
 }

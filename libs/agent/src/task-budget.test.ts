@@ -4,7 +4,9 @@ import {
   STALL_MARKER,
   isStalled,
   parseWith,
+  sumUsage,
   taskIdFor,
+  type UsageTotals,
   type Catalog,
   type DeadLetter,
   type TaskJob,
@@ -43,7 +45,18 @@ function job(): TaskJob {
   return { v: 1, runId: RUN_ID, incidentId: incident.id, taskId: TASK_ID, agent: 'kubernetes', task: 'Investigate.', incident };
 }
 
-async function run(budget: BudgetLimits | undefined, price?: ModelPrice) {
+/** A run's ledger in memory: part → total. */
+class MemoryLedger {
+  readonly parts = new Map<string, UsageTotals>();
+  async record(_runId: string, part: string, usage: UsageTotals): Promise<void> {
+    this.parts.set(part, usage);
+  }
+  async total(): Promise<UsageTotals> {
+    return sumUsage(...this.parts.values());
+  }
+}
+
+async function run(budget: BudgetLimits | undefined, price?: ModelPrice, runBudget?: TaskAgentDeps['runBudget']) {
   const tools = new Tools();
   const events = new MemoryEventSink();
   const deadLetters: { input: DeadLetterInput; id: string | undefined }[] = [];
@@ -61,6 +74,7 @@ async function run(budget: BudgetLimits | undefined, price?: ModelPrice) {
     },
     log: createLogger({ service: 't', level: 'silent' }),
     ...(price ? { price } : {}),
+    ...(runBudget ? { runBudget } : {}),
   };
   const spec: TaskAgentSpec = {
     name: 'kubernetes',
@@ -124,6 +138,19 @@ describe('task budgets', () => {
     expect(h.result.usage).toMatchObject({ toolCalls: 10, modelCalls: 11, costUsd: 0 });
     const completed = h.events.events.find((e) => e.type === 'agent.completed');
     expect(completed?.data.usage).toEqual(h.result.usage);
+  });
+});
+
+describe('run budgets', () => {
+  it("stops a task when the run's parts together would cross the run's limit, and leaves its total in the ledger", async () => {
+    const ledger = new MemoryLedger();
+    ledger.parts.set('other-task', { inputTokens: 10, outputTokens: 5, modelCalls: 3, toolCalls: 2, costUsd: 0 });
+    const h = await run({ toolCalls: 5 }, undefined, { limits: { toolCalls: 3 }, ledger });
+    expect(h.tools.calls).toHaveLength(1);
+    expect(h.result.status).toBe('stalled');
+    expect(h.result.error).toBe("stopped at the run's budget: 1 more tool call(s) would cross the limit of 3 tool calls (3 made)");
+    expect(h.deadLetters[0]?.input.kind).toBe('budget');
+    expect(ledger.parts.get(TASK_ID)).toEqual(h.result.usage);
   });
 });
 

@@ -2,7 +2,7 @@ import { BosunError, type CatalogTool } from '@bosun/contract';
 import type { BudgetLimits, Logger, ModelPrice } from '@bosun/config';
 import type { ToolState } from '@bosun/policy';
 import type { Model } from '@bosun/models';
-import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
 import type { RoutingSpec } from './routing.js';
 
 /** The default system instruction of a task-mode specialist. */
@@ -66,6 +66,8 @@ export interface TaskAgentDeps {
   approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
   /** The model's price, for the estimated cost; the cost counts 0 without one. */
   price?: ModelPrice | undefined;
+  /** The limits of a whole run (`budgets.run`) and the ledger every part of the run writes its spending to. */
+  runBudget?: { limits: BudgetLimits; ledger: Pick<RunUsageLedger, 'record' | 'total'> } | undefined;
 }
 
 /**

@@ -1,7 +1,8 @@
-import { FINISH_TASK_TOOL, emptyUsage, sumUsage, type TaskJob, type TaskResult } from '@bosun/contract';
+import { FINISH_TASK_TOOL, sumUsage, type TaskJob, type TaskResult } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, type ModelResponse, type ToolCall } from '@bosun/models';
-import { modelCallUsage, overBudget } from './budget.js';
+import { modelCallUsage } from './budget.js';
+import { budgetStop } from './task-budget.js';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
 import { malformedArgsStep } from './task-args.js';
@@ -86,7 +87,7 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     return endIncomplete(run, { kind: 'failure', reason });
   }
   // The budget is checked before the call that would cross it, never after.
-  const over = overBudget(state.usage ?? emptyUsage(), spec.budget, { modelCall: true });
+  const over = await budgetStop(run, { modelCall: true });
   if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const started = Date.now();
   let response: ModelResponse;
@@ -143,7 +144,7 @@ async function actOnTurn(run: TaskRun, calls: readonly ToolCall[]): Promise<Task
   // Calls to `ask` tools wait for an operator: the whole turn is proposed as written, the task
   // parks, and resumes — in any process — with the decision.
   const resumed = state.pending?.kind === 'tools' && state.pending.step === state.step;
-  const over = resumed ? undefined : overBudget(state.usage ?? emptyUsage(), spec.budget, { toolCalls: calls.length });
+  const over = resumed ? undefined : await budgetStop(run, { toolCalls: calls.length });
   if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const asking = tools.askingTools(calls);
   if (asking.length === 0) return toolRound(run, calls, undefined);

@@ -56,3 +56,4 @@ export { readBody } from './http/body.js';
 export { sendJson, sendError } from './http/json.js';
 export { Router } from './http/router.js';
 export type { RouteContext, RouteHandler, RouteMethod, NotFoundHandler } from './http/router.js';
+export { RunUsageLedger } from './usage-ledger.js';

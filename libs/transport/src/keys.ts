@@ -33,4 +33,6 @@ export const keys = {
   deadLetterSeen: (prefix: string, id: string) => `${prefix}:dlq:seen:${id}`,
   /** Counters of degraded results: a hash `<agent>:<kind>` → count. */
   degraded: (prefix: string) => `${prefix}:stats:degraded`,
+  /** A run's spending: a hash, part (task id) → its `UsageTotals` as JSON (`RunUsageLedger`). */
+  usage: (prefix: string, runId: string) => `${prefix}:usage:${runId}`,
 };

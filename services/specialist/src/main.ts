@@ -5,7 +5,16 @@ import { specialistQueue } from '@bosun/contract';
 import { ConfigError, createLogger, loadClusterConfig, priceOf, specialistConfig, taskBudget, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
-import { ApprovalStore, QueueToolClient, checkRuntime, keys, openRuntime, runService, type ServiceArgs } from '@bosun/transport';
+import {
+  ApprovalStore,
+  QueueToolClient,
+  RunUsageLedger,
+  checkRuntime,
+  keys,
+  openRuntime,
+  runService,
+  type ServiceArgs,
+} from '@bosun/transport';
 import { specialistProcessor } from './specialist.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
@@ -47,6 +56,7 @@ runService({
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await tools.ready();
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
+    const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
     const workers: Worker[] = [];
     let draining = false;
     for (const name of names) {
@@ -62,6 +72,7 @@ runService({
           spec: { ...spec, budget: taskBudget(config, spec) },
           model,
           price: priceOf(config, model.name),
+          ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
           tools,
           checkpoints: rt.checkpoints,
           events: rt.events,
