@@ -3,11 +3,11 @@ import type { BudgetLimits, ModelPrice } from '@bosun/config';
 import type { Usage } from '@bosun/models';
 
 /** What a model call spent: its tokens, one call, and its estimated cost at `price`. */
-export function modelCallUsage(usage: Usage | undefined, price: ModelPrice | undefined): UsageTotals {
+export function modelCallUsage(usage: Usage | undefined, price: ModelPrice | undefined, fellBack = false): UsageTotals {
   const inputTokens = usage?.inputTokens ?? 0;
   const outputTokens = usage?.outputTokens ?? 0;
   const costUsd = price ? roundCost((inputTokens * price.inputPerMTok + outputTokens * price.outputPerMTok) / 1e6) : 0;
-  return { ...emptyUsage(), inputTokens, outputTokens, modelCalls: 1, costUsd };
+  return { ...emptyUsage(), inputTokens, outputTokens, modelCalls: 1, costUsd, ...(fellBack ? { fallbacks: 1 } : {}) };
 }
 
 /** The next thing a task would spend on. */

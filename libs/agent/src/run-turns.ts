@@ -22,7 +22,8 @@ async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): 
   const started = clock.now();
   const response = await model.generate(request);
   // The coordinator's own spending, saved with the turn it belongs to.
-  ctx.state.usage = sumUsage(ctx.state.usage, modelCallUsage(response.usage, priceOf(ctx.deps.config, model.name)));
+  const price = priceOf(ctx.deps.config, model.name);
+  ctx.state.usage = sumUsage(ctx.state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));
   events.emit({
     type: 'model.called',
     runId: ctx.state.runId,
@@ -33,6 +34,7 @@ async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): 
       durationMs: clock.now() - started,
       calls: response.calls.map((c) => c.name),
       ...(response.usage ? { usage: response.usage } : {}),
+      ...(response.fallback ? { fallback: response.fallback } : {}),
     },
   });
   return response;

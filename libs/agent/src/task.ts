@@ -1,6 +1,6 @@
 import { FINISH_TASK_TOOL, sumUsage, type TaskJob, type TaskResult } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
-import { ModelError, type ModelResponse, type ToolCall } from '@bosun/models';
+import { ModelError, ThrottledError, type ModelResponse, type ToolCall } from '@bosun/models';
 import { modelCallUsage } from './budget.js';
 import { budgetStop } from './task-budget.js';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
@@ -95,6 +95,11 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     const system = spec.instruction ?? DEFAULT_TASK_INSTRUCTION;
     response = await deps.model.generate({ agent: spec.name, mode: 'task', system, messages: state.messages, tools: offered });
   } catch (err) {
+    // Its turn at the cluster-wide limiter is far off: hand the task back, holding no worker.
+    if (err instanceof ThrottledError) {
+      await run.saveIfDirty();
+      throw err;
+    }
     if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
     return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
   }
@@ -107,7 +112,7 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
   const { state } = run;
   state.step++;
   // Counted in the same checkpoint write as the turn itself: a resumed task never counts it again.
-  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, run.deps.price));
+  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, run.deps.price, response.fallback !== undefined));
   run.emit('model.called', {
     taskId: run.job.taskId,
     step: state.step,
@@ -115,6 +120,7 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
     durationMs,
     calls: response.calls.map((c) => c.name),
     ...(response.usage ? { usage: response.usage } : {}),
+    ...(response.fallback ? { fallback: response.fallback } : {}),
   });
   state.messages.push({
     role: 'model',

@@ -13,6 +13,8 @@ export const UsageTotals = z.object({
   toolCalls: z.number().int().nonnegative(),
   /** Estimated cost in US dollars. */
   costUsd: z.number().nonnegative(),
+  /** Model calls the fallback model answered because the primary failed; absent when none. */
+  fallbacks: z.number().int().nonnegative().optional(),
 });
 export type UsageTotals = z.infer<typeof UsageTotals>;
 
@@ -31,6 +33,7 @@ export function sumUsage(...parts: (UsageTotals | undefined)[]): UsageTotals {
     total.modelCalls += p.modelCalls;
     total.toolCalls += p.toolCalls;
     total.costUsd += p.costUsd;
+    if (p.fallbacks) total.fallbacks = (total.fallbacks ?? 0) + p.fallbacks;
   }
   total.costUsd = roundCost(total.costUsd);
   return total;

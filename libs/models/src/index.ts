@@ -19,5 +19,7 @@ export { OpenAiModel } from './openai.js';
 export type { OpenAiModelOptions } from './openai.js';
 export { retryAfterMs } from './openai-errors.js';
 export { createModel } from './factory.js';
+export { ResilientModel, ThrottledError, estimateTokens } from './resilient.js';
+export type { CallLimiter, RetryPolicy, ResilientModelOptions } from './resilient.js';
 export type { ModelChoice } from './factory.js';
 export { renderIncident, extractIncident, delegateToolName, DELEGATE_TOOL_PREFIX } from './prompt.js';

@@ -83,6 +83,8 @@ export interface ModelResponse {
   usage?: Usage;
   /** The provider's model name or version that answered. */
   model?: string;
+  /** Set when the fallback model answered because the primary failed: which, and why. */
+  fallback?: { from: string; to: string; reason: string };
 }
 
 /** Options of one call. */

@@ -57,3 +57,5 @@ export { sendJson, sendError } from './http/json.js';
 export { Router } from './http/router.js';
 export type { RouteContext, RouteHandler, RouteMethod, NotFoundHandler } from './http/router.js';
 export { RunUsageLedger } from './usage-ledger.js';
+export { RedisRateLimiter } from './rate-limiter.js';
+export type { RateLimits } from './rate-limiter.js';

@@ -35,4 +35,6 @@ export const keys = {
   degraded: (prefix: string) => `${prefix}:stats:degraded`,
   /** A run's spending: a hash, part (task id) → its `UsageTotals` as JSON (`RunUsageLedger`). */
   usage: (prefix: string, runId: string) => `${prefix}:usage:${runId}`,
+  /** A model's cluster-wide rate limit: `<base>:requests`, `:tokens`, `:running` (sorted sets, `RedisRateLimiter`). */
+  rateLimit: (prefix: string, name: string) => `${prefix}:ratelimit:${name}`,
 };
