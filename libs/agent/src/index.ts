@@ -36,3 +36,5 @@ export type {
   CancelKeys,
   Clock,
 } from './run-ports.js';
+export { buildModel } from './model-setup.js';
+export type { ModelSetup } from './model-setup.js';

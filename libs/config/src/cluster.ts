@@ -47,18 +47,32 @@ const FakeCall = z.object({
  * Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake;
  * `openai`: an OpenAI-compatible endpoint (OpenAI, Azure OpenAI, Ollama, vLLM) with `OPENAI_API_KEY`.
  */
+const ModelFields = {
+  provider: z.enum(['auto', 'fake', 'gemini', 'openai']).default('auto'),
+  /** Model name (for Azure OpenAI: the deployment name). */
+  name: z.string().default('gemini-2.5-flash'),
+  /** API base URL: the provider's when omitted (tests point it at a local server). */
+  baseUrl: z.string().url().optional(),
+  /** `openai`: ask for JSON matching the answer's schema (`response_format`); off for endpoints that reject it. */
+  structuredOutput: z.boolean().default(true),
+  timeoutMs: substitutable(z.number().int().positive()).default(60_000),
+  /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
+  latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
+  /** Retries of a failing call (429, 5xx, timeouts, connection errors): tries, first backoff, longest wait. */
+  retry: z
+    .object({
+      attempts: z.number().int().min(1).max(20).optional(),
+      baseDelayMs: z.number().int().positive().optional(),
+      maxDelayMs: z.number().int().positive().optional(),
+    })
+    .strict()
+    .optional(),
+};
 const ModelSpec = z
   .object({
-    provider: z.enum(['auto', 'fake', 'gemini', 'openai']).default('auto'),
-    /** Model name (for Azure OpenAI: the deployment name). */
-    name: z.string().default('gemini-2.5-flash'),
-    /** API base URL: the provider's when omitted (tests point it at a local server). */
-    baseUrl: z.string().url().optional(),
-    /** `openai`: ask for JSON matching the answer's schema (`response_format`); off for endpoints that reject it. */
-    structuredOutput: z.boolean().default(true),
-    timeoutMs: substitutable(z.number().int().positive()).default(60_000),
-    /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
-    latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
+    ...ModelFields,
+    /** The model used when this one keeps failing (same fields, without a fallback of its own). */
+    fallback: z.object(ModelFields).strict().optional(),
   })
   .strict();
 
@@ -256,6 +270,20 @@ const ClusterConfigSchema = z
     budgets: Budgets.default({}),
     /** Model prices, for the estimated cost in usage and `costUsd` budgets. */
     prices: PriceTable.default({}),
+    /** Cluster-wide rate limits, by the model's name as Bosun shows it (`openai:gpt-4.1-mini`). */
+    rateLimits: z
+      .record(
+        z.string().min(1),
+        z
+          .object({
+            requests: z.number().int().positive().optional(),
+            tokens: z.number().int().positive().optional(),
+            windowMs: z.number().int().positive().default(60_000),
+            concurrency: z.number().int().positive().optional(),
+          })
+          .strict(),
+      )
+      .default({}),
   })
   .strict();
 

@@ -4,6 +4,7 @@ import { Worker } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, type BosunEnv } from '@bosun/config';
 import { createModel } from '@bosun/models';
+import { buildModel } from '@bosun/agent';
 import { ApprovalStore, RunControl, checkRuntime, openRuntime, runService } from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
@@ -40,16 +41,26 @@ runService({
     return `config ${env.configFile} (${config.coordinator.mode} mode, model ${model.name}, ${Object.keys(config.specialists).length} specialists${api}); ${connections}`;
   },
   async start(_args, env) {
-    const { config, model } = load(env);
+    const { config } = load(env);
     const c = config.coordinator;
     const rt = await openRuntime(env, { service: 'coordinator', log });
     // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
+    // The model with its retries, fallback and the cluster-wide rate limit (which needs Redis).
+    const resilient = buildModel({
+      spec: c.model,
+      config,
+      keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey },
+      fake: { routes: c.routes, defaultRoute: c.defaultRoute },
+      redis: rt.redis,
+      prefix: env.prefix,
+      waitInline: true,
+    });
     const coordinator = new Coordinator({
       redis: rt.redis,
       prefix: env.prefix,
       config,
-      model,
+      model: resilient,
       events: rt.events,
       checkpoints: rt.checkpoints,
       deadLetters: rt.deadLetters,
@@ -75,7 +86,7 @@ runService({
     });
     timers.on('error', (err) => log.error({ err }, 'timers worker error'));
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
-    log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
+    log.info({ mode: c.mode, model: resilient.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
     // The operators' HTTP API (approvals, runs), when configured.
     let api: OperatorApi | undefined;
     const runs = new RunControl({ redis: rt.redis, prefix: env.prefix });

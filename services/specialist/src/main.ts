@@ -5,6 +5,7 @@ import { specialistQueue } from '@bosun/contract';
 import { ConfigError, createLogger, loadClusterConfig, priceOf, specialistConfig, taskBudget, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
+import { buildModel } from '@bosun/agent';
 import {
   ApprovalStore,
   QueueToolClient,
@@ -61,10 +62,14 @@ runService({
     let draining = false;
     for (const name of names) {
       const spec = specialistConfig(config, name)!;
-      const model = createModel(
-        { ...spec.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey },
-        { plans: { [name]: spec.fakePlan } },
-      );
+      const model = buildModel({
+        spec: spec.model,
+        config,
+        keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey },
+        fake: { plans: { [name]: spec.fakePlan } },
+        redis: rt.redis,
+        prefix: env.prefix,
+      });
       const worker = new Worker(
         specialistQueue(name),
         specialistProcessor({
