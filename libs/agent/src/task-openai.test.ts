@@ -10,7 +10,7 @@ import {
   type ToolCallJob,
 } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
-import { OpenAiModel } from '@bosun/models';
+import { OpenAiModel, ResilientModel } from '@bosun/models';
 import { MemoryCheckpointStore, MemoryEventSink, type DeadLetterInput, type ToolClient } from '@bosun/transport';
 
 import { openAiFixture, startOpenAiServer, type OpenAiServer, type Recording } from '../../../test/helpers/openai-server.js';
@@ -64,13 +64,14 @@ function job(): TaskJob {
 
 const spec: TaskAgentSpec = { name: 'checkout', tools: ['ops__*'], outputSchema: REPORT, maxToolRounds: 5, maxInvalidOutputs: 1 };
 
-async function run(sequence: string[]) {
+async function run(sequence: string[], resilient = false) {
   server = await startOpenAiServer((_req, i) => recorded(sequence[Math.min(i, sequence.length - 1)]!));
   const tools = new Tools();
   const events = new MemoryEventSink();
   const deadLetters: DeadLetterInput[] = [];
+  const adapter = new OpenAiModel({ apiKey: 'sk-test', model: 'gpt-4.1-mini', baseUrl: server.baseUrl });
   const deps: TaskAgentDeps = {
-    model: new OpenAiModel({ apiKey: 'sk-test', model: 'gpt-4.1-mini', baseUrl: server.baseUrl }),
+    model: resilient ? new ResilientModel({ primary: adapter, retry: { attempts: 3, baseDelayMs: 10 } }) : adapter,
     tools,
     checkpoints: new MemoryCheckpointStore(),
     events,
@@ -113,6 +114,22 @@ describe('task loop on the OpenAI adapter', () => {
     expect(h.result.error).toMatch(/malformed tool-call arguments 2 times: ops__get_service_status: the arguments are not valid JSON/);
     expect(h.tools.calls).toEqual([]);
     expect(h.deadLetters.map((d) => d.kind)).toEqual(['failure']);
+  });
+
+  it('ends a task whose model call keeps failing (HTTP 500 on every try) as INCOMPLETE failure with the provider’s error', async () => {
+    const h = await run(['error-500'], true);
+    expect(h.requests).toHaveLength(3);
+    expect(h.result.status).toBe('failed');
+    expect(h.result.error).toBe(
+      'model call failed: openai:gpt-4.1-mini failed 3 times, the last: OpenAI API error: HTTP 500 server_error: The server had an error while processing your request. Sorry about that!',
+    );
+    expect(h.deadLetters.map((d) => d.kind)).toEqual(['failure']);
+  });
+
+  it('retries a 429 and goes on', async () => {
+    const h = await run(['error-429', 'finish-task'], true);
+    expect(h.result.status).toBe('completed');
+    expect(h.requests).toHaveLength(2);
   });
 
   it.each([
