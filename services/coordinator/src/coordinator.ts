@@ -3,7 +3,14 @@ import { TimerJob, type RunResult } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
-import type { ApprovalStore, DeadLetters, EventSink, RedisClient, RevisedCheckpointStore } from '@bosun/transport';
+import {
+  RunUsageLedger,
+  type ApprovalStore,
+  type DeadLetters,
+  type EventSink,
+  type RedisClient,
+  type RevisedCheckpointStore,
+} from '@bosun/transport';
 import { BullRunJobs, BullRunTimers, RedisCancelKeys } from './ports.js';
 
 /** The ports a coordinator uses. */
@@ -47,6 +54,8 @@ export class Coordinator {
       clock: Date,
       log: deps.log,
       ...(deps.approvals ? { approvals: deps.approvals } : {}),
+      // With a run budget, the coordinator's own spending counts in the run's ledger too.
+      ...(deps.config.budgets.run ? { usage: new RunUsageLedger(queues) } : {}),
     };
   }
 
