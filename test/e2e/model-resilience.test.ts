@@ -56,6 +56,8 @@ beforeAll(async () => {
         fallback: limited,
       };
       config.rateLimits = { 'openai:gpt-4.1-mini': { requests: LIMIT, windowMs: 1_000 } };
+      // The fallback's calls are priced at the fallback's price (the broken primary's would be 0).
+      config.prices = { 'openai:gpt-4.1-mini': { inputPerMTok: 1_000, outputPerMTok: 0 } };
     },
     { specialists: 3 },
   );
@@ -102,7 +104,7 @@ describe('model calls under a cluster-wide rate limit, and a fallback', () => {
     const result = await t.client.result(job, 120_000);
     expect(result.status).toBe('completed');
     expect(result.specialists[0]).toMatchObject({ name: 'database', status: 'completed' });
-    expect(result.specialists[0]!.usage?.fallbacks).toBe(2);
+    expect(result.specialists[0]!.usage).toMatchObject({ fallbacks: 2, modelCalls: 2, inputTokens: 200, costUsd: 0.2 });
     expect(result.usage?.fallbacks).toBe(2);
     const called = (await t.client.events.complete(runId)).filter((e) => e.type === 'model.called' && e.agent === 'database');
     expect(called).toHaveLength(2);

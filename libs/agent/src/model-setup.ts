@@ -32,7 +32,7 @@ function limiterFor(model: Model, setup: ModelSetup): RedisRateLimiter | undefin
  * The model an agent uses: its provider's adapter, with retries (`model.retry`), the cluster-wide
  * rate limit of its name (`rateLimits`), and its `model.fallback` when one is configured.
  */
-export function buildModel(setup: ModelSetup): Model {
+export function buildModel(setup: ModelSetup): ResilientModel {
   const primary = build(setup.spec, setup);
   const fallback = setup.spec.fallback ? build(setup.spec.fallback, setup) : undefined;
   return new ResilientModel({

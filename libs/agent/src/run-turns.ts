@@ -22,7 +22,7 @@ async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): 
   const started = clock.now();
   const response = await model.generate(request);
   // The coordinator's own spending, saved with the turn it belongs to.
-  const price = priceOf(ctx.deps.config, model.name);
+  const price = priceOf(ctx.deps.config, response.fallback?.to ?? model.name);
   ctx.state.usage = sumUsage(ctx.state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));
   // Its whole total, never an increment: a call repeated after a crash is not counted twice.
   await ctx.deps.usage?.record(ctx.state.runId, 'coordinator', ctx.state.usage);

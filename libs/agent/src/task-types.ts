@@ -66,6 +66,8 @@ export interface TaskAgentDeps {
   approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
   /** The model's price, for the estimated cost; the cost counts 0 without one. */
   price?: ModelPrice | undefined;
+  /** The price of its fallback model, for the calls the fallback answers. */
+  fallbackPrice?: ModelPrice | undefined;
   /** The limits of a whole run (`budgets.run`) and the ledger every part of the run writes its spending to. */
   runBudget?: { limits: BudgetLimits; ledger: Pick<RunUsageLedger, 'record' | 'total'> } | undefined;
 }

@@ -112,7 +112,8 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
   const { state } = run;
   state.step++;
   // Counted in the same checkpoint write as the turn itself: a resumed task never counts it again.
-  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, run.deps.price, response.fallback !== undefined));
+  const price = response.fallback ? run.deps.fallbackPrice : run.deps.price;
+  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));
   run.emit('model.called', {
     taskId: run.job.taskId,
     step: state.step,

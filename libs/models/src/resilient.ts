@@ -72,6 +72,8 @@ export function estimateTokens(request: ModelRequest): number {
  */
 export class ResilientModel implements Model {
   readonly name: string;
+  /** The fallback model's name, when there is one. */
+  readonly fallbackName: string | undefined;
   readonly #o: ResilientModelOptions;
   readonly #sleep: (ms: number) => Promise<void>;
   readonly #random: () => number;
@@ -79,6 +81,7 @@ export class ResilientModel implements Model {
   constructor(options: ResilientModelOptions) {
     this.#o = options;
     this.name = options.primary.name;
+    this.fallbackName = options.fallback?.name;
     this.#sleep = options.sleep ?? sleepFor;
     this.#random = options.random ?? Math.random;
   }

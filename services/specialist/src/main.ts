@@ -77,6 +77,7 @@ runService({
           spec: { ...spec, budget: taskBudget(config, spec) },
           model,
           price: priceOf(config, model.name),
+          fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
           ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
           tools,
           checkpoints: rt.checkpoints,
