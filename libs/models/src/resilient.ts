@@ -13,7 +13,8 @@ import type { GenerateOptions, Model, ModelRequest, ModelResponse } from './type
  */
 export interface CallLimiter {
   acquire(id: string, tokens: number): Promise<number>;
-  release(id: string, tokens: number): Promise<void>;
+  /** Frees the call's slot; `usedTokens` (what the provider reported) replaces the estimate in the window. */
+  release(id: string, tokens: number, usedTokens?: number): Promise<void>;
 }
 
 /** Retry settings. */
@@ -138,10 +139,14 @@ export class ResilientModel implements Model {
     const id = `${process.pid}-${++callCounter}-${Date.now()}`;
     const tokens = estimateTokens(request);
     await this.#turn(model, limiter, id, tokens);
+    let used: number | undefined;
     try {
-      return await model.generate(request, options);
+      const response = await model.generate(request, options);
+      const u = response.usage;
+      used = u?.totalTokens ?? (u?.inputTokens === undefined ? undefined : u.inputTokens + (u.outputTokens ?? 0));
+      return response;
     } finally {
-      await limiter.release(id, tokens);
+      await limiter.release(id, tokens, used);
     }
   }
 

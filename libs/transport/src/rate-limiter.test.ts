@@ -38,6 +38,12 @@ describe('RedisRateLimiter', () => {
     const l = limiter('tok', { tokens: 100, windowMs: 5_000 });
     expect(await l.acquire('big', 500)).toBe(0);
     expect(await l.acquire('next', 10)).toBeGreaterThan(3_000);
+    // What the provider reported replaces the estimate: a call that used less leaves room.
+    const s = limiter('tok3', { tokens: 100, windowMs: 5_000 });
+    expect(await s.acquire('est', 90)).toBe(0);
+    expect(await s.acquire('more', 20)).toBeGreaterThan(0);
+    await s.release('est', 90, 30);
+    expect(await s.acquire('more', 20)).toBe(0);
     const m = limiter('tok2', { tokens: 100, windowMs: 5_000 });
     expect(await m.acquire('x', 60)).toBe(0);
     expect(await m.acquire('y', 30)).toBe(0);

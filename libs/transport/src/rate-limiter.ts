@@ -55,6 +55,15 @@ if maxConc > 0 then redis.call('ZADD', KEYS[3], now + lease, id); redis.call('PE
 return 0
 `;
 
+/** Replaces a call's estimated tokens (ARGV[1]) by what it used (ARGV[2]), at the same time in the window. */
+const SETTLE = `
+local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not at then return 0 end
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('ZADD', KEYS[1], at, ARGV[2])
+return 1
+`;
+
 /**
  * A cluster-wide limiter of one model's calls, kept in Redis and shared by every process (the
  * `CallLimiter` of `ResilientModel` in libs/models): requests and estimated tokens per window,
@@ -93,8 +102,14 @@ export class RedisRateLimiter {
     return Number(wait);
   }
 
-  /** Frees the concurrency slot of call `id` (its request and tokens stay in the window). */
-  async release(id: string): Promise<void> {
+  /**
+   * Frees the concurrency slot of call `id` (its request stays in the window) and, when the
+   * provider reported them, puts the tokens it used in the window in place of the estimate.
+   */
+  async release(id: string, tokens: number, usedTokens?: number): Promise<void> {
     if (this.#limits.concurrency) await this.#redis.zrem(this.#keys[2], id);
+    if (this.#limits.tokens && usedTokens !== undefined) {
+      await this.#redis.eval(SETTLE, 1, this.#keys[1], `${id}:${Math.round(tokens)}`, `${id}:${Math.round(usedTokens)}`);
+    }
   }
 }
