@@ -7,12 +7,9 @@ import { completion, startOpenAiServer, type ChatBody, type OpenAiServer, type R
 // that answers 429 beyond its own rate; and a primary model that fails every call gives way to
 // its fallback.
 
-const LIMIT = 3; // configured: requests per second, cluster-wide
-// The server answers 429 beyond this many requests in any second. The limiter spaces the calls'
-// starts (by Redis's clock); a request reaches the server up to a few hundred ms later on a loaded
-// machine (a process's first call sets up its connection), so arrivals bunch: the server's own
-// limit allows for that, and the test measures both.
-const SERVER_LIMIT = 2 * LIMIT;
+const LIMIT = 3; // requests per second: configured in Bosun, and the server's own limit
+// The server answers 429 beyond this many requests in any second (by when it received them).
+const SERVER_LIMIT = LIMIT;
 let t: ClusterTest;
 let server: OpenAiServer;
 const served: { at: number; status: number; model: string }[] = [];
@@ -88,11 +85,8 @@ describe('model calls under a cluster-wide rate limit, and a fallback', () => {
     process.stdout.write(`[rate-limit] served: ${limited.map((s) => `${s.at - t0}:${s.status}`).join(' ')}\n`);
     expect(limited.filter((s) => s.status === 429)).toEqual([]);
     expect(limited.length).toBe(16);
-    // The server never saw more than its rate, and the calls went at the configured rate: any k
-    // seconds hold at most k + 1 windows' worth (a window's calls may arrive late, next to the
-    // next window's), and 16 requests at 3 a second span at least 5 windows.
-    expect(peak('gpt-4.1-mini', 1_000)).toBeLessThanOrEqual(SERVER_LIMIT);
-    expect(peak('gpt-4.1-mini', 3_000)).toBeLessThanOrEqual(4 * LIMIT);
+    // The server never saw more than the configured rate, in any second.
+    expect(peak('gpt-4.1-mini', 1_000)).toBeLessThanOrEqual(LIMIT);
     expect(limited.at(-1)!.at - t0).toBeGreaterThanOrEqual(Math.floor(16 / LIMIT) * 1_000 - 500);
     process.stdout.write(
       `[rate-limit] 16 requests over ${limited.at(-1)!.at - limited[0]!.at} ms, peak ${peak('gpt-4.1-mini', 1_000)}/s\n`,

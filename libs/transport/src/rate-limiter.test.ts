@@ -17,12 +17,16 @@ const limiter = (name: string, limits: ConstructorParameters<typeof RedisRateLim
   new RedisRateLimiter({ redis: ctx.redis, prefix: ctx.prefix, name, limits });
 
 describe('RedisRateLimiter', () => {
-  it('lets N requests through per window, then says how long to wait until the oldest leaves it', async () => {
+  it('lets N requests through per window; a request counts from its start until a window after its answer', async () => {
     const a = limiter('req', { requests: 3, windowMs: 2_000 });
     const b = limiter('req', { requests: 3, windowMs: 2_000 }); // another process, same limit
     expect([await a.acquire('1', 0), await b.acquire('2', 0), await a.acquire('3', 0)]).toEqual([0, 0, 0]);
+    // All three still under way: ask again soon.
+    expect(await b.acquire('4', 0)).toBe(100);
+    // One answered: it leaves the window 2 s after its answer, not after its start.
+    await a.release('1', 0);
     const wait = await b.acquire('4', 0);
-    expect(wait).toBeGreaterThan(1_000);
+    expect(wait).toBeGreaterThan(1_900);
     expect(wait).toBeLessThanOrEqual(2_001);
   });
 

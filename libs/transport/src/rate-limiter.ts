@@ -15,7 +15,10 @@ export interface RateLimits {
 
 /**
  * One script, so that checking and taking a turn is atomic across every process. Sliding
- * windows: KEYS[1] holds the window's requests (score: when), KEYS[2] its token reservations
+ * windows: KEYS[1] holds the window's requests — a call under way scored at the end of its lease
+ * (in the future), a finished one at when it finished: a request counts from its start until a
+ * window after its answer, so whenever the provider received it, no window of the provider's
+ * holds more than the limit. KEYS[2] holds the token reservations
  * (member `<id>:<tokens>`), KEYS[3] the calls under way (score: when their lease ends, so a
  * process that died frees its slot). Time is Redis's. Returns 0 (the turn is taken) or how many
  * ms to wait before asking again.
@@ -31,8 +34,9 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local wait = 0
 if maxConc > 0 and redis.call('ZCARD', KEYS[3]) >= maxConc then wait = 100 end
 if maxReq > 0 and redis.call('ZCARD', KEYS[1]) >= maxReq then
-  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  wait = math.max(wait, tonumber(oldest[2]) + win - now + 1)
+  local oldest = tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+  -- Every request counted is still under way: ask again soon.
+  if oldest > now then wait = math.max(wait, 100) else wait = math.max(wait, oldest + win - now + 1) end
 end
 if maxTok > 0 then
   local entries = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
@@ -48,19 +52,30 @@ if maxTok > 0 then
   end
 end
 if wait > 0 then return wait end
-redis.call('ZADD', KEYS[1], now, id)
-redis.call('PEXPIRE', KEYS[1], win + 1000)
+redis.call('ZADD', KEYS[1], now + lease, id)
+redis.call('PEXPIRE', KEYS[1], lease + win + 1000)
 if maxTok > 0 then redis.call('ZADD', KEYS[2], now, id .. ':' .. tokens); redis.call('PEXPIRE', KEYS[2], win + 1000) end
 if maxConc > 0 then redis.call('ZADD', KEYS[3], now + lease, id); redis.call('PEXPIRE', KEYS[3], lease + 1000) end
 return 0
 `;
 
-/** Replaces a call's estimated tokens (ARGV[1]) by what it used (ARGV[2]), at the same time in the window. */
-const SETTLE = `
-local at = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not at then return 0 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZADD', KEYS[1], at, ARGV[2])
+/**
+ * The end of call ARGV[1]: its request is scored at now (it counts a window more), its
+ * concurrency slot freed, and its estimated tokens (ARGV[2]) replaced by what it used (ARGV[3],
+ * when known) at the same time in the window.
+ */
+const RELEASE = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], 'XX', now, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+if ARGV[3] ~= '' then
+  local at = redis.call('ZSCORE', KEYS[2], ARGV[2])
+  if at then
+    redis.call('ZREM', KEYS[2], ARGV[2])
+    redis.call('ZADD', KEYS[2], at, ARGV[3])
+  end
+end
 return 1
 `;
 
@@ -75,13 +90,13 @@ export class RedisRateLimiter {
   readonly #limits: RateLimits;
   readonly #leaseMs: number;
 
-  /** `name`: what is limited (the model's name); `leaseMs`: how long a call may hold a concurrency slot (default 5 min). */
+  /** `name`: what is limited (the model's name); `leaseMs`: how long a call under way may hold its slots before it counts as dead (default 2 min). */
   constructor(options: { redis: RedisClient; prefix: string; name: string; limits: RateLimits; leaseMs?: number }) {
     this.#redis = options.redis;
     const base = keys.rateLimit(options.prefix, options.name);
     this.#keys = [`${base}:requests`, `${base}:tokens`, `${base}:running`];
     this.#limits = options.limits;
-    this.#leaseMs = options.leaseMs ?? 300_000;
+    this.#leaseMs = options.leaseMs ?? 120_000;
   }
 
   /** 0 when the call `id` may go now (its turn is taken), else how many ms to wait. */
@@ -103,13 +118,11 @@ export class RedisRateLimiter {
   }
 
   /**
-   * Frees the concurrency slot of call `id` (its request stays in the window) and, when the
-   * provider reported them, puts the tokens it used in the window in place of the estimate.
+   * Ends call `id`: its request counts a window more from now, its concurrency slot is freed and,
+   * when the provider reported them, the tokens it used replace the estimate in the window.
    */
   async release(id: string, tokens: number, usedTokens?: number): Promise<void> {
-    if (this.#limits.concurrency) await this.#redis.zrem(this.#keys[2], id);
-    if (this.#limits.tokens && usedTokens !== undefined) {
-      await this.#redis.eval(SETTLE, 1, this.#keys[1], `${id}:${Math.round(tokens)}`, `${id}:${Math.round(usedTokens)}`);
-    }
+    const used = usedTokens === undefined ? '' : `${id}:${Math.round(usedTokens)}`;
+    await this.#redis.eval(RELEASE, 3, ...this.#keys, id, `${id}:${Math.max(0, Math.round(tokens))}`, used);
   }
 }
