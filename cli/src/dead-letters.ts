@@ -170,7 +170,7 @@ function retryableIncident(entry: DeadLetterEntry): string {
       2,
     );
   }
-  // What is left is a stall, a timeout or a failure (the contract's `DeadLetterKind`): re-run.
+  // What is left is a stall, a timeout, a failure or a budget stop (the contract's `DeadLetterKind`): re-run (a new task, with a budget of its own).
   if (!entry.incidentId) throw new OperatorError(`dead letter ${id} names no incident: there is nothing to re-run`, 2);
   return entry.incidentId;
 }

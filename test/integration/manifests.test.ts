@@ -77,7 +77,8 @@ const K8S_CONNECTION_ENV = [
 /** Secrets given inline rather than as files: if set, from a Secret (k8s) or passed through (compose). */
 const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
-const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', ...CONNECTION_ENV];
+// OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
+const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
 const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake'];
 const GRACE_DEFAULT_MS = 30_000;
@@ -697,22 +698,22 @@ function checkScaledObjects(m: Model): string[] {
   return problems;
 }
 
-function checkSecret(m: Model): string[] {
+function checkSecret(m: Model, variable = 'GEMINI_API_KEY'): string[] {
   const secretNames = new Set<string>();
   for (const d of deployments(m))
     for (const c of containers(d))
       for (const e of (c.env ?? []) as Obj[])
-        if (e.name === 'GEMINI_API_KEY' && e.valueFrom?.secretKeyRef) secretNames.add(`${ns(d)}/${e.valueFrom.secretKeyRef.name}`);
+        if (e.name === variable && e.valueFrom?.secretKeyRef) secretNames.add(`${ns(d)}/${e.valueFrom.secretKeyRef.name}`);
   const problems: string[] = [];
-  if (secretNames.size === 0) problems.push('no Deployment takes GEMINI_API_KEY from a Secret');
+  if (secretNames.size === 0) problems.push(`no Deployment takes ${variable} from a Secret`);
   for (const key of secretNames) {
     const [namespace, name] = key.split('/') as [string, string];
     const s = findObj(m, 'Secret', namespace, name);
     const value =
-      s?.stringData?.GEMINI_API_KEY ??
-      (s?.data?.GEMINI_API_KEY === undefined ? undefined : Buffer.from(String(s.data.GEMINI_API_KEY), 'base64').toString());
-    if (value === undefined) problems.push(`Secret ${key} has no GEMINI_API_KEY`);
-    else if (value !== '') problems.push(`Secret ${key} ships with a non-empty GEMINI_API_KEY; the committed placeholder must stay empty`);
+      s?.stringData?.[variable] ??
+      (s?.data?.[variable] === undefined ? undefined : Buffer.from(String(s.data[variable]), 'base64').toString());
+    if (value === undefined) problems.push(`Secret ${key} has no ${variable}`);
+    else if (value !== '') problems.push(`Secret ${key} ships with a non-empty ${variable}; the committed placeholder must stay empty`);
   }
   return problems;
 }
@@ -1113,6 +1114,7 @@ describe('infra/k8s', () => {
   it('one Deployment per specialist of the config, each with --only <name>', () => expect(checkSpecialistDeployments(model)).toEqual([]));
   it('one ScaledObject per specialist, on its Deployment and its BullMQ wait list', () => expect(checkScaledObjects(model)).toEqual([]));
   it('the Secret ships with an empty GEMINI_API_KEY', () => expect(checkSecret(model)).toEqual([]));
+  it('the Secret ships with an empty OPENAI_API_KEY', () => expect(checkSecret(model, 'OPENAI_API_KEY')).toEqual([]));
   it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () =>
     expect(checkConnectionFiles(model)).toEqual([]));
   it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));

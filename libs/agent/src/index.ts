@@ -37,3 +37,5 @@ export type {
   Clock,
 } from './run-ports.js';
 export { observedModel, modelProvider } from './model-telemetry.js';
+export { buildModel } from './model-setup.js';
+export type { ModelSetup } from './model-setup.js';

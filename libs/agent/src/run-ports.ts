@@ -6,7 +6,7 @@
 import type { RunCancellation, TaskJob, TimerJob } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
-import type { ApprovalStore, DeadLetters, EventSink, RevisedCheckpointStore } from '@bosun/transport';
+import type { ApprovalStore, DeadLetters, EventSink, RevisedCheckpointStore, RunUsageLedger } from '@bosun/transport';
 
 /** The children of a run's incident job, by task id: their return values, and the failures the run ignores (their reasons). */
 export interface ChildrenRead {
@@ -115,4 +115,6 @@ export interface RunDeps {
   log: Logger;
   /** Where approvals live: a cancelled run denies the approvals its tasks wait for. Optional. */
   approvals?: Pick<ApprovalStore, 'decide'>;
+  /** The run's usage ledger (with `budgets.run`): the coordinator's own spending is written there, as part `coordinator`. */
+  usage?: Pick<RunUsageLedger, 'record'>;
 }

@@ -2,7 +2,8 @@
  * The coordinator's words: its prompts, how it reads a classifier's reply, and how it writes a
  * run's answer from the specialists' reports. Pure functions of the run's state.
  */
-import type { Delegation, Incident, RunCancellation, RunCheckpoint, RunResult, SpecialistOutcome } from '@bosun/contract';
+import { sumUsage } from '@bosun/contract';
+import type { Delegation, Incident, RunCancellation, RunCheckpoint, RunResult, SpecialistOutcome, UsageTotals } from '@bosun/contract';
 
 /** The default system instruction of the coordinator in route mode. */
 export const DEFAULT_ROUTE_INSTRUCTION =
@@ -94,7 +95,17 @@ export function outcomes(state: RunCheckpoint): SpecialistOutcome[] {
     status: d.result?.status ?? 'failed',
     output: d.result?.output ?? null,
     attempts: d.result?.attempts ?? 0,
+    ...(d.result?.usage ? { usage: d.result.usage } : {}),
   }));
+}
+
+/**
+ * What the run spent: the coordinator's own model calls and every delegation's usage (a
+ * superseded one too: it was spent in this run); undefined when nothing reported any.
+ */
+export function runUsage(state: RunCheckpoint): UsageTotals | undefined {
+  const parts = [state.usage, ...state.delegations.map((d) => d.result?.usage)];
+  return parts.some((p) => p !== undefined) ? sumUsage(...parts) : undefined;
 }
 
 /**

@@ -2,8 +2,8 @@
  * The coordinator's model turns: route mode's one classifier call, and delegate mode's chat
  * turns, whose tool calls are the delegations.
  */
-import { taskIdFor, type Incident } from '@bosun/contract';
-import { specialistConfig } from '@bosun/config';
+import { sumUsage, taskIdFor, type Incident } from '@bosun/contract';
+import { priceOf, specialistConfig } from '@bosun/config';
 import {
   DELEGATE_TOOL_PREFIX,
   delegateToolName,
@@ -12,6 +12,7 @@ import {
   type ModelResponse,
   type ToolDeclaration,
 } from '@bosun/models';
+import { modelCallUsage } from './budget.js';
 import type { RunContext } from './run-parts.js';
 import { DEFAULT_DELEGATE_INSTRUCTION, DEFAULT_ROUTE_INSTRUCTION, parseRouting } from './run-text.js';
 import { withRunbook } from './runbook.js';
@@ -21,6 +22,11 @@ async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): 
   const { model, events, clock } = ctx.deps;
   const started = clock.now();
   const response = await model.generate(request);
+  // The coordinator's own spending, saved with the turn it belongs to.
+  const price = priceOf(ctx.deps.config, response.fallback?.to ?? model.name);
+  ctx.state.usage = sumUsage(ctx.state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));
+  // Its whole total, never an increment: a call repeated after a crash is not counted twice.
+  await ctx.deps.usage?.record(ctx.state.runId, 'coordinator', ctx.state.usage);
   events.emit({
     type: 'model.called',
     runId: ctx.state.runId,
@@ -31,6 +37,7 @@ async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): 
       durationMs: clock.now() - started,
       calls: response.calls.map((c) => c.name),
       ...(response.usage ? { usage: response.usage } : {}),
+      ...(response.fallback ? { fallback: response.fallback } : {}),
     },
   });
   return response;
@@ -51,6 +58,19 @@ function routeSystem(ctx: RunContext): string {
   ].join('\n');
 }
 
+/** The JSON answer route mode asks for where the provider supports structured output (`parseRouting` reads it). */
+function routeSchema(known: readonly string[]): NonNullable<ModelRequest['responseSchema']> {
+  return {
+    name: 'route',
+    schema: {
+      type: 'object',
+      properties: { specialists: { type: 'array', items: known.length > 0 ? { type: 'string', enum: [...known] } : { type: 'string' } } },
+      required: ['specialists'],
+      additionalProperties: false,
+    },
+  };
+}
+
 /**
  * Route mode: one classifier call names the specialists (the default route when it names none),
  * each of which gets a delegation. Names the config does not know are kept: they become `failed`
@@ -66,6 +86,7 @@ export async function route(ctx: RunContext, incident: Incident): Promise<void> 
     system: withRunbook(routeSystem(ctx), incident),
     messages: [{ role: 'user', text: renderIncident(incident) }],
     tools: [],
+    responseSchema: routeSchema(known),
   });
   let names = parseRouting(response.text ?? '', known);
   if (names.length === 0) names = [...config.coordinator.defaultRoute];

@@ -124,6 +124,8 @@ class World {
   /** Children whose `add` never returns (a process killed while adding them). */
   hangOnAdd = new Set<string>();
   pendingApprovals = new Map<string, Approval>();
+  /** The run's usage ledger: `<runId>/<part>` → total. */
+  readonly ledger = new Map<string, unknown>();
   config: ClusterConfig;
   model: ScriptModel;
 
@@ -137,6 +139,7 @@ class World {
     return {
       config: this.config,
       model: this.model,
+      usage: { record: async (runId: string, part: string, usage: unknown) => void this.ledger.set(`${runId}/${part}`, usage) },
       checkpoints: this.checkpoints,
       events: this.events,
       deadLetters: {
@@ -381,11 +384,36 @@ describe('route mode', () => {
     expect(w.model.requests[0]!.mode).toBe('single');
     expect(w.model.requests[0]!.system).toContain('- kubernetes: pods');
     expect(w.model.requests[0]!.system).toContain('- PodCrashLooping -> kubernetes');
+    // Providers with structured output are held to the answer parseRouting reads.
+    expect(w.model.requests[0]!.responseSchema).toMatchObject({
+      name: 'route',
+      schema: { properties: { specialists: { items: { enum: ['kubernetes', 'database'] } } }, required: ['specialists'] },
+    });
     expect(w.eventsOf('run.routed')[0]!.data).toEqual({ specialists: ['kubernetes', 'database'], unknown: [] });
     expect(w.eventsOf('run.completed')).toHaveLength(1);
     expect((await w.checkpoint()).result).toEqual(result);
     // The run's timers are removed with its result.
     expect(w.removedTimers.sort()).toEqual([`run-deadline-${w.runId()}`, `task-deadline-${db}`, `task-deadline-${k8s}`].sort());
+  });
+
+  it("reports the run's usage: the coordinator's calls (also in the run's ledger) and every part's", async () => {
+    const w = new World(() => ({
+      text: '{"specialists":["kubernetes","database"]}',
+      calls: [],
+      usage: { inputTokens: 100, outputTokens: 7 },
+    }));
+    w.publish();
+    await w.process();
+    const [k8s, db] = w.taskIds() as [string, string];
+    const part = (toolCalls: number) => ({ inputTokens: 50, outputTokens: 5, modelCalls: 2, toolCalls, costUsd: 0.001 });
+    w.complete(k8s, report(k8s, 'kubernetes', 'a', { usage: part(1) }));
+    w.complete(db, report(db, 'database', 'b', { usage: { ...part(2), fallbacks: 1 } }));
+    const result = resultOf(await w.process());
+    const coordinator = { inputTokens: 100, outputTokens: 7, modelCalls: 1, toolCalls: 0, costUsd: 0 };
+    expect(w.ledger.get(`${w.runId()}/coordinator`)).toEqual(coordinator);
+    expect(result.usage).toEqual({ inputTokens: 200, outputTokens: 17, modelCalls: 5, toolCalls: 3, costUsd: 0.002, fallbacks: 1 });
+    expect(result.specialists.map((s) => s.usage?.toolCalls)).toEqual([1, 2]);
+    expect(w.eventsOf('run.completed')[0]!.data.usage).toEqual(result.usage);
   });
 
   it('takes the default route when the classifier names nobody, and fails a run that has nobody to ask', async () => {

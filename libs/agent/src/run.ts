@@ -30,7 +30,7 @@ import {
 } from './run-parts.js';
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
 import { route, think } from './run-turns.js';
-import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, withInDoubt } from './run-text.js';
+import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, runUsage, withInDoubt } from './run-text.js';
 import { runbookField } from './runbook.js';
 
 /**
@@ -323,6 +323,7 @@ async function finish(ctx: LoopContext, reply: string, options: { deadlineReache
   const inDoubt = runInDoubt(state);
   // Said by the coordinator in either mode: a model's answer may not mention it.
   const answer = withInDoubt(reply, inDoubt);
+  const usage = runUsage(state);
   const r: RunResult = {
     v: 1,
     runId: state.runId,
@@ -336,6 +337,7 @@ async function finish(ctx: LoopContext, reply: string, options: { deadlineReache
     startedAt: state.startedAt,
     finishedAt: iso(deps),
     ...(state.cancelled ? { cancelled: state.cancelled } : {}),
+    ...(usage ? { usage } : {}),
     ...runbookField(incident),
   };
   state.result = r;
@@ -367,6 +369,7 @@ async function finish(ctx: LoopContext, reply: string, options: { deadlineReache
       answer,
       ...(inDoubt ? { inDoubt } : {}),
       ...(r.cancelled ? { cancelled: r.cancelled } : {}),
+      ...(usage ? { usage } : {}),
     },
   });
   return r;
@@ -397,6 +400,7 @@ async function failRun(ctx: LoopContext, err: unknown): Promise<RunResult> {
     ...(inDoubt ? { inDoubt } : {}),
     startedAt: state.startedAt,
     finishedAt: iso(deps),
+    ...(runUsage(state) ? { usage: runUsage(state) } : {}),
     ...runbookField(incident),
   };
   state.result = r;

@@ -8,9 +8,10 @@ import type { TaskRun } from './task-run.js';
  * - `stall`: it ended its turn without reporting, or kept calling tools once asked to finish;
  * - `timeout`: its deadline passed;
  * - `failure`: it cannot go on (a model error, too many invalid outputs, too many tools);
+ * - `budget`: its next model or tool call would cross one of its budget's limits;
  * - `cancelled`: the coordinator gave up on it, or an operator cancelled its run.
  */
-export type Incomplete = { kind: 'stall' | 'timeout' | 'failure'; reason: string } | { kind: 'cancelled' };
+export type Incomplete = { kind: 'stall' | 'timeout' | 'failure' | 'budget'; reason: string } | { kind: 'cancelled' };
 
 /**
  * The incomplete step: records the task's INCOMPLETE (or failed) result and returns it. Nothing
@@ -53,12 +54,12 @@ async function deadLetter(run: TaskRun, kind: DeadLetterKind, reason: string, la
   );
 }
 
-async function stalledResult(run: TaskRun, kind: 'stall' | 'timeout', reason: string): Promise<TaskResult> {
+async function stalledResult(run: TaskRun, kind: 'stall' | 'timeout' | 'budget', reason: string): Promise<TaskResult> {
   const { job, spec } = run;
   const lastWords = run.lastWords();
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
   await deadLetter(run, kind, `${spec.name} ${reason}`, lastWords);
-  run.emit('agent.stalled', { taskId: job.taskId, kind, reason, marker: STALL_MARKER, lastWords });
+  run.emit('agent.stalled', { taskId: job.taskId, kind, reason, marker: STALL_MARKER, lastWords, ...usageOf(run) });
   run.deps.log.warn({ taskId: job.taskId, kind, reason }, 'task incomplete');
   return {
     v: 1,
@@ -68,7 +69,7 @@ async function stalledResult(run: TaskRun, kind: 'stall' | 'timeout', reason: st
     output,
     attempts: run.attempt,
     lastWords,
-    ...(kind === 'timeout' ? { error: reason } : {}),
+    ...(kind === 'stall' ? {} : { error: reason }),
   };
 }
 
@@ -77,7 +78,7 @@ async function failedResult(run: TaskRun, reason: string): Promise<TaskResult> {
   const lastWords = run.lastWords();
   const output = buildStallPayload(spec, spec.name, lastWords, reason);
   await deadLetter(run, 'failure', reason, lastWords);
-  run.emit('agent.failed', { taskId: job.taskId, reason, marker: STALL_MARKER });
+  run.emit('agent.failed', { taskId: job.taskId, reason, marker: STALL_MARKER, ...usageOf(run) });
   run.deps.log.warn({ taskId: job.taskId, reason }, 'task failed');
   return { v: 1, taskId: job.taskId, agent: spec.name, status: 'failed', output, attempts: run.attempt, error: reason, lastWords };
 }
@@ -126,6 +127,17 @@ async function complete(run: TaskRun, finishCall: ToolCall): Promise<TaskResult>
     output: finishCall.args,
     attempts: run.attempt,
   });
-  run.emit('agent.completed', { taskId: job.taskId, steps: state.step, output: finishCall.args, ...(stats ? { routing: stats } : {}) });
+  run.emit('agent.completed', {
+    taskId: job.taskId,
+    steps: state.step,
+    output: finishCall.args,
+    ...(stats ? { routing: stats } : {}),
+    ...usageOf(run),
+  });
   return result;
+}
+
+/** The task's usage so far, as an event field (absent before anything was spent). */
+function usageOf(run: TaskRun): { usage?: TaskResult['usage'] } {
+  return run.state.usage ? { usage: run.state.usage } : {};
 }

@@ -1,4 +1,4 @@
-import { toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult } from '@bosun/contract';
+import { emptyUsage, sumUsage, toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult } from '@bosun/contract';
 import type { ToolCall, ToolResponse } from '@bosun/models';
 import { LOAD_TOOLS } from './routing.js';
 import { describeDecision, neededApproval, notApproved } from './task-approval.js';
@@ -24,8 +24,11 @@ interface Round {
 export async function toolRound(run: TaskRun, calls: readonly ToolCall[], approval: Approval | undefined): Promise<TaskResult | undefined> {
   const { job, state, deps } = run;
   const step = state.step;
-  // A round resumed after a crash was already counted when it was first saved.
-  if (!(state.pending?.kind === 'tools' && state.pending.step === step)) state.toolRounds++;
+  // A round resumed after a crash was already counted (rounds and tool calls) when it was first saved.
+  if (!(state.pending?.kind === 'tools' && state.pending.step === step)) {
+    state.toolRounds++;
+    state.usage = sumUsage(state.usage, { ...emptyUsage(), toolCalls: calls.length });
+  }
   state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
   const cancelling = run.isCancelled();
   // Awaited below, after the save; a rejection is handled there, not left unhandled meanwhile.

@@ -75,8 +75,10 @@ export class TaskRun {
 
   /** Records the task's result (with the calls in doubt, however it ended) and returns it. */
   async finish(result: TaskResult): Promise<TaskResult> {
-    const { inDoubt } = this.state;
-    this.state.result = inDoubt && inDoubt.length > 0 ? { ...result, inDoubt } : result;
+    const { inDoubt, usage } = this.state;
+    this.state.result = { ...result, ...(inDoubt && inDoubt.length > 0 ? { inDoubt } : {}), ...(usage ? { usage } : {}) };
+    // The run's ledger gets the task's final total (a repeated write replaces it: counted once).
+    if (usage && this.deps.runBudget) await this.deps.runBudget.ledger.record(this.job.runId, this.job.taskId, usage);
     await this.save();
     return this.state.result;
   }

@@ -1,8 +1,8 @@
 import { BosunError, type CatalogTool } from '@bosun/contract';
-import type { Logger } from '@bosun/config';
+import type { BudgetLimits, Logger, ModelPrice } from '@bosun/config';
 import type { ToolState } from '@bosun/policy';
 import type { Model } from '@bosun/models';
-import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, ToolClient } from '@bosun/transport';
+import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
 import type { RoutingSpec } from './routing.js';
 
 /** The default system instruction of a task-mode specialist. */
@@ -29,6 +29,8 @@ export interface TaskAgentSpec {
   approvalTimeoutMs?: number | undefined;
   /** In-band tool routing (`load_tools`); off when absent. */
   routing?: RoutingSpec | undefined;
+  /** What one task may spend (`budgets.task` with the specialist's `budget` over it); no limit when absent. */
+  budget?: BudgetLimits | undefined;
 }
 
 /** The policy the loop applies to the catalog (the gateway enforces it again at call time). */
@@ -62,6 +64,12 @@ export interface TaskAgentDeps {
   policy?: TaskPolicy;
   /** Where approvals live; required when a tool is `ask`. */
   approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
+  /** The model's price, for the estimated cost; the cost counts 0 without one. */
+  price?: ModelPrice | undefined;
+  /** The price of its fallback model, for the calls the fallback answers. */
+  fallbackPrice?: ModelPrice | undefined;
+  /** The limits of a whole run (`budgets.run`) and the ledger every part of the run writes its spending to. */
+  runBudget?: { limits: BudgetLimits; ledger: Pick<RunUsageLedger, 'record' | 'total'> } | undefined;
 }
 
 /**

@@ -1,8 +1,11 @@
-import { FINISH_TASK_TOOL, type TaskJob, type TaskResult } from '@bosun/contract';
+import { FINISH_TASK_TOOL, sumUsage, type TaskJob, type TaskResult } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
-import { ModelError, type ModelResponse, type ToolCall } from '@bosun/models';
+import { ModelError, ThrottledError, type ModelResponse, type ToolCall } from '@bosun/models';
+import { modelCallUsage } from './budget.js';
+import { budgetStop } from './task-budget.js';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
+import { malformedArgsStep } from './task-args.js';
 import { endIncomplete, finishStep, stallUnlessCancelled } from './task-end.js';
 import { toolRound } from './task-round.js';
 import { TaskRun, openTaskRun } from './task-run.js';
@@ -84,12 +87,20 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     const reason = `${offered.length} tools would be offered to the model in one request; the limit is ${MAX_TOOLS_PER_REQUEST}. Narrow specialists.${spec.name}.tools, or turn on routing.`;
     return endIncomplete(run, { kind: 'failure', reason });
   }
+  // The budget is checked before the call that would cross it, never after.
+  const over = await budgetStop(run, { modelCall: true });
+  if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const started = Date.now();
   let response: ModelResponse;
   try {
     const system = withRunbook(spec.instruction ?? DEFAULT_TASK_INSTRUCTION, run.job.incident);
     response = await deps.model.generate({ agent: spec.name, mode: 'task', system, messages: state.messages, tools: offered });
   } catch (err) {
+    // Its turn at the cluster-wide limiter is far off: hand the task back, holding no worker.
+    if (err instanceof ThrottledError) {
+      await run.saveIfDirty();
+      throw err;
+    }
     if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
     return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
   }
@@ -101,6 +112,9 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
 function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: number): void {
   const { state } = run;
   state.step++;
+  // Counted in the same checkpoint write as the turn itself: a resumed task never counts it again.
+  const price = response.fallback ? run.deps.fallbackPrice : run.deps.price;
+  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));
   run.emit('model.called', {
     taskId: run.job.taskId,
     step: state.step,
@@ -108,6 +122,7 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
     durationMs,
     calls: response.calls.map((c) => c.name),
     ...(response.usage ? { usage: response.usage } : {}),
+    ...(response.fallback ? { fallback: response.fallback } : {}),
   });
   state.messages.push({
     role: 'model',
@@ -125,6 +140,7 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
 async function actOnTurn(run: TaskRun, calls: readonly ToolCall[]): Promise<TaskResult | undefined> {
   const { spec, state, tools } = run;
   run.newTurn();
+  if (calls.some((c) => c.argsError !== undefined)) return malformedArgsStep(run, calls);
   if (tools.needsNudge(state.routing) && (calls.length === 0 || calls.some((c) => c.name === FINISH_TASK_TOOL)))
     return nudge(run, state.routing, calls);
   if (calls.length === 0) return stallUnlessCancelled(run, 'ended its turn without calling finish_task');
@@ -135,6 +151,9 @@ async function actOnTurn(run: TaskRun, calls: readonly ToolCall[]): Promise<Task
     return stallUnlessCancelled(run, `did not call finish_task after the last of its ${spec.maxToolRounds} tool rounds`);
   // Calls to `ask` tools wait for an operator: the whole turn is proposed as written, the task
   // parks, and resumes — in any process — with the decision.
+  const resumed = state.pending?.kind === 'tools' && state.pending.step === state.step;
+  const over = resumed ? undefined : await budgetStop(run, { toolCalls: calls.length });
+  if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const asking = tools.askingTools(calls);
   if (asking.length === 0) return toolRound(run, calls, undefined);
   // The approval is keyed by the step: the turn it asks about must be on record first, so a

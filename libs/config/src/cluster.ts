@@ -1,3 +1,4 @@
+import { BudgetLimits, Budgets, PriceTable } from './budgets.js';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
@@ -44,17 +45,36 @@ const FakeCall = z.object({
   args: z.record(z.string(), z.unknown()).default({}),
 });
 
-/** Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake. */
+/**
+ * Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake;
+ * `openai`: an OpenAI-compatible endpoint (OpenAI, Azure OpenAI, Ollama, vLLM) with `OPENAI_API_KEY`.
+ */
+const ModelFields = {
+  provider: z.enum(['auto', 'fake', 'gemini', 'openai']).default('auto'),
+  /** Model name (for Azure OpenAI: the deployment name). */
+  name: z.string().default('gemini-2.5-flash'),
+  /** API base URL: the provider's when omitted (tests point it at a local server). */
+  baseUrl: z.string().url().optional(),
+  /** `openai`: ask for JSON matching the answer's schema (`response_format`); off for endpoints that reject it. */
+  structuredOutput: z.boolean().default(true),
+  timeoutMs: substitutable(z.number().int().positive()).default(60_000),
+  /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
+  latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
+  /** Retries of a failing call (429, 5xx, timeouts, connection errors): tries, first backoff, longest wait. */
+  retry: z
+    .object({
+      attempts: z.number().int().min(1).max(20).optional(),
+      baseDelayMs: z.number().int().positive().optional(),
+      maxDelayMs: z.number().int().positive().optional(),
+    })
+    .strict()
+    .optional(),
+};
 const ModelSpec = z
   .object({
-    provider: z.enum(['auto', 'fake', 'gemini']).default('auto'),
-    /** Gemini model name. */
-    name: z.string().default('gemini-2.5-flash'),
-    /** Gemini API base URL (tests point it at a local server). */
-    baseUrl: z.string().url().optional(),
-    timeoutMs: substitutable(z.number().int().positive()).default(60_000),
-    /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
-    latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
+    ...ModelFields,
+    /** The model used when this one keeps failing (same fields, without a fallback of its own). */
+    fallback: z.object(ModelFields).strict().optional(),
   })
   .strict();
 
@@ -142,9 +162,11 @@ const Specialist = z
     deadlineMs: substitutable(z.number().int().positive()).default(600_000),
     /** Retries of a task that failed (exponential backoff from 1 s); after the last, an INCOMPLETE `failure` result. */
     retries: substitutable(z.number().int().nonnegative().max(20)).default(2),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
+    /** This specialist's task limits, over `budgets.task`. */
+    budget: BudgetLimits.optional(),
   })
   .strict();
 
@@ -173,7 +195,7 @@ const Coordinator = z
       })
       .strict()
       .optional(),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
+    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
   })
   .strict();
 
@@ -240,7 +262,7 @@ const ClusterConfigSchema = z
       maxRounds: 4,
       concurrency: 50,
       runDeadlineMs: 1_800_000,
-      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 },
+      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true },
     }),
     specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),
@@ -250,6 +272,24 @@ const ClusterConfigSchema = z
     intake: IntakeConfigSchema.optional(),
     /** Deliveries of run results to webhooks and Slack (docs/intake-and-delivery.md); off when absent. */
     delivery: DeliveryConfigSchema.optional(),
+    /** Default limits of every task and of every run (see docs/configuration.md#budgets). */
+    budgets: Budgets.default({}),
+    /** Model prices, for the estimated cost in usage and `costUsd` budgets. */
+    prices: PriceTable.default({}),
+    /** Cluster-wide rate limits, by the model's name as Bosun shows it (`openai:gpt-4.1-mini`). */
+    rateLimits: z
+      .record(
+        z.string().min(1),
+        z
+          .object({
+            requests: z.number().int().positive().optional(),
+            tokens: z.number().int().positive().optional(),
+            windowMs: z.number().int().positive().default(60_000),
+            concurrency: z.number().int().positive().optional(),
+          })
+          .strict(),
+      )
+      .default({}),
   })
   .strict();
 

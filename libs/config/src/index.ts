@@ -1,3 +1,4 @@
+export { BudgetLimits, ModelPrice, taskBudget, priceOf } from './budgets.js';
 export { parseClusterConfig, loadClusterConfig, specialistConfig, mcpServerConfig, configSecrets, ConfigError } from './cluster.js';
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl, ENV_VARS } from './env.js';

@@ -19,6 +19,10 @@ export const REDACT_PATHS = [
   '*.env',
   'geminiApiKey',
   '*.geminiApiKey',
+  'openaiApiKey',
+  '*.openaiApiKey',
+  'apiKey',
+  '*.apiKey',
   // ioredis puts the failed command's arguments on its errors; AUTH's are the user and password.
   'err.command.args',
 ];

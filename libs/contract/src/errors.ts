@@ -35,6 +35,7 @@ export type ErrorCode =
   // Models.
   | 'model_error'
   | 'missing_api_key'
+  | 'throttled'
   // MCP servers.
   | 'mcp_server_unavailable'
   | 'mcp_server_closed'

@@ -44,6 +44,7 @@ export {
   Catalog,
 } from './schemas.js';
 export type { IncidentInput, TaskJobInput } from './schemas.js';
+export { UsageTotals, emptyUsage, sumUsage, roundCost } from './usage.js';
 export {
   toolCallRecordKey,
   TOOL_CALL_RECORD_TTL_SECONDS,

@@ -6,6 +6,10 @@ const StoredToolCall = z.object({
   name: z.string(),
   args: z.record(z.string(), z.unknown()),
   signature: z.string().optional(),
+  /** What was wrong with arguments that did not parse (then `args` is `{}`). */
+  argsError: z.string().optional(),
+  /** The arguments as the model sent them, when they did not parse. */
+  rawArgs: z.string().optional(),
 });
 
 /**

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { MessageSchema } from './messages.js';
 import { RunCancellation, TaskResult } from './schemas.js';
+import { UsageTotals } from './usage.js';
 
 /** The coordinator's internal queue of timers: deadlines (delayed jobs), in-run retries and cancellations. */
 export const COORDINATOR_TIMERS_QUEUE = 'coordinator-timers';
@@ -55,6 +56,8 @@ export const RunCheckpoint = z.object({
   routed: z.array(z.string()).optional(),
   /** An operator's cancellation, once the coordinator has seen it. */
   cancelled: RunCancellation.optional(),
+  /** What the coordinator's own model calls have spent (its parts' usage is in their results). */
+  usage: UsageTotals.optional(),
   /** The run result (a `RunResult`), once the run has ended. */
   result: z.unknown().optional(),
 });

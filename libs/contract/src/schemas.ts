@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { UsageTotals } from './usage.js';
 import { AGENT_NAME_PATTERN, INCIDENT_ID_PATTERN } from './names.js';
 import { jsonBytes, jsonDepth } from './json-bounds.js';
 
@@ -123,6 +124,8 @@ export const SpecialistOutcome = z.object({
   status: AgentStatus,
   output: jsonValue,
   attempts: z.number().int().nonnegative(),
+  /** What this part spent. Additive in v1. */
+  usage: UsageTotals.optional(),
 });
 export type SpecialistOutcome = z.infer<typeof SpecialistOutcome>;
 
@@ -153,6 +156,8 @@ export const RunResult = z.object({
   finishedAt: z.string(),
   /** Set when the run was cancelled (`status: "cancelled"`). */
   cancelled: RunCancellation.optional(),
+  /** What the whole run spent: the coordinator's model calls and every part's usage. Additive in v1. */
+  usage: UsageTotals.optional(),
   /** The runbook the run followed (`name`, matched by the intake) and the alert's runbook link (`url`), when there were any. Additive in v1. */
   runbook: z.object({ name: z.string().optional(), url: z.string().optional() }).optional(),
 });
@@ -198,6 +203,8 @@ export const TaskResult = z.object({
   error: z.string().optional(),
   /** The task's tool calls that came back in doubt, when there were any. Additive in v1. */
   inDoubt: z.array(InDoubtCall).optional(),
+  /** What the task spent (counted across crashes and resumes). Additive in v1. */
+  usage: UsageTotals.optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
@@ -240,7 +247,7 @@ export const ToolCallResult = z.object({
 export type ToolCallResult = z.infer<typeof ToolCallResult>;
 
 /** Kinds of dead-letter entries. */
-export const DeadLetterKind = z.enum(['stall', 'timeout', 'failure', 'poison', 'in-doubt', 'delivery']);
+export const DeadLetterKind = z.enum(['stall', 'timeout', 'failure', 'poison', 'in-doubt', 'budget', 'delivery']);
 export type DeadLetterKind = z.infer<typeof DeadLetterKind>;
 
 /** Data of a job on the `dead-letter` queue (job name = kind). */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { BosunError, describeIssues } from './errors.js';
 import { InDoubtCall, TaskResult } from './schemas.js';
 import { MessageSchema } from './messages.js';
+import { UsageTotals } from './usage.js';
 
 /*
  * The task checkpoint: the state of one task-mode delegation between steps, written by the
@@ -53,6 +54,8 @@ export const TaskCheckpointSchema = z.object({
   routing: TaskRoutingState.optional(),
   /** Tool calls that came back in doubt so far: they go into the task's result, whatever it is. */
   inDoubt: z.array(InDoubtCall).optional(),
+  /** What the task has spent so far: a resumed task goes on from it (it gets no fresh budget). */
+  usage: UsageTotals.optional(),
   /** The task's result, once it has one: a task run again returns it as it is. */
   result: TaskResult.optional(),
 });

@@ -20,6 +20,13 @@ export interface ToolCall {
    * (Gemini's thought signature). Kept in checkpoints; other providers ignore it.
    */
   signature?: string;
+  /**
+   * Set when the model's arguments were not a JSON object (`args` is then `{}`): what is wrong
+   * with them. The task loop answers such a turn with a correction instead of running it.
+   */
+  argsError?: string;
+  /** The arguments exactly as the model sent them, when they did not parse. */
+  rawArgs?: string;
 }
 
 /** The answer to one {@link ToolCall}. */
@@ -55,6 +62,11 @@ export interface ModelRequest {
   messages: Message[];
   /** Functions offered in this request; empty for `single`. */
   tools: ToolDeclaration[];
+  /**
+   * The JSON Schema the text answer must match (a `single` request answering in JSON). Providers
+   * that support structured output enforce it; the others ignore it, and the caller still parses.
+   */
+  responseSchema?: { name: string; schema: Record<string, unknown> };
 }
 
 /** Token usage, when the provider reports it. */
@@ -71,6 +83,8 @@ export interface ModelResponse {
   usage?: Usage;
   /** The provider's model name or version that answered. */
   model?: string;
+  /** Set when the fallback model answered because the primary failed: which, and why. */
+  fallback?: { from: string; to: string; reason: string };
 }
 
 /** Options of one call. */
@@ -94,11 +108,14 @@ export class ModelError extends BosunError {
   declare readonly code: 'model_error';
   readonly retryable: boolean;
   readonly status: number | undefined;
+  /** How long the provider asked us to wait before trying again (`Retry-After`), when it said. */
+  readonly retryAfterMs: number | undefined;
 
-  constructor(message: string, options: { retryable: boolean; status?: number; cause?: unknown }) {
+  constructor(message: string, options: { retryable: boolean; status?: number; retryAfterMs?: number; cause?: unknown }) {
     super('model_error', message, { cause: options.cause, data: { retryable: options.retryable, status: options.status } });
     this.name = 'ModelError';
     this.retryable = options.retryable;
     this.status = options.status;
+    this.retryAfterMs = options.retryAfterMs;
   }
 }

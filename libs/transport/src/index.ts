@@ -63,3 +63,6 @@ export { redisClusterProbe } from './metrics-probe.js';
 export type { RedisClusterProbe } from './metrics-probe.js';
 export { tracer, traceCarrier, carriedContext, inSpan, spanEvent, spanAttributes, TraceNotes, recording, SpanKind } from './tracing.js';
 export type { TraceCarrier, SpanOptions } from './tracing.js';
+export { RunUsageLedger } from './usage-ledger.js';
+export { RedisRateLimiter } from './rate-limiter.js';
+export type { RateLimits } from './rate-limiter.js';

@@ -35,4 +35,8 @@ export const keys = {
   degraded: (prefix: string) => `${prefix}:stats:degraded`,
   /** Keys of the tool calls in doubt (sorted set, scored by when they became so), counted by the in-doubt gauge. */
   inDoubt: (prefix: string) => `${prefix}:toolcalls:in-doubt`,
+  /** A run's spending: a hash, part (task id) → its `UsageTotals` as JSON (`RunUsageLedger`). */
+  usage: (prefix: string, runId: string) => `${prefix}:usage:${runId}`,
+  /** A model's cluster-wide rate limit: `<base>:requests`, `:tokens`, `:running` (sorted sets, `RedisRateLimiter`). */
+  rateLimit: (prefix: string, name: string) => `${prefix}:ratelimit:${name}`,
 };

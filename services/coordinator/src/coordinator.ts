@@ -7,6 +7,7 @@ import {
   DeliveryQueue,
   TraceNotes,
   metrics,
+  RunUsageLedger,
   type ApprovalStore,
   type DeadLetters,
   type EventSink,
@@ -62,6 +63,8 @@ export class Coordinator {
       clock: Date,
       log: deps.log,
       ...(deps.approvals ? { approvals: deps.approvals } : {}),
+      // With a run budget, the coordinator's own spending counts in the run's ledger too.
+      ...(deps.config.budgets.run ? { usage: new RunUsageLedger(queues) } : {}),
     };
   }
 

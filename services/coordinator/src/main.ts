@@ -2,11 +2,28 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
-import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig, type BosunEnv } from '@bosun/config';
+import {
+  ConfigError,
+  addLogSecrets,
+  configSecrets,
+  createLogger,
+  loadClusterConfig,
+  type BosunEnv,
+  type ClusterConfig,
+} from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { observedModel } from '@bosun/agent';
+import { buildModel, observedModel } from '@bosun/agent';
 import { startTracing } from '@bosun/otel';
-import { ApprovalStore, RunControl, checkRuntime, metrics, openRuntime, redisClusterProbe, runService } from '@bosun/transport';
+import {
+  ApprovalStore,
+  RunControl,
+  checkRuntime,
+  metrics,
+  openRuntime,
+  redisClusterProbe,
+  runService,
+  type Runtime,
+} from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
@@ -20,7 +37,7 @@ function load(env: BosunEnv) {
   addLogSecrets(log, configSecrets(config));
   const c = config.coordinator;
   const model = createModel(
-    { ...c.model, apiKey: env.geminiApiKey },
+    { ...c.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey },
     {
       routes: c.routes,
       defaultRoute: c.defaultRoute,
@@ -43,22 +60,12 @@ runService({
     return `config ${env.configFile} (${config.coordinator.mode} mode, model ${model.name}, ${Object.keys(config.specialists).length} specialists${api}); ${connections}`;
   },
   async start(_args, env) {
-    const { config, model } = load(env);
+    const { config } = load(env);
     const c = config.coordinator;
     const rt = await openRuntime(env, { service: 'coordinator', log });
     // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
-    const coordinator = new Coordinator({
-      redis: rt.redis,
-      prefix: env.prefix,
-      config,
-      model: observedModel(model),
-      events: rt.events,
-      checkpoints: rt.checkpoints,
-      deadLetters: rt.deadLetters,
-      log,
-      approvals,
-    });
+    const { coordinator, modelName } = newCoordinator(config, env, rt, approvals);
     const worker = new Worker(INCIDENTS_QUEUE, (job, token) => coordinator.process(job, token), {
       connection: rt.redis,
       prefix: env.prefix,
@@ -78,7 +85,7 @@ runService({
     });
     timers.on('error', (err) => log.error({ err }, 'timers worker error'));
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
-    log.info({ mode: c.mode, model: model.name, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
+    log.info({ mode: c.mode, model: modelName, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
     // The queue, approval and in-doubt gauges of /metrics: read by the coordinator only, so they
     // are not counted once per process.
     const probe = redisClusterProbe({ redis: rt.redis, prefix: env.prefix, specialists: Object.keys(config.specialists) });
@@ -124,3 +131,34 @@ runService({
     };
   },
 });
+
+/** The coordinator over its model: retries, fallback and the cluster-wide rate limit (which needs Redis), observed for /metrics. */
+function newCoordinator(
+  config: ClusterConfig,
+  env: BosunEnv,
+  rt: Runtime,
+  approvals: ApprovalStore,
+): { coordinator: Coordinator; modelName: string } {
+  const c = config.coordinator;
+  const resilient = buildModel({
+    spec: c.model,
+    config,
+    keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey },
+    fake: { routes: c.routes, defaultRoute: c.defaultRoute },
+    redis: rt.redis,
+    prefix: env.prefix,
+    waitInline: true,
+  });
+  const coordinator = new Coordinator({
+    redis: rt.redis,
+    prefix: env.prefix,
+    config,
+    model: observedModel(resilient),
+    events: rt.events,
+    checkpoints: rt.checkpoints,
+    deadLetters: rt.deadLetters,
+    log,
+    approvals,
+  });
+  return { coordinator, modelName: resilient.name };
+}

@@ -2,13 +2,14 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, createLogger, loadClusterConfig, specialistConfig, type BosunEnv } from '@bosun/config';
+import { ConfigError, createLogger, loadClusterConfig, priceOf, specialistConfig, taskBudget, type BosunEnv } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
-import { observedModel } from '@bosun/agent';
+import { buildModel, observedModel } from '@bosun/agent';
 import {
   ApprovalStore,
   QueueToolClient,
+  RunUsageLedger,
   TraceNotes,
   checkRuntime,
   keys,
@@ -46,7 +47,8 @@ runService({
   async check(args, env) {
     const { config, names } = load(args, env);
     const models = names.map(
-      (name) => `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey }).name})`,
+      (name) =>
+        `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey }).name})`,
     );
     const connections = await checkRuntime(env, { service: 'specialist' });
     return `config ${env.configFile} (specialists ${models.join(', ')}); ${connections}`;
@@ -58,17 +60,28 @@ runService({
     const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await tools.ready();
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
+    const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
     const workers: Worker[] = [];
     let draining = false;
     for (const name of names) {
       const spec = specialistConfig(config, name)!;
-      const model = createModel({ ...spec.model, apiKey: env.geminiApiKey }, { plans: { [name]: spec.fakePlan } });
+      const model = buildModel({
+        spec: spec.model,
+        config,
+        keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey },
+        fake: { plans: { [name]: spec.fakePlan } },
+        redis: rt.redis,
+        prefix: env.prefix,
+      });
       const worker = new Worker(
         specialistQueue(name),
         specialistProcessor({
           name,
-          spec,
+          spec: { ...spec, budget: taskBudget(config, spec) },
           model: observedModel(model),
+          price: priceOf(config, model.name),
+          fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
+          ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
           tools,
           checkpoints: rt.checkpoints,
           events: rt.events,

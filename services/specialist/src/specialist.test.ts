@@ -1,3 +1,4 @@
+import { ThrottledError } from '@bosun/models';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, STALL_MARKER, isStalled, taskIdFor, type TaskJob, type TaskResult } from '@bosun/contract';
@@ -145,6 +146,15 @@ describe('specialistProcessor', () => {
     expect(moves[0]!.token).toBe(TOKEN);
     expect(moves[0]!.until).toBeGreaterThanOrEqual(before);
     expect(moves[0]!.until).toBeLessThanOrEqual(Date.now());
+  });
+
+  it('hands a task back until its turn when the cluster-wide rate limit asks for a long wait (ThrottledError): delayed, no worker held', async () => {
+    const throttled = new ThrottledError('openai:gpt-4.1-mini', 5_000);
+    runTaskMock.mockRejectedValue(throttled);
+    const { deps: d } = deps();
+    const { job, moves } = fakeJob(task);
+    await expect(specialistProcessor(d)(job, TOKEN)).rejects.toBeInstanceOf(DelayedError);
+    expect(moves).toEqual([{ until: throttled.until, token: TOKEN }]);
   });
 
   it('rethrows a park or a yield it cannot act on (no lock token, no approval store), without moving the job', async () => {

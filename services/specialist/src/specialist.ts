@@ -2,6 +2,7 @@ import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
+import { ThrottledError } from '@bosun/models';
 import { metrics, type ApprovalStore, type TraceNotes } from '@bosun/transport';
 import { inTaskSpan } from './task-trace.js';
 
@@ -65,6 +66,12 @@ async function attemptTask(deps: SpecialistDeps, picked: { job: Job; token: stri
       const decided = await deps.approvals.get(err.approvalId);
       if (decided && decided.status !== 'pending') await deps.approvals.wake(decided);
       log.info({ taskId: task.taskId, approvalId: err.approvalId }, 'task parked until an operator decides');
+      throw new DelayedError();
+    }
+    if (err instanceof ThrottledError && token) {
+      // The cluster-wide rate limit asks for a long wait: the job waits delayed, not in a worker.
+      log.info({ taskId: task.taskId, until: err.until }, 'model rate limit: task handed back until its turn');
+      await job.moveToDelayed(err.until, token);
       throw new DelayedError();
     }
     if (err instanceof YieldError && token) {

@@ -1,0 +1,46 @@
+import type { ClusterConfig, ModelSpec } from '@bosun/config';
+import { ResilientModel, createModel, type FakeModelOptions, type Model } from '@bosun/models';
+import { RedisRateLimiter, type RedisClient } from '@bosun/transport';
+
+/** What {@link buildModel} needs: the agent's model spec, the cluster config, the keys and Redis. */
+export interface ModelSetup {
+  spec: ModelSpec;
+  config: Pick<ClusterConfig, 'rateLimits'>;
+  /** `GEMINI_API_KEY` and `OPENAI_API_KEY`, when set. */
+  keys: { gemini?: string | undefined; openai?: string | undefined };
+  fake?: FakeModelOptions;
+  /** Where the cluster-wide rate limits live; none are applied without it. */
+  redis?: RedisClient | undefined;
+  prefix?: string | undefined;
+  /** Wait for the rate limiter in the call however long it takes (the coordinator), instead of handing the task back. */
+  waitInline?: boolean;
+}
+
+type Spec = Omit<ModelSpec, 'fallback'>;
+
+function build(spec: Spec, setup: ModelSetup): Model {
+  return createModel({ ...spec, apiKey: setup.keys.gemini, openaiApiKey: setup.keys.openai }, setup.fake);
+}
+
+function limiterFor(model: Model, setup: ModelSetup): RedisRateLimiter | undefined {
+  const limits = Object.hasOwn(setup.config.rateLimits, model.name) ? setup.config.rateLimits[model.name] : undefined;
+  if (!limits || !setup.redis || setup.prefix === undefined) return undefined;
+  return new RedisRateLimiter({ redis: setup.redis, prefix: setup.prefix, name: model.name, limits });
+}
+
+/**
+ * The model an agent uses: its provider's adapter, with retries (`model.retry`), the cluster-wide
+ * rate limit of its name (`rateLimits`), and its `model.fallback` when one is configured.
+ */
+export function buildModel(setup: ModelSetup): ResilientModel {
+  const primary = build(setup.spec, setup);
+  const fallback = setup.spec.fallback ? build(setup.spec.fallback, setup) : undefined;
+  return new ResilientModel({
+    primary,
+    fallback,
+    retry: setup.spec.retry,
+    limiter: limiterFor(primary, setup),
+    fallbackLimiter: fallback ? limiterFor(fallback, setup) : undefined,
+    ...(setup.waitInline ? { maxInlineWaitMs: Number.POSITIVE_INFINITY } : {}),
+  });
+}

@@ -1,0 +1,34 @@
+import { UsageTotals, parseStoredJson, sumUsage } from '@bosun/contract';
+import type { RedisClient } from './connections.js';
+import { keys } from './keys.js';
+
+/** How long a run's ledger is kept after its last write: as long as the checkpoints (7 days). */
+const LEDGER_TTL_SECONDS = 7 * 24 * 3600;
+
+/**
+ * A run's spending, shared by every process that works on it: a Redis hash
+ * `<prefix>:usage:<runId>` with one field per part (the task id) holding that part's total so far
+ * (`UsageTotals` as JSON). A part writes its whole total, never an increment, so a write repeated
+ * after a crash counts once; the run's total is the sum of the fields.
+ */
+export class RunUsageLedger {
+  readonly #redis: RedisClient;
+  readonly #prefix: string;
+
+  constructor(options: { redis: RedisClient; prefix: string }) {
+    this.#redis = options.redis;
+    this.#prefix = options.prefix;
+  }
+
+  /** Records what `part` of run `runId` has spent so far (its total, replacing what it wrote before). */
+  async record(runId: string, part: string, usage: UsageTotals): Promise<void> {
+    const key = keys.usage(this.#prefix, runId);
+    await this.#redis.multi().hset(key, part, JSON.stringify(usage)).expire(key, LEDGER_TTL_SECONDS).exec();
+  }
+
+  /** What the run has spent, every part's total summed. */
+  async total(runId: string): Promise<UsageTotals> {
+    const all = await this.#redis.hgetall(keys.usage(this.#prefix, runId));
+    return sumUsage(...Object.entries(all).map(([part, raw]) => parseStoredJson(UsageTotals, raw, `usage of ${part} in run ${runId}`)));
+  }
+}

@@ -1,0 +1,81 @@
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { STALL_MARKER, specialistQueue } from '@bosun/contract';
+import { callLog, startClusterTest, type CallLog, type ClusterTest, type ServiceProcess } from '../helpers/index.js';
+
+// A task budget holds across a SIGKILL: the specialist running a task that would make 10 tool
+// calls with a budget of 3 is killed during its second call; another process resumes the task
+// from its checkpoint, which carries what was spent. The task still stops after 3 calls in all
+// (the one in flight at the kill counted once), as an INCOMPLETE `budget` part with a dead letter.
+
+let t: ClusterTest;
+let toolLog: CallLog;
+
+beforeAll(async () => {
+  t = await startClusterTest(
+    'budget-kill',
+    (config, c) => {
+      toolLog = callLog(join(c.dir, 'calls.jsonl'));
+      config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '800' };
+      config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
+      config.specialists.kubernetes.budget = { toolCalls: 3 };
+    },
+    { specialists: 2 },
+  );
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+async function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {
+  const q = new Queue(specialistQueue('kubernetes'), { connection: t.ctx.redis, prefix: t.ctx.prefix });
+  const job = await q.getJob(taskId);
+  await q.close();
+  const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
+  return t.cluster.processes.find((p) => p.running && p.name.startsWith('specialist') && String(p.pid) === pid);
+}
+
+describe('a task budget across a SIGKILL', () => {
+  it('stops after 3 of 10 tool calls in all, although the task was resumed in another process', async () => {
+    const calls = Array.from({ length: 10 }, (_, i) => ({ tool: 'demo__get_logs', args: { service: 'checkout', lines: i + 1 } }));
+    const { job, runId } = await t.client.publish({
+      id: 'budget-kill-1',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'restarts',
+      labels: { service: 'checkout' },
+      payload: { fake: { calls: { kubernetes: calls } } },
+    });
+    const second = await t.client.events.waitFor(
+      (e) => e.runId === runId && e.type === 'tool.started' && /-s2-c0$/.test(String(e.data.key)),
+      30_000,
+      'the second tool call',
+    );
+    const taskId = String(second.data.key).replace(/-s\d+-c\d+$/, '');
+    const holder = await specialistHolding(taskId);
+    expect(holder).toBeDefined();
+    holder!.kill('SIGKILL');
+
+    const result = await t.client.result(job, 90_000);
+    expect(result.status).toBe('partial');
+    const part = result.specialists[0]!;
+    expect(part).toMatchObject({ name: 'kubernetes', status: 'stalled' });
+    expect(JSON.stringify(part.output)).toContain(STALL_MARKER);
+    expect(JSON.stringify(part.output)).toContain(
+      'stopped at its budget: 1 more tool call(s) would cross the limit of 3 tool calls (3 made)',
+    );
+    expect(part.usage?.toolCalls).toBe(3);
+    // The MCP server ran 3 calls in all: the one in flight at the kill was answered from its record.
+    expect(toolLog.calls('get_logs').map((c) => c.args.lines)).toEqual([1, 2, 3]);
+    const events = await t.client.events.complete(runId);
+    const keys = events.filter((e) => e.type === 'tool.started').map((e) => String(e.data.key));
+    expect(new Set(keys)).toEqual(new Set([`${taskId}-s1-c0`, `${taskId}-s2-c0`, `${taskId}-s3-c0`]));
+    expect(events.find((e) => e.type === 'agent.stalled')?.data).toMatchObject({ kind: 'budget', marker: STALL_MARKER });
+    const letters = await t.client.deadLetters(runId);
+    expect(letters.map((d) => [d.kind, d.taskId])).toEqual([['budget', taskId]]);
+    // The process that resumed it was another one.
+    expect(t.cluster.processes.filter((p) => p.name.startsWith('specialist') && p.running)).toHaveLength(1);
+  });
+});
