@@ -36,3 +36,7 @@ export type {
   CancelKeys,
   Clock,
 } from './run-ports.js';
+export { runCodeActTask } from './codeact.js';
+export { DEFAULT_CODEACT_INSTRUCTION, extractScript, usageLine } from './codeact-prompt.js';
+export { NonDeterminismError } from './codeact-host.js';
+export type { CodeActLimits } from './task-types.js';

@@ -29,6 +29,20 @@ export interface TaskAgentSpec {
   approvalTimeoutMs?: number | undefined;
   /** In-band tool routing (`load_tools`); off when absent. */
   routing?: RoutingSpec | undefined;
+  /** `codeact`: the model writes one script per turn (`runCodeActTask`); default `task`. */
+  loop?: 'task' | 'codeact' | undefined;
+  /** The sandbox limits of a CodeAct script; defaults when absent. */
+  codeact?: CodeActLimits | undefined;
+}
+
+/** The sandbox limits of a CodeAct specialist, per script, as configured. */
+export interface CodeActLimits {
+  timeMs: number;
+  memoryMb: number;
+  stackKb: number;
+  maxToolCalls: number;
+  maxOutputChars: number;
+  maxConsoleChars: number;
 }
 
 /** The policy the loop applies to the catalog (the gateway enforces it again at call time). */

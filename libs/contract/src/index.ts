@@ -106,3 +106,4 @@ export {
   toolCallAtKey,
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
+export { CodeActAnswer, CodeActCall, CodeActJournal } from './codeact.js';

@@ -186,6 +186,8 @@ export const TaskResult = z.object({
   error: z.string().optional(),
   /** The task's tool calls that came back in doubt, when there were any. Additive in v1. */
   inDoubt: z.array(InDoubtCall).optional(),
+  /** A CodeAct script ended the task asking the coordinator to delegate to this specialist (`transfer_to_agent`). Additive in v1. */
+  transfer: z.object({ agent: z.string(), reason: z.string() }).optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
@@ -279,6 +281,11 @@ export const EventType = z.enum([
   'tool.routing',
   'approval.requested',
   'approval.resolved',
+  'codeact.script',
+  'codeact.result',
+  'codeact.output',
+  'codeact.replayed',
+  'codeact.limit',
 ]);
 export type EventType = z.infer<typeof EventType>;
 

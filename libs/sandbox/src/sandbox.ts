@@ -194,6 +194,8 @@ function hostValue(state: RunState, get: () => number): number {
 
 /** One `call_tool`, counted against the limit; the time it waits is not script time. */
 async function callTool(host: SandboxHost, state: RunState, name: string, argsJson: string): Promise<string> {
+  // A script being stopped (a limit, a host failure) runs no more tools, even if it caught the error.
+  if (state.abort) throw new Error('the script is being stopped');
   const index = state.toolCalls;
   if (index >= state.limits.maxToolCalls)
     state.stop('tool_calls', `the script called more than ${state.limits.maxToolCalls} tools (tool-call limit); it was stopped`);

@@ -1,7 +1,7 @@
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
-import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
+import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, type TaskAgentDeps } from '@bosun/agent';
 import type { ApprovalStore } from '@bosun/transport';
 
 /** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
@@ -34,7 +34,8 @@ export function specialistProcessor(deps: SpecialistDeps) {
     const task = parsed.data;
     const attempt = job.attemptsMade + 1;
     try {
-      return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
+      const loop = deps.spec.loop === 'codeact' ? runCodeActTask : runTask;
+      return await loop(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
     } catch (err) {
       if (err instanceof ParkError && token && deps.approvals) {
         // Waiting for an operator holds no worker: the job is delayed until the approval's
