@@ -5,6 +5,7 @@ import { specialistQueue } from '@bosun/contract';
 import {
   callLog,
   startClusterTest,
+  waitUntil,
   startService,
   type CallLog,
   type Client,
@@ -129,5 +130,43 @@ describe('a CodeAct specialist killed mid-script', () => {
     process.stdout.write(
       `[chaos] codeact: 2 kills; replayed from the journal: ${fromJournal.length} calls; resent to the gateway: ${replays.length - fromJournal.length}\n`,
     );
+  }, 180_000);
+
+  it('the gateway killed mid-call: that call is in doubt, the script sees it, and it is not repeated', async () => {
+    const script = [
+      'const seen = [];',
+      'for (let i = 1; i <= 3; i++) {',
+      `  try { call_tool("demo__restart_pod", { service: "checkout", pod: "${POD}", reason: "codeact-gw-" + i }); seen.push(i + " ok"); }`,
+      '  catch (e) { seen.push(i + " " + e.message); }',
+      '}',
+      'return { final_result: { summary: seen.join("; "), findings: [], evidence: seen } };',
+    ].join('\n');
+    const { job, runId } = await client.publish({
+      id: 'codeact-gw-1',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'restart three times',
+      labels: { service: 'checkout' },
+      payload: { fake: { route: ['coder'], scripts: { coder: [script] } } },
+    });
+    const reasons = () => toolLog.calls('restart_pod').map((c) => String(c.args.reason));
+    await waitUntil(() => reasons().includes('codeact-gw-2'), 30_000, 'the MCP server received call 2', 10);
+    cluster.get('gateway').kill('SIGKILL');
+    await cluster.get('gateway').exited;
+    const gateway = cluster.add(startService('gateway', env, { name: 'gateway-2' }));
+    await gateway.ready();
+
+    const result = await client.result(job, 120_000);
+    const summary = String((result.specialists[0]?.output as { summary?: unknown }).summary);
+    expect(summary).toMatch(/^1 ok; 2 .*IN DOUBT.*; 3 ok$/);
+    expect(result.status).toBe('partial');
+    expect(result.inDoubt?.calls.map((c) => c.key.replace(/^.*-s/, 's'))).toEqual(['s1-c1']);
+    // Not repeated: each call reached the server once.
+    expect(
+      reasons()
+        .filter((r) => r.startsWith('codeact-gw-'))
+        .sort(),
+    ).toEqual(['codeact-gw-1', 'codeact-gw-2', 'codeact-gw-3']);
+    expect((await client.events.complete(runId)).filter((e) => e.type === 'tool.in_doubt')).toHaveLength(1);
   }, 180_000);
 });
