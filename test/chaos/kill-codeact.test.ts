@@ -169,4 +169,36 @@ describe('a CodeAct specialist killed mid-script', () => {
     ).toEqual(['codeact-gw-1', 'codeact-gw-2', 'codeact-gw-3']);
     expect((await client.events.complete(runId)).filter((e) => e.type === 'tool.in_doubt')).toHaveLength(1);
   }, 180_000);
+
+  it('a script whose arguments depend on Math.random() and Date.now() replays to the same calls after a kill', async () => {
+    const script = [
+      'const token = Math.floor(Math.random() * 1e9) + "-" + Date.now() + "-" + new Date().getTime();',
+      'for (let i = 1; i <= 3; i++) call_tool("demo__restart_pod", { service: "checkout", pod: "' +
+        POD +
+        '", reason: "codeact-det-" + i + "-" + token });',
+      'return { final_result: { summary: token, findings: [], evidence: [] } };',
+    ].join('\n');
+    const { job, runId } = await client.publish({
+      id: 'codeact-det-1',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'restart with a random token',
+      labels: { service: 'checkout' },
+      payload: { fake: { route: ['coder'], scripts: { coder: [script] } } },
+    });
+    await killAfterCall(runId, 0, 'specialist-k3');
+    const result = await client.result(job, 120_000);
+    expect(result.status).toBe('completed');
+    const token = String((result.specialists[0]?.output as { summary?: unknown }).summary);
+    expect(token).toMatch(/^\d+-\d+-\d+$/);
+    // Every call, before and after the kill, carried the token the first run drew: one per position, once.
+    const applied = toolLog
+      .calls('restart_pod')
+      .map((c) => String(c.args.reason))
+      .filter((r) => r.startsWith('codeact-det-'));
+    expect(applied.sort()).toEqual([1, 2, 3].map((i) => `codeact-det-${i}-${token}`));
+    const events = (await client.events.complete(runId)).filter((e) => e.agent === 'coder');
+    expect(events.filter((e) => e.type === 'codeact.replayed' && e.data.key === undefined)).toHaveLength(1);
+    expect(events.filter((e) => e.type === 'agent.failed')).toHaveLength(0);
+  }, 180_000);
 });
