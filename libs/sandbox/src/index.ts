@@ -1,4 +1,4 @@
-export { runScript } from './sandbox.js';
+export { runScript, sandboxModules } from './sandbox.js';
 export type { SandboxHost, ScriptOutcome, ToolAnswer } from './sandbox.js';
 export { DEFAULT_SANDBOX_LIMITS } from './limits.js';
 export type { SandboxLimit, SandboxLimits } from './limits.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runScript, type SandboxHost, type ScriptOutcome, type ToolAnswer } from './index.js';
+import { runScript, sandboxModules, type SandboxHost, type ScriptOutcome, type ToolAnswer } from './index.js';
 
 interface Call {
   name: string;
@@ -174,5 +174,14 @@ describe('runScript', () => {
       ),
     );
     expect(outs.map((o) => o.kind === 'result' && o.result.value)).toEqual([11, 12, 13, 14]);
+  });
+
+  it('reuses its interpreter modules from one script to the next (a new one costs ~100 ms of CPU)', async () => {
+    const { h } = host();
+    await runScript('return { observation: call_tool("demo__read", {}) };', h);
+    const before = sandboxModules().created;
+    for (let i = 0; i < 5; i++) await runScript('console.log(Date.now()); return { observation: call_tool("demo__read", { i: 1 }) };', h);
+    expect(sandboxModules().created).toBe(before);
+    expect(sandboxModules().idle).toBeGreaterThanOrEqual(1);
   });
 });

@@ -38,6 +38,12 @@ export type ScriptOutcome =
 /** Modules not in use. A module hosts one suspended script at a time (asyncify), so each run takes its own. */
 const idle: QuickJSAsyncWASMModule[] = [];
 const MAX_IDLE = 8;
+let created = 0;
+
+/** How many interpreter modules this process has created, and how many are idle (for tests and the bench). */
+export function sandboxModules(): { created: number; idle: number } {
+  return { created, idle: idle.length };
+}
 
 type EmscriptenModuleLoaderOptions = NonNullable<Parameters<typeof newVariant>[1]>['emscriptenModule'];
 
@@ -49,7 +55,25 @@ const quiet = { print: () => undefined, printErr: () => undefined } as Emscripte
 const variant = newVariant(releaseAsyncify as unknown as QuickJSAsyncVariant, { emscriptenModule: quiet });
 
 async function acquire(): Promise<QuickJSAsyncWASMModule> {
-  return idle.pop() ?? newQuickJSAsyncWASMModuleFromVariant(variant);
+  const reused = idle.pop();
+  if (reused) return reused;
+  const module = await newQuickJSAsyncWASMModuleFromVariant(variant);
+  created++;
+  deferRuntimeRelease(module);
+  return module;
+}
+
+/**
+ * Works around the order in which quickjs-emscripten-core 0.32's asyncify module frees a runtime:
+ * it forgets the runtime's callbacks before freeing it, so the host functions freed with it find
+ * no runtime, the free aborts half-way and the module cannot be reused (a new one costs ~100 ms of
+ * CPU). The callbacks are forgotten just after the runtime is freed instead.
+ */
+function deferRuntimeRelease(module: QuickJSAsyncWASMModule): void {
+  const callbacks = (module as unknown as { callbacks?: { deleteRuntime?: (rt: unknown) => void } }).callbacks;
+  const remove = callbacks?.deleteRuntime?.bind(callbacks);
+  if (!callbacks || !remove) return;
+  callbacks.deleteRuntime = (rt) => queueMicrotask(() => remove(rt));
 }
 
 /** A run's mutable state, shared by the host functions and the interrupt handler. */
