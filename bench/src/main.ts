@@ -25,11 +25,12 @@ import {
   type Row,
   type ScenarioResult,
 } from './scenarios.js';
+import { scenarioCodeAct } from './scenario-codeact.js';
 import { abort, fmt, note } from './util.js';
 
 const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
 
-  --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery)
+  --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery, 6 codeact)
   --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
@@ -57,8 +58,8 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set([1, 2, 3, 4, 5]);
-  for (const n of only) if (!Number.isInteger(n) || n < 1 || n > 5) throw new Error(`--only: "${values.only}" must list scenarios 1 to 5`);
+  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set([1, 2, 3, 4, 5, 6]);
+  for (const n of only) if (!Number.isInteger(n) || n < 1 || n > 6) throw new Error(`--only: "${values.only}" must list scenarios 1 to 6`);
   const profileService = values.profile as ServiceName | undefined;
   if (profileService !== undefined && !SERVICES.includes(profileService)) throw new Error(`--profile: one of ${SERVICES.join(', ')}`);
   const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
@@ -153,6 +154,7 @@ async function main(): Promise<number> {
     [3, () => scenarioInFlight(ctx)],
     [4, () => scenarioScaleOut(ctx, scaleCap)],
     [5, () => scenarioRecovery(ctx)],
+    [6, () => scenarioCodeAct(ctx)],
   ];
   const results: ScenarioResult[] = [];
   const errors: { id: number; error: string; skipped?: boolean }[] = [];

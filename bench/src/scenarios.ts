@@ -45,7 +45,7 @@ export function budgetLeft(ctx: Ctx): number {
 }
 
 /** `ms`, cut to what the budget leaves (at least 5 s). */
-function within(ctx: Ctx, ms: number, share = 1): number {
+export function within(ctx: Ctx, ms: number, share = 1): number {
   return Math.max(5_000, Math.min(ms, budgetLeft(ctx) * share));
 }
 
@@ -105,7 +105,7 @@ export function standardIncident(id: string): IncidentInput {
 }
 
 /** Runs `fn` under a fresh prefix, and deletes the prefix's keys and stream afterwards. */
-async function withPrefix<T>(ctx: Ctx, fn: (prefix: string) => Promise<T>): Promise<T> {
+export async function withPrefix<T>(ctx: Ctx, fn: (prefix: string) => Promise<T>): Promise<T> {
   const prefix = randomPrefix();
   ctx.prefixes.add(prefix);
   try {
@@ -118,7 +118,7 @@ async function withPrefix<T>(ctx: Ctx, fn: (prefix: string) => Promise<T>): Prom
 }
 
 /** Publishes incidents on a queue and waits for their results. */
-class IncidentClient {
+export class IncidentClient {
   private constructor(
     readonly queue: Queue,
     readonly events: QueueEvents,
@@ -136,9 +136,9 @@ class IncidentClient {
   }
 
   /** One incident, publish → result; its latency in ms and the run status. */
-  async one(id: string, timeoutMs = 30_000): Promise<{ ms: number; status: string }> {
+  async one(id: string, timeoutMs = 30_000, incident: IncidentInput = standardIncident(id)): Promise<{ ms: number; status: string }> {
     const t0 = performance.now();
-    const job = await this.queue.add(INCIDENT_JOB, standardIncident(id), { jobId: id });
+    const job = await this.queue.add(INCIDENT_JOB, incident, { jobId: id });
     const value = (await job.waitUntilFinished(this.events, timeoutMs)) as { status?: string } | undefined;
     return { ms: performance.now() - t0, status: String(value?.status ?? 'unknown') };
   }
@@ -295,7 +295,7 @@ class RunTracer {
 }
 
 /** Starts gateway, coordinator and `specialists` specialist processes. */
-async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: ScenarioConfig, specialists = 1, sub = '') {
+export async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: ScenarioConfig, specialists = 1, sub = '') {
   const cluster = new Cluster({
     root: ctx.root,
     prefix,
