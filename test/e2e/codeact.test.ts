@@ -67,4 +67,34 @@ describe('CodeAct, end to end', () => {
     expect(output.summary).toMatch(/^checkout: \d+ pods, version v\d+, error rate [\d.]+$/);
     expect(output.summary).toContain(`version ${output.findings[0]!.detail}`);
   });
+
+  it('transfer_to_agent: route mode delegates to the named specialist in one more round', async () => {
+    const { job, runId } = await client.publish({
+      id: 'codeact-transfer-1',
+      source: 'test',
+      reason: 'Anything',
+      summary: 'pods restarting',
+      labels: { service: 'checkout' },
+      payload: {
+        fake: {
+          route: ['coder'],
+          scripts: { coder: ['return { transfer_to_agent: { agent: "kubernetes", reason: "this is about pods" } };'] },
+        },
+      },
+    });
+    const result = await client.result(job);
+    expect(result.status).toBe('completed');
+    // The transferred part is superseded by the one it handed over to.
+    expect(result.specialists.map((s) => [s.name, s.status])).toEqual([['kubernetes', 'completed']]);
+    const events = await client.events.complete(runId);
+    const delegated = events.filter((e) => e.type === 'agent.delegated').map((e) => [e.agent, e.data.round]);
+    expect(delegated).toEqual([
+      ['coder', 0],
+      ['kubernetes', 1],
+    ]);
+    expect(String(events.find((e) => e.type === 'agent.delegated' && e.agent === 'kubernetes')?.data.task)).toContain(
+      'coder handed this incident over to you: this is about pods',
+    );
+    expect(events.find((e) => e.type === 'agent.stalled' && e.agent === 'coder')?.data).toMatchObject({ kind: 'transfer' });
+  });
 });
