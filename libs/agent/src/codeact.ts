@@ -86,7 +86,6 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
   });
   state.messages.push({ role: 'model', text: response.text ?? '' });
   delete state.pending;
-  delete state.codeact;
   run.dirty = true;
   return undefined;
 }
@@ -105,7 +104,11 @@ function limitsOf(spec: TaskAgentSpec): SandboxLimits {
   };
 }
 
-/** The journal of this turn's script: the checkpoint's when it is of this step (a replay), else a new one. */
+/**
+ * The journal of this turn's script: the checkpoint's when it is of this step (a replay), else a
+ * new one. The last script's journal stays in the checkpoint until the next script replaces it,
+ * so `bosun ack --retry` finds the real arguments of its calls.
+ */
 function journalOf(run: TaskRun, script: string): { journal: CodeActJournal; replay: boolean } | string {
   const { state } = run;
   const held = state.codeact;
@@ -168,7 +171,6 @@ async function actOnOutcome(run: TaskRun, outcome: ScriptOutcome): Promise<TaskR
   if (state.askedToFinish)
     return stallUnlessCancelled(run, `did not return final_result after the last of its ${spec.maxToolRounds} script turns`);
   state.messages.push({ role: 'user', text: describeOutcome(outcome) });
-  delete state.codeact;
   run.dirty = true;
   return undefined;
 }
@@ -192,7 +194,6 @@ async function finalResult(run: TaskRun, outcome: ScriptOutcome, output: unknown
     role: 'user',
     text: `Your final_result does not match the required schema: ${problem}. Return { final_result: ... } again with a conforming output.${printed}`,
   });
-  delete state.codeact;
   await run.save();
   return undefined;
 }
