@@ -71,6 +71,14 @@ module.exports = {
       to: { path: ['^libs/otel/', 'node_modules/@opentelemetry/(?!api/)'] },
     },
     {
+      name: 'libs-layering-sandbox',
+      comment:
+        'libs/sandbox runs scripts for the agent loops: it sits on contract alone, below the agent loops, and knows nothing of config, models, policy or transport.',
+      severity: 'error',
+      from: { path: '^libs/sandbox/' },
+      to: { path: '^libs/(config|models|policy|transport|agent)/' },
+    },
+    {
       name: 'no-circular',
       comment: 'No import cycles, inside a package or between packages.',
       severity: 'error',

@@ -25,13 +25,14 @@ import {
   type Row,
   type ScenarioResult,
 } from './scenarios.js';
+import { scenarioCodeAct } from './scenario-codeact.js';
 import { abort, fmt, note } from './util.js';
 import { scenarioObservability } from './observability.js';
 
 const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
-                       6 observability cost)
+                       6 observability cost, 7 codeact)
   --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
@@ -156,6 +157,7 @@ async function main(): Promise<number> {
     [4, () => scenarioScaleOut(ctx, scaleCap)],
     [5, () => scenarioRecovery(ctx)],
     [6, () => scenarioObservability(ctx)],
+    [7, () => scenarioCodeAct(ctx)],
   ];
   const results: ScenarioResult[] = [];
   const errors: { id: number; error: string; skipped?: boolean }[] = [];

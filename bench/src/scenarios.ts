@@ -136,9 +136,9 @@ export class IncidentClient {
   }
 
   /** One incident, publish → result; its latency in ms and the run status. */
-  async one(id: string, timeoutMs = 30_000): Promise<{ ms: number; status: string }> {
+  async one(id: string, timeoutMs = 30_000, incident: IncidentInput = standardIncident(id)): Promise<{ ms: number; status: string }> {
     const t0 = performance.now();
-    const job = await this.queue.add(INCIDENT_JOB, standardIncident(id), { jobId: id });
+    const job = await this.queue.add(INCIDENT_JOB, incident, { jobId: id });
     const value = (await job.waitUntilFinished(this.events, timeoutMs)) as { status?: string } | undefined;
     return { ms: performance.now() - t0, status: String(value?.status ?? 'unknown') };
   }
@@ -295,7 +295,7 @@ class RunTracer {
 }
 
 /** Starts gateway, coordinator and `specialists` specialist processes. */
-async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: ScenarioConfig, specialists = 1, sub = '') {
+export async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: ScenarioConfig, specialists = 1, sub = '') {
   const cluster = new Cluster({
     root: ctx.root,
     prefix,

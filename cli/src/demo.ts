@@ -24,7 +24,7 @@ import { prepareDemoAlert, type DemoAlertHop } from './demo-alert.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-/** The sample incidents of the demo; the third stalls one specialist on purpose. */
+/** The sample incidents of the demo; the third stalls one specialist on purpose, the fifth goes to the CodeAct specialist. */
 export function sampleIncidents(stamp: string): IncidentInput[] {
   return [
     {
@@ -73,6 +73,15 @@ export function sampleIncidents(stamp: string): IncidentInput[] {
           },
         },
       },
+    },
+    {
+      id: `demo-${stamp}-disk`,
+      source: 'alertmanager',
+      reason: 'DiskPressure',
+      summary: 'search node disk above 90%',
+      severity: 'warning',
+      labels: { service: 'search', namespace: 'shop' },
+      // Routed to the CodeAct specialist: its fake plan chains three tools in one script (one model turn).
     },
   ];
 }

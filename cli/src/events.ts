@@ -131,6 +131,14 @@ const DETAIL: Partial<Record<RunEvent['type'], (d: EventData) => string>> = {
   'tool.routing': (d) => `${text(d.action)}${Array.isArray(d.loaded) ? ` ${d.loaded.join(', ')}` : ''}`,
   'agent.stalled': (d) => `INCOMPLETE: ${short(d.lastWords, 120)}`,
   'agent.failed': (d) => `INCOMPLETE: ${short(d.reason, 120)}`,
+  'codeact.script': (d) => `step ${text(d.step)}, ${text(d.chars)} chars: ${short(d.script, 100)}`,
+  'codeact.result': (d) => `${text(d.tag)} after ${text(d.toolCalls)} calls: ${short(d.message ?? d.value ?? '', 100)}`,
+  'codeact.output': (d) => short(d.console, 120),
+  'codeact.replayed': (d) =>
+    d.key === undefined
+      ? `step ${text(d.step)} run again (${text(d.calls)} calls in its journal)`
+      : `call ${text(d.index)} ${text(d.tool)} from the ${text(d.source)}`,
+  'codeact.limit': (d) => `${text(d.limit)}: ${short(d.message, 100)}`,
   'run.completed': runEnd,
   'run.failed': runEnd,
 };

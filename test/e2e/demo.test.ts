@@ -36,6 +36,9 @@ describe('npm start (bosun demo --once)', () => {
     expect(out.match(/=== result of demo-\S+-crashloop .*: COMPLETED/)).not.toBeNull();
     expect(out.match(/=== result of demo-\S+-latency .*: COMPLETED/)).not.toBeNull();
     expect(out.match(/=== result of demo-\S+-errors .*: PARTIAL, 1 incomplete/)).not.toBeNull();
+    // The CodeAct specialist: three tools chained in one script.
+    expect(out.match(/=== result of demo-\S+-disk .*: COMPLETED/)).not.toBeNull();
+    expect(out).toMatch(/codeact\.script\s+triage/);
     expect(out).toContain(STALL_MARKER);
     // Events were shown as they arrived.
     expect(out).toMatch(/tool\.completed\s+database/);

@@ -39,3 +39,7 @@ export type {
 export { observedModel, modelProvider } from './model-telemetry.js';
 export { buildModel } from './model-setup.js';
 export type { ModelSetup } from './model-setup.js';
+export { runCodeActTask } from './codeact.js';
+export { DEFAULT_CODEACT_INSTRUCTION, extractScript, usageLine } from './codeact-prompt.js';
+export { NonDeterminismError } from './codeact-host.js';
+export type { CodeActLimits } from './task-types.js';

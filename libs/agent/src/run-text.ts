@@ -83,9 +83,9 @@ export function describeOutput(output: unknown): string {
   return lines.join('\n');
 }
 
-/** Delegations that count: a retried one is superseded by its retry. */
+/** Delegations that count: a retried one is superseded by its retry, a transferred one by the delegation it handed over to. */
 export function currentDelegations(state: RunCheckpoint): Delegation[] {
-  return state.delegations.filter((d) => !state.delegations.some((r) => r.retryOf === d.taskId));
+  return state.delegations.filter((d) => !state.delegations.some((r) => r.retryOf === d.taskId || r.transferOf === d.taskId));
 }
 
 /** The run result's `specialists`: one entry per delegation that counts (a missing result is `failed`). */

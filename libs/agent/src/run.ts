@@ -30,6 +30,7 @@ import {
 } from './run-parts.js';
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
 import { route, think } from './run-turns.js';
+import { transferRound } from './run-transfer.js';
 import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, runUsage, withInDoubt } from './run-text.js';
 import { runbookField } from './runbook.js';
 
@@ -234,6 +235,12 @@ async function collectWaiting(ctx: LoopContext): Promise<void> {
   const { state, job } = ctx;
   await collect(ctx, { early: ctx.early, read: () => job.children.read() }, 'fail');
   ctx.early = undefined;
+  if (state.mode === 'route' && transferRound(ctx)) {
+    // One more round for the parts handed over by CodeAct scripts: dispatched next.
+    state.phase = 'routing';
+    await save(ctx);
+    return;
+  }
   state.phase = state.mode === 'route' ? 'done' : 'thinking';
   if (state.mode === 'delegate') {
     appendDelegationResults(state);

@@ -31,6 +31,20 @@ export interface TaskAgentSpec {
   routing?: RoutingSpec | undefined;
   /** What one task may spend (`budgets.task` with the specialist's `budget` over it); no limit when absent. */
   budget?: BudgetLimits | undefined;
+  /** `codeact`: the model writes one script per turn (`runCodeActTask`); default `task`. */
+  loop?: 'task' | 'codeact' | undefined;
+  /** The sandbox limits of a CodeAct script; defaults when absent. */
+  codeact?: CodeActLimits | undefined;
+}
+
+/** The sandbox limits of a CodeAct specialist, per script, as configured. */
+export interface CodeActLimits {
+  timeMs: number;
+  memoryMb: number;
+  stackKb: number;
+  maxToolCalls: number;
+  maxOutputChars: number;
+  maxConsoleChars: number;
 }
 
 /** The policy the loop applies to the catalog (the gateway enforces it again at call time). */

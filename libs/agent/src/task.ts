@@ -55,7 +55,17 @@ export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgent
 /** One step of the loop; its result ends the task, undefined goes on. */
 async function nextStep(run: TaskRun): Promise<TaskResult | undefined> {
   const last = run.lastMessage();
-  // Step boundary: where a task may stop (saving what it has) or be handed over.
+  const ended = await stepBoundary(run);
+  if (ended) return ended;
+  if (last.role !== 'model') return modelTurn(run);
+  return actOnTurn(run, last.calls ?? []);
+}
+
+/**
+ * The step boundary, shared with the CodeAct loop: where a task may stop (saving what it has) or
+ * be handed over. A result when its deadline has passed; throws {@link YieldError} when draining.
+ */
+export async function stepBoundary(run: TaskRun): Promise<TaskResult | undefined> {
   if (Date.now() >= run.deadline()) {
     const { approvalWaitMs } = run.state;
     const paused = approvalWaitMs ? `, moved by ${approvalWaitMs} ms spent waiting for approvals` : '';
@@ -66,8 +76,7 @@ async function nextStep(run: TaskRun): Promise<TaskResult | undefined> {
     await run.saveIfDirty();
     throw new YieldError(run.job.taskId);
   }
-  if (last.role !== 'model') return modelTurn(run);
-  return actOnTurn(run, last.calls ?? []);
+  return undefined;
 }
 
 /**

@@ -167,6 +167,20 @@ const Specialist = z
     fakePlan: z.array(FakeCall).default([]),
     /** This specialist's task limits, over `budgets.task`. */
     budget: BudgetLimits.optional(),
+    /** `task`: one tool call per model turn (the default); `codeact`: one script per turn that calls tools (docs/codeact.md). */
+    loop: z.enum(['task', 'codeact']).default('task'),
+    /** The sandbox limits of a `codeact` specialist, per script. */
+    codeact: z
+      .object({
+        timeMs: substitutable(z.number().int().positive().max(600_000)).default(5_000),
+        memoryMb: substitutable(z.number().int().positive().max(1024)).default(64),
+        stackKb: substitutable(z.number().int().positive().max(1024)).default(128),
+        maxToolCalls: substitutable(z.number().int().positive().max(1000)).default(50),
+        maxOutputChars: substitutable(z.number().int().positive().max(10_000_000)).default(262_144),
+        maxConsoleChars: substitutable(z.number().int().positive().max(10_000_000)).default(65_536),
+      })
+      .strict()
+      .default({ timeMs: 5_000, memoryMb: 64, stackKb: 128, maxToolCalls: 50, maxOutputChars: 262_144, maxConsoleChars: 65_536 }),
   })
   .strict();
 

@@ -61,7 +61,14 @@ function configError(
 describe('the demo config', () => {
   it('loads with defaults substituted', () => {
     const config = loadClusterConfig(DEMO, { env: {} });
-    expect(Object.keys(config.specialists).sort()).toEqual(['database', 'kubernetes']);
+    expect(Object.keys(config.specialists).sort()).toEqual(['database', 'kubernetes', 'triage']);
+    // The CodeAct specialist: its limits not given keep their defaults; the others run the task loop.
+    expect(config.specialists.triage).toMatchObject({
+      loop: 'codeact',
+      mode: 'read-only',
+      codeact: { timeMs: 5000, memoryMb: 64, stackKb: 128, maxToolCalls: 20, maxOutputChars: 262_144, maxConsoleChars: 65_536 },
+    });
+    expect(config.specialists.kubernetes?.loop).toBe('task');
     expect(config.coordinator.mode).toBe('route');
     expect(config.coordinator.routes.ErrorRateHigh).toEqual(['kubernetes', 'database']);
     expect(config.coordinator.defaultRoute).toEqual(['kubernetes']);

@@ -22,6 +22,8 @@ export type ErrorCode =
   | 'timer_conflict'
   | 'no_approvals'
   | 'no_catalog'
+  | 'non_deterministic'
+  | 'script_host_failure'
   // Operators' requests (approvals, run control, HTTP).
   | 'not_found'
   | 'already_decided'

@@ -131,3 +131,4 @@ export {
   deliveryJobId,
   deliveryKey,
 } from './delivery.js';
+export { CodeActAnswer, CodeActCall, CodeActJournal } from './codeact.js';

@@ -22,6 +22,8 @@ export const Delegation = z.object({
   task: z.string(),
   /** The delegation this one retries (an operator's `bosun dlq retry`); it supersedes that one. */
   retryOf: z.string().optional(),
+  /** The delegation whose CodeAct script handed the task over to this one (`transfer_to_agent`); it supersedes that one. */
+  transferOf: z.string().optional(),
   /** When this delegation times out (ISO). */
   deadlineAt: z.string().optional(),
   /** Filled once the child job has finished (or could not be created). */

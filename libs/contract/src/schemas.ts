@@ -205,6 +205,8 @@ export const TaskResult = z.object({
   inDoubt: z.array(InDoubtCall).optional(),
   /** What the task spent (counted across crashes and resumes). Additive in v1. */
   usage: UsageTotals.optional(),
+  /** A CodeAct script ended the task asking the coordinator to delegate to this specialist (`transfer_to_agent`). Additive in v1. */
+  transfer: z.object({ agent: z.string(), reason: z.string() }).optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
@@ -299,6 +301,11 @@ export const EventType = z.enum([
   'tool.routing',
   'approval.requested',
   'approval.resolved',
+  'codeact.script',
+  'codeact.result',
+  'codeact.output',
+  'codeact.replayed',
+  'codeact.limit',
 ]);
 export type EventType = z.infer<typeof EventType>;
 

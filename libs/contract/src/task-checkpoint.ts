@@ -3,6 +3,7 @@ import { BosunError, describeIssues } from './errors.js';
 import { InDoubtCall, TaskResult } from './schemas.js';
 import { MessageSchema } from './messages.js';
 import { UsageTotals } from './usage.js';
+import { CodeActJournal } from './codeact.js';
 
 /*
  * The task checkpoint: the state of one task-mode delegation between steps, written by the
@@ -58,6 +59,8 @@ export const TaskCheckpointSchema = z.object({
   usage: UsageTotals.optional(),
   /** The task's result, once it has one: a task run again returns it as it is. */
   result: TaskResult.optional(),
+  /** CodeAct loop: the journal of the script of the model turn under way (`codeact.ts`). */
+  codeact: CodeActJournal.optional(),
 });
 
 /** The state of one task-mode delegation between steps. */
@@ -87,6 +90,8 @@ export function toolCallAtKey(ckpt: TaskCheckpointData, key: string): { tool: st
   const prefix = `${ckpt.taskId}-s`;
   const m = key.startsWith(prefix) ? /^(\d+)-c(\d+)$/.exec(key.slice(prefix.length)) : null;
   if (!m) return undefined;
+  const fromScript = ckpt.codeact?.calls.find((c) => c.key === key);
+  if (fromScript) return { tool: fromScript.tool, args: fromScript.args };
   const turn = ckpt.messages.filter((x) => x.role === 'model')[Number(m[1]) - 1];
   const call = turn?.role === 'model' ? turn.calls?.[Number(m[2])] : undefined;
   return call ? { tool: call.name, args: call.args } : undefined;

@@ -37,6 +37,7 @@ interface FakeDirectives {
   invalid?: string[];
   parallel?: string[];
   slowMs?: Map<string, number>;
+  scripts?: Map<string, string[]>;
 }
 
 type Json = Record<string, unknown>;
@@ -82,6 +83,9 @@ export class FakeModel implements Model {
         break;
       case 'task':
         response = this.task(request, incident, directives);
+        break;
+      case 'codeact':
+        response = fakeCodeActTurn(request, incident, directives, this.plans.get(request.agent) ?? []);
         break;
     }
     return { ...response, usage: usageOf(request, response), model: 'fake' };
@@ -220,7 +224,7 @@ function readDirectives(incident: Json | undefined): FakeDirectives {
       );
     }
   }
-  const out: FakeDirectives = { calls };
+  const out: FakeDirectives = { calls, scripts: readScripts(f.scripts) };
   const route = strings(f.route);
   if (route) out.route = route;
   const stall = strings(f.stall);
@@ -351,4 +355,63 @@ function usageOf(request: ModelRequest, response: ModelResponse) {
   const inputTokens = Math.ceil(JSON.stringify(request.messages).length / 4) + Math.ceil((request.system ?? '').length / 4);
   const outputTokens = Math.ceil(((response.text ?? '') + JSON.stringify(response.calls)).length / 4);
   return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
+}
+
+// ---- CodeAct ------------------------------------------------------------------------------
+
+/** `payload.fake.scripts`: agent → the script of each turn (a string is one turn). Maps, so any agent name is just a key. */
+function readScripts(value: unknown): Map<string, string[]> | undefined {
+  if (!value || typeof value !== 'object') return undefined;
+  const out = new Map<string, string[]>();
+  for (const [agent, v] of Object.entries(value as Json)) {
+    if (typeof v === 'string') out.set(agent, [v]);
+    else if (Array.isArray(v))
+      out.set(
+        agent,
+        v.filter((x): x is string => typeof x === 'string'),
+      );
+  }
+  return out;
+}
+
+function fenced(script: string, text: string): string {
+  return `${text}\n\n\`\`\`js\n${script}\n\`\`\``;
+}
+
+/**
+ * The fake model's CodeAct turn: the incident's script for this turn (`payload.fake.scripts`);
+ * else its default plan (`payload.fake.calls`, then the configured plan) chained in one script
+ * that returns a `final_result` filled from the output schema; a later turn (after a script error
+ * or a correction) returns that `final_result` without calling tools again. Decided from the
+ * request alone, like every fake turn.
+ */
+function fakeCodeActTurn(
+  request: ModelRequest,
+  incident: Json | undefined,
+  d: FakeDirectives,
+  configured: readonly FakePlannedCall[],
+): ModelResponse {
+  const agent = request.agent;
+  if (d.stall?.includes(agent))
+    return { text: 'I cannot write a script for this without knowing which cluster the service runs in.', calls: [] };
+  const turn = modelTurns(request.messages);
+  const scripts = d.scripts?.get(agent);
+  if (scripts) {
+    const script = scripts[turn];
+    return script === undefined
+      ? { text: 'I have no further script to run.', calls: [] }
+      : { text: fenced(script, `Turn ${turn + 1}.`), calls: [] };
+  }
+  const plan = d.calls?.get(agent) ?? configured;
+  const results: Result[] = plan.map((c) => ({ tool: c.tool, output: '', isError: false }));
+  const output = JSON.stringify(fill(request.outputSchema ?? {}, 'output', results, incident));
+  if (turn > 0) return { text: fenced(`return { final_result: ${output} };`, 'Reporting.'), calls: [] };
+  const lines = plan.map((c) => `results.push(call_tool(${JSON.stringify(c.tool)}, ${JSON.stringify(resolveArgs(c.args, incident))}));`);
+  const script = [
+    'const results = [];',
+    ...lines,
+    `console.log("checked", results.length, "tools");`,
+    `return { final_result: ${output} };`,
+  ].join('\n');
+  return { text: fenced(script, `Checking ${plan.length} tools for incident ${textOf(incident?.id ?? '?')} in one script.`), calls: [] };
 }

@@ -48,9 +48,11 @@ export type Message =
  * How the agent uses the model:
  * - `single`: one call, no tools (classifiers);
  * - `task`: a tool loop that ends with `finish_task` (specialists);
- * - `chat`: a tool loop that ends with a text answer (the delegating coordinator).
+ * - `chat`: a tool loop that ends with a text answer (the delegating coordinator);
+ * - `codeact`: each turn is a script in a fenced block (specialists with `loop: codeact`); no
+ *   functions are offered: the system instruction lists the tools.
  */
-export type AgentMode = 'single' | 'task' | 'chat';
+export type AgentMode = 'single' | 'task' | 'chat' | 'codeact';
 
 /** One request to a model. */
 export interface ModelRequest {
@@ -60,13 +62,15 @@ export interface ModelRequest {
   /** System instruction. */
   system?: string;
   messages: Message[];
-  /** Functions offered in this request; empty for `single`. */
+  /** Functions offered in this request; empty for `single` and `codeact`. */
   tools: ToolDeclaration[];
   /**
    * The JSON Schema the text answer must match (a `single` request answering in JSON). Providers
    * that support structured output enforce it; the others ignore it, and the caller still parses.
    */
   responseSchema?: { name: string; schema: Record<string, unknown> };
+  /** `codeact`: the JSON Schema the script's `final_result` must match (fakes fill it). */
+  outputSchema?: Record<string, unknown>;
 }
 
 /** Token usage, when the provider reports it. */

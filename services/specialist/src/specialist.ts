@@ -1,7 +1,7 @@
 import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
 import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
-import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
+import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, type TaskAgentDeps } from '@bosun/agent';
 import { ThrottledError } from '@bosun/models';
 import { metrics, type ApprovalStore, type TraceNotes } from '@bosun/transport';
 import { inTaskSpan } from './task-trace.js';
@@ -45,7 +45,8 @@ async function attemptTask(deps: SpecialistDeps, picked: { job: Job; token: stri
   const { job, token, task } = picked;
   const attempt = job.attemptsMade + 1;
   try {
-    const result = await runTask(
+    const loop = deps.spec.loop === 'codeact' ? runCodeActTask : runTask;
+    const result = await loop(
       task,
       { name: deps.name, ...deps.spec },
       { ...deps, log },

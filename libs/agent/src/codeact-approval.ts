@@ -1,0 +1,59 @@
+import { taskApprovalId, type Approval, type CatalogTool, type CodeActCall } from '@bosun/contract';
+import { ApprovalWaiter, approvalRequestedEvent } from '@bosun/transport';
+import type { TaskRun } from './task-run.js';
+import { ParkError } from './task-types.js';
+
+/** The approval a script's call to an `ask` tool needs: one per call, `ap-<taskId>-s<step>-c<i>`. */
+export function scriptApprovalId(taskId: string, step: number, index: number): string {
+  return `${taskApprovalId(taskId, step)}-c${index}`;
+}
+
+/**
+ * The approval of the script's `index`-th call, requested when there is none. While it is
+ * undecided the task parks: the checkpoint (with the journal up to this call) records the wait
+ * and {@link ParkError} is thrown; the script is run again from the journal once it is decided.
+ * Undecided past its timeout, it resolves as denied (`timeout`). The time spent waiting moves
+ * the task's deadline, as in the task loop.
+ */
+export async function scriptApproval(run: TaskRun, call: CodeActCall, index: number, tool: CatalogTool): Promise<Approval> {
+  const { store, waiter } = run.approvals();
+  const { job, spec, state } = run;
+  const id = scriptApprovalId(job.taskId, state.step, index);
+  let approval = await store.get(id);
+  if (!approval) {
+    const timeoutMs = run.tools.policy.approvalTimeoutMs(tool);
+    approval = await store.request({
+      id,
+      runId: job.runId,
+      incidentId: job.incidentId,
+      agent: spec.name,
+      taskId: job.taskId,
+      calls: [{ index, tool: call.tool, args: call.args, needsApproval: true, key: call.key }],
+      reason: `call ${index} of the script of step ${state.step}:\n${state.codeact?.script ?? ''}`,
+      createdAt: new Date().toISOString(),
+      timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
+    });
+    run.deps.events.emit(approvalRequestedEvent(approval));
+    run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'script waiting for approval');
+  }
+  if (approval.status === 'pending') {
+    if (!ApprovalWaiter.isDue(approval)) return park(run, approval);
+    approval = await waiter.expire(approval);
+  }
+  if (state.pending?.kind === 'approval' && state.pending.approvalId === id) {
+    const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
+    state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, decided - Date.parse(state.pending.at));
+    delete state.pending;
+    run.dirty = true;
+  }
+  return approval;
+}
+
+async function park(run: TaskRun, approval: Approval): Promise<never> {
+  const { state } = run;
+  const since =
+    state.pending?.kind === 'approval' && state.pending.approvalId === approval.id ? state.pending.at : new Date().toISOString();
+  state.pending = { kind: 'approval', step: state.step, approvalId: approval.id, at: since };
+  await run.save();
+  throw new ParkError(approval.id, Date.parse(approval.timeoutAt));
+}
