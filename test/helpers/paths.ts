@@ -9,6 +9,7 @@ export const ENTRY = {
   coordinator: resolve(ROOT, 'services/coordinator/dist/main.js'),
   specialist: resolve(ROOT, 'services/specialist/dist/main.js'),
   gateway: resolve(ROOT, 'services/tool-gateway/dist/main.js'),
+  a2a: resolve(ROOT, 'services/a2a/dist/main.js'),
   cli: resolve(ROOT, 'cli/dist/main.js'),
   demoMcp: resolve(ROOT, 'mcp-servers/demo/dist/main.js'),
   demoConfig: resolve(ROOT, 'infra/demo/bosun.yaml'),

@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey } from '@bosun/contract';
 import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
+import { A2aConfig } from './a2a.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
 const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
@@ -244,6 +245,8 @@ const ClusterConfigSchema = z
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),
     gateway: Gateway.default({ concurrency: 64, callTimeoutMs: 60_000, maxResultChars: 100_000 }),
     workers: Workers.default({ lockDurationMs: 10_000, stalledIntervalMs: 5_000, maxStalledCount: 2 }),
+    /** The A2A server (`services/a2a`); off when absent. */
+    a2a: A2aConfig.optional(),
   })
   .strict();
 

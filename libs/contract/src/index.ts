@@ -106,3 +106,4 @@ export {
   toolCallAtKey,
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
+export { A2aTaskRecord, A2A_TTL_SECONDS, a2aKeys } from './a2a.js';

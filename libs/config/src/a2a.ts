@@ -1,0 +1,50 @@
+import { z } from 'zod';
+
+/** What a tenant name may be: it becomes part of Redis keys. */
+export const A2A_TENANT_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
+
+/**
+ * One caller of the A2A server. The config holds the SHA-256 of the bearer token (hex), never
+ * the token: `printf %s "$TOKEN" | sha256sum`. The tenant partitions every task, context and
+ * session key; `operator: true` lets the caller answer approvals.
+ */
+const A2aToken = z
+  .object({
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/i, 'must be the SHA-256 of the token, as 64 hex digits')
+      .transform((h) => h.toLowerCase()),
+    tenant: z
+      .string()
+      .regex(A2A_TENANT_PATTERN, 'must be 1 to 64 characters of a-z, 0-9, "_", "." or "-", starting with a letter or digit'),
+    operator: z.boolean().default(false),
+  })
+  .strict();
+
+/**
+ * The A2A server (`services/a2a`): Bosun's incident responder as an Agent2Agent agent. Off when
+ * absent. Every field is described in docs/configuration.md and docs/a2a.md.
+ */
+export const A2aConfig = z
+  .object({
+    port: z.number().int().min(0).max(65535),
+    host: z.string().default('127.0.0.1'),
+    /** The base URL clients reach the server at, as written in the agent card; default `http://<host>:<port>`. */
+    publicUrl: z.url().optional(),
+    /** The agent card's name. */
+    name: z.string().min(1).default('Bosun incident responder'),
+    tokens: z.array(A2aToken).default([]),
+    /** Requests without a token are served as tenant `anonymous` (never operators). Off by default: no token → 401. */
+    allowAnonymous: z.boolean().default(false),
+    /** Largest A2A message accepted (its parts, serialized), in bytes. */
+    maxMessageBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(512 * 1024)
+      .default(64 * 1024),
+    /** How long a blocking `SendMessage` waits for the run before it returns the task as it is. */
+    blockingWaitMs: z.number().int().positive().default(120_000),
+  })
+  .strict();
+export type A2aConfig = z.output<typeof A2aConfig>;
