@@ -79,7 +79,7 @@ const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
 const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
-const SERVICES = ['coordinator', 'specialist', 'tool-gateway'];
+const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'a2a'];
 const GRACE_DEFAULT_MS = 30_000;
 const HASH_ANNOTATION = 'bosun.dev/config-hash';
 
@@ -281,7 +281,7 @@ function composeArgv(s: Obj): string[] {
 /** The service an argv runs (`services/<dir>/dist/main.js`), or undefined. */
 function serviceOf(argv: string[]): string | undefined {
   for (const a of argv) {
-    const match = /^(?:\/app\/)?services\/([a-z-]+)\/dist\/main\.js$/.exec(a);
+    const match = /^(?:\/app\/)?services\/([a-z0-9-]+)\/dist\/main\.js$/.exec(a);
     if (match) return match[1];
   }
   return undefined;
@@ -1152,7 +1152,7 @@ describe('the checks read what the code reads', () => {
 });
 
 describe('the services serve what the manifests probe', () => {
-  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway' } as const;
+  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway', a2a: 'a2a' } as const;
   const GRACE_MS = 12_345;
   let ctx: TestContext;
   let config: string;
@@ -1174,13 +1174,17 @@ describe('the services serve what the manifests probe', () => {
     '%s answers the probed paths at BOSUN_HEALTH_PORT once ready, and stops within BOSUN_GRACE_MS',
     async (svc) => {
       const port = await freePort();
-      const p = startService(KIND[svc as keyof typeof KIND], {
-        ...ctx.env,
-        BOSUN_CONFIG: config,
-        BOSUN_HEALTH_PORT: String(port),
-        BOSUN_GRACE_MS: String(GRACE_MS),
-        LOG_LEVEL: 'info',
-      });
+      const p = startService(
+        KIND[svc as keyof typeof KIND],
+        {
+          ...ctx.env,
+          BOSUN_CONFIG: config,
+          BOSUN_HEALTH_PORT: String(port),
+          BOSUN_GRACE_MS: String(GRACE_MS),
+          LOG_LEVEL: 'info',
+        },
+        svc === 'a2a' ? { args: ['--port', '0'] } : {},
+      );
       try {
         await p.ready();
         for (const path of probed.get(svc) ?? []) {
