@@ -97,11 +97,13 @@ export class RunStream {
         const ended = step.kind === 'event' && (step.event.type === 'run.completed' || step.event.type === 'run.failed');
         view = ended ? await this.settled(record) : await this.deps.runs.view(record);
         const state = stateOf(view);
+        const text = step.kind === 'event' ? progressText(step.event) : undefined;
         if (isTerminal(state)) {
+          // An event the run made while it was still working is shown as such, then the end.
+          if (text !== undefined && !ended) yield this.status(record, { jobState: 'active' }, text, (step as { event: RunEvent }).event);
           yield* this.finish(record, view);
           return;
         }
-        const text = step.kind === 'event' ? progressText(step.event) : undefined;
         if (state !== last || text !== undefined) yield this.status(record, view, text, step.kind === 'event' ? step.event : undefined);
         last = state;
       }
