@@ -48,3 +48,19 @@ export const A2aConfig = z
   })
   .strict();
 export type A2aConfig = z.output<typeof A2aConfig>;
+
+/**
+ * A remote A2A agent as a specialist (`specialists.<name>.a2a`): the specialist worker sends it
+ * the task and follows the remote task. `token` is sent as a bearer token; write it as
+ * `${ENV_VAR}` (resolved by the specialist service only, never logged).
+ */
+export const RemoteA2aAgent = z
+  .object({
+    /** The agent's base URL: its card is at `<url>/.well-known/agent-card.json`. */
+    url: z.url(),
+    token: z.string().min(1).optional(),
+    /** How often the remote task is polled when the agent does not stream. */
+    pollMs: z.number().int().min(50).max(60_000).default(1_000),
+  })
+  .strict();
+export type RemoteA2aAgent = z.output<typeof RemoteA2aAgent>;

@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey } from '@bosun/contract';
 import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
-import { A2aConfig } from './a2a.js';
+import { A2aConfig, RemoteA2aAgent } from './a2a.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
 const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
@@ -144,6 +144,8 @@ const Specialist = z
     model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0 }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
+    /** A remote A2A agent does this specialist's work (docs/a2a.md#remote-a2a-agents-as-specialists); off when absent. */
+    a2a: RemoteA2aAgent.optional(),
   })
   .strict();
 

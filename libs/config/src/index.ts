@@ -9,4 +9,4 @@ export { createLogger, setLogLevel, addLogSecrets, knownSecrets, scrub, REDACT_P
 export type { Logger, LoggerOptions } from './logger.js';
 export { validateAgainstSchema, deriveStallPayload, buildStallPayload, checkOutputSchema, OutputSchemaError } from './output-schema.js';
 export type { OutputSpec } from './output-schema.js';
-export { A2aConfig, A2A_TENANT_PATTERN } from './a2a.js';
+export { A2aConfig, A2A_TENANT_PATTERN, RemoteA2aAgent } from './a2a.js';

@@ -107,3 +107,4 @@ export {
 } from './task-checkpoint.js';
 export type { TaskCheckpointData } from './task-checkpoint.js';
 export { A2aTaskRecord, A2A_TTL_SECONDS, a2aKeys } from './a2a.js';
+export { RemoteTaskCheckpoint, remoteTaskCheckpointId } from './remote-task.js';

@@ -3,6 +3,7 @@ import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/con
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runTask, type TaskAgentDeps } from '@bosun/agent';
 import type { ApprovalStore } from '@bosun/transport';
+import type { RemoteSpecialist } from './remote.js';
 
 /** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
 export interface SpecialistDeps extends TaskAgentDeps {
@@ -10,6 +11,8 @@ export interface SpecialistDeps extends TaskAgentDeps {
   spec: SpecialistConfig;
   /** Where approvals live; the worker also records where a task parks and wakes it. */
   approvals?: ApprovalStore;
+  /** For a specialist done by a remote A2A agent (`a2a` in its config): runs its tasks instead of the model loop. */
+  remote?: RemoteSpecialist;
 }
 
 /** Checkpoint errors that fail one task, never the worker. */
@@ -34,6 +37,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
     const task = parsed.data;
     const attempt = job.attemptsMade + 1;
     try {
+      if (deps.remote) return await deps.remote.run(task, attempt);
       return await runTask(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
     } catch (err) {
       if (err instanceof ParkError && token && deps.approvals) {
