@@ -20,6 +20,7 @@ import {
 } from '@bosun/transport';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
+import { a2aDemoLines } from './demo-a2a.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -163,6 +164,7 @@ const DEMO_SERVICES = [
   ['coordinator', 'services/coordinator/dist/main.js'],
   ['specialist-1', 'services/specialist/dist/main.js'],
   ['specialist-2', 'services/specialist/dist/main.js'],
+  ['a2a', 'services/a2a/dist/main.js'],
 ] as const;
 
 /**
@@ -374,8 +376,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   say(`Bosun demo — prefix "${env.prefix}", logs in ${logDir}`);
   cluster.launch();
-  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
+  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes), and the A2A server');
   if (!(await cluster.ready())) return cluster.exited;
+  for (const line of a2aDemoLines(env.configFile)) say(line);
 
   const clients = await openClients(env);
   // Follow every run's events live.
