@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TaskState, type Task } from '@a2a-js/sdk';
+import { Role, TaskState, type Message, type Task } from '@a2a-js/sdk';
 import type { Client } from '@a2a-js/sdk/client';
 import { RunResult } from '@bosun/contract';
 import {
@@ -51,6 +51,8 @@ beforeAll(async () => {
       tokens: [tokenEntry(ALPHA, 'alpha', true), tokenEntry(BETA, 'beta')],
       maxMessageBytes: 4096,
       blockingWaitMs: 60_000,
+      // Incidents about latency are answered with one message; the rest with a task.
+      runModes: { text: 'task', data: 'dynamic', messageReasons: ['HighLatency'] },
     };
   });
   a2a = t.cluster.add(startService('a2a', t.env));
@@ -141,6 +143,26 @@ describe('sending', () => {
     const result = task.artifacts.find((a) => a.artifactId === 'run-result')!;
     expect(result.metadata?.incomplete).toEqual(['database (stalled)']);
     expect(result.description).toContain('INCOMPLETE: database (stalled)');
+  }, 90_000);
+});
+
+describe('run modes', () => {
+  it('dynamic: an incident whose reason is in messageReasons is answered with one message that collects the run', async () => {
+    const reply = await alpha.sendMessage(sendRequest(userMessage([dataPart(incident('HighLatency'))]), { returnImmediately: true }));
+    expect('messageId' in reply, JSON.stringify(reply).slice(0, 400)).toBe(true);
+    const message = reply as Message;
+    expect(message.role).toBe(Role.ROLE_AGENT);
+    expect(message.metadata).toMatchObject({ status: 'completed', state: 'TASK_STATE_COMPLETED' });
+    const result = RunResult.parse(message.parts[1]!.content!.value);
+    expect(message.parts[0]!.content).toEqual({ $case: 'text', value: result.answer });
+    expect(message.metadata?.runId).toBe(result.runId);
+    const streamed = await collect(alpha.sendMessageStream(sendRequest(userMessage([dataPart(incident('HighLatency'))]))));
+    expect(streamed.map((r) => r.payload?.$case)).toEqual(['message']);
+  }, 90_000);
+
+  it('dynamic: any other reason is answered with a task', async () => {
+    const task = await alpha.sendMessage(sendRequest(userMessage([dataPart(incident('OOMKilled'))]), { returnImmediately: true }));
+    expect('status' in task && task.id).toMatch(/^r[0-9a-f]{20}$/);
   }, 90_000);
 });
 

@@ -21,6 +21,22 @@ const A2aToken = z
   })
   .strict();
 
+/** How a request is answered: `message` collects the run into one reply message, `task` returns a task, `dynamic` decides by the rule. */
+const RunMode = z.enum(['message', 'task', 'dynamic']);
+
+/**
+ * Run modes per kind of request: free text (`text`) or an incident DataPart (`data`). `dynamic`
+ * answers with a message when the incident's `reason` is in `messageReasons` (for example
+ * quick, route-only triage), with a task otherwise.
+ */
+const RunModes = z
+  .object({
+    text: RunMode.default('task'),
+    data: RunMode.default('task'),
+    messageReasons: z.array(z.string().min(1)).default([]),
+  })
+  .strict();
+
 /**
  * The A2A server (`services/a2a`): Bosun's incident responder as an Agent2Agent agent. Off when
  * absent. Every field is described in docs/configuration.md and docs/a2a.md.
@@ -45,6 +61,7 @@ export const A2aConfig = z
       .default(64 * 1024),
     /** How long a blocking `SendMessage` waits for the run before it returns the task as it is. */
     blockingWaitMs: z.number().int().positive().default(120_000),
+    runModes: RunModes.default({ text: 'task', data: 'task', messageReasons: [] }),
   })
   .strict();
 export type A2aConfig = z.output<typeof A2aConfig>;

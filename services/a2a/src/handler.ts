@@ -34,6 +34,7 @@ import { TaskState } from '@a2a-js/sdk';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { Caller } from './auth.js';
 import { incidentFrom } from './intake.js';
+import { replyOf, runModeOf } from './modes.js';
 import type { RunReader } from './runs.js';
 import type { A2aTaskStore } from './store.js';
 import { RunStream } from './stream.js';
@@ -80,17 +81,21 @@ export class BosunA2AHandler implements A2ARequestHandler {
   }
 
   /** A new message starts a run (a repeated message id finds the same one); a message on an existing task answers its approval. */
-  private async start(params: SendMessageRequest, context: ServerCallContext): Promise<A2aTaskRecord> {
+  private async start(
+    params: SendMessageRequest,
+    context: ServerCallContext,
+  ): Promise<{ record: A2aTaskRecord; mode: 'message' | 'task' }> {
     const caller = callerOf(context);
     const message = params.message;
     if (message?.taskId) {
       const record = await this.mustGet(caller.tenant, message.taskId);
-      return this.deps.answers.answer(record, message, caller);
+      return { record: await this.deps.answers.answer(record, message, caller), mode: 'task' };
     }
     const incident = incidentFrom(message, { tenant: caller.tenant, maxBytes: this.deps.config.maxMessageBytes });
     const m = message!;
+    const mode = runModeOf(this.deps.config, m, incident);
     const existing = await this.deps.store.byMessage(caller.tenant, m.messageId);
-    if (existing) return existing;
+    if (existing) return { record: existing, mode };
     const { runId, createdAt } = await this.deps.runs.publish(incident);
     const contextId = m.contextId || randomUUID();
     const stored = await this.deps.store.create({
@@ -104,8 +109,11 @@ export class BosunA2AHandler implements A2ARequestHandler {
       createdAt,
       history: [{ ...m, taskId: runId, contextId }],
     });
-    this.deps.log.info({ tenant: caller.tenant, taskId: runId, incidentId: incident.id, contextId: stored.contextId }, 'A2A task started');
-    return stored;
+    this.deps.log.info(
+      { tenant: caller.tenant, taskId: runId, incidentId: incident.id, contextId: stored.contextId, mode },
+      'A2A task started',
+    );
+    return { record: stored, mode };
   }
 
   private async mustGet(tenant: string, taskId: string): Promise<A2aTaskRecord> {
@@ -119,20 +127,36 @@ export class BosunA2AHandler implements A2ARequestHandler {
     return taskOf(record, await this.deps.runs.view(record), historyLength);
   }
 
-  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
-    const record = await this.start(params, context);
-    const historyLength = params.configuration?.historyLength;
-    if (params.configuration?.returnImmediately) return this.task(record, historyLength);
+  /** Follows the run until it ends or needs input (at most `blockingWaitMs`). */
+  private async settle(record: A2aTaskRecord): Promise<void> {
     const signal = AbortSignal.timeout(this.deps.config.blockingWaitMs);
     for await (const u of this.streams.follow(record, signal)) {
       const state = u.payload?.$case === 'statusUpdate' ? u.payload.value.status?.state : undefined;
       if (state !== undefined && (isTerminal(state) || state === TaskState.TASK_STATE_INPUT_REQUIRED)) break;
     }
+  }
+
+  /** The one reply of a `message`-mode request, once the run has ended (or needs input, or the wait is over). */
+  private async reply(record: A2aTaskRecord): Promise<Message> {
+    await this.settle(record);
+    return replyOf(record, await this.deps.runs.view(record));
+  }
+
+  async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
+    const { record, mode } = await this.start(params, context);
+    if (mode === 'message') return this.reply(record);
+    const historyLength = params.configuration?.historyLength;
+    if (params.configuration?.returnImmediately) return this.task(record, historyLength);
+    await this.settle(record);
     return this.task(record, historyLength);
   }
 
   async *sendMessageStream(params: SendMessageRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
-    const record = await this.start(params, context);
+    const { record, mode } = await this.start(params, context);
+    if (mode === 'message') {
+      yield { payload: { $case: 'message', value: await this.reply(record) } };
+      return;
+    }
     yield* this.streams.follow(record);
   }
 
