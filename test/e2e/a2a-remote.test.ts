@@ -6,7 +6,8 @@ import { launchProcess, type ServiceProcess } from '@bosun/transport';
 import { ROOT, callLog, startClusterTest, startService, waitUntil, type CallLog, type ClusterTest } from '../helpers/index.js';
 
 // Remote A2A agents as specialists: a fixture agent built with the SDK's server
-// (test/fixtures/a2a/agent.mjs) does the work of specialists `remote` and `remote-hang`. A
+// (test/fixtures/a2a/agent.mjs) does the work of specialists `remote` (an instance that
+// streams) and `remote-hang` (one that is polled). A
 // normal completion; a remote failure and a remote question become INCOMPLETE parts; a remote
 // that hangs is cancelled at the deadline (INCOMPLETE timeout); a specialist SIGKILLed while it
 // follows a remote task is resumed elsewhere and the message is sent once.
@@ -14,12 +15,12 @@ import { ROOT, callLog, startClusterTest, startService, waitUntil, type CallLog,
 const TOKEN = 'remote-agent-token-0001';
 
 let t: ClusterTest;
-let fixture: ServiceProcess;
+const fixtures: ServiceProcess[] = [];
 let sends: CallLog;
 let fixtureDir: string;
 
 /** The fixture's log lines (sends and cancels), read afresh. */
-const logged = (event: 'send' | 'cancel') =>
+const logged = (event: 'send' | 'cancel' | 'subscribe') =>
   sends.calls().filter((l) => (l as unknown as { event: string }).event === event) as unknown as { messageId: string; taskId: string }[];
 
 const incident = (id: string, reason: string, remote: string, extra: Record<string, unknown> = {}) => ({
@@ -34,26 +35,32 @@ const incident = (id: string, reason: string, remote: string, extra: Record<stri
 beforeAll(async () => {
   fixtureDir = mkdtempSync(join(tmpdir(), 'bosun-a2a-fixture-'));
   const fixtureLog = join(fixtureDir, 'sends.jsonl');
-  fixture = launchProcess({
-    name: 'a2a-fixture',
-    script: join(ROOT, 'test/fixtures/a2a/agent.mjs'),
-    env: { ...process.env, FIXTURE_PORT: '0', FIXTURE_LOG: fixtureLog, FIXTURE_TOKEN: TOKEN },
-  });
-  const ready = await fixture.waitForLine(/"fixture":"ready"/, 20_000);
-  const port = (JSON.parse(ready) as { port: number }).port;
+  // Two instances of the fixture: one whose card says it streams (followed with
+  // SubscribeToTask), one that does not (polled). Both append to the same log.
+  const start = async (name: string, streaming: boolean) => {
+    const p = launchProcess({
+      name,
+      script: join(ROOT, 'test/fixtures/a2a/agent.mjs'),
+      env: { ...process.env, FIXTURE_PORT: '0', FIXTURE_LOG: fixtureLog, FIXTURE_TOKEN: TOKEN, FIXTURE_STREAMING: streaming ? '1' : '0' },
+    });
+    fixtures.push(p);
+    return (JSON.parse(await p.waitForLine(/"fixture":"ready"/, 20_000)) as { port: number }).port;
+  };
+  const streamingPort = await start('a2a-fixture-streaming', true);
+  const pollingPort = await start('a2a-fixture-polling', false);
   sends = callLog(fixtureLog);
   process.env.BOSUN_TEST_REMOTE_TOKEN = TOKEN;
   t = await startClusterTest('a2a-remote', (config) => {
     const schema = config.specialists.kubernetes.outputSchema;
-    const remote = (deadlineMs: number) => ({
+    const remote = (deadlineMs: number, port: number) => ({
       description: 'A remote A2A agent',
       outputSchema: schema,
       deadlineMs,
       retries: 0,
       a2a: { url: `http://127.0.0.1:${port}`, token: '${BOSUN_TEST_REMOTE_TOKEN}', pollMs: 200 },
     });
-    config.specialists.remote = remote(60_000);
-    config.specialists['remote-hang'] = remote(3_000);
+    config.specialists.remote = remote(60_000, streamingPort);
+    config.specialists['remote-hang'] = remote(3_000, pollingPort);
     config.coordinator.routes.RemoteCheck = ['remote'];
     config.coordinator.routes.RemoteHang = ['remote-hang'];
     config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
@@ -62,7 +69,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
-  await fixture?.stop();
+  await Promise.all(fixtures.map((f) => f.stop()));
   if (fixtureDir) rmSync(fixtureDir, { recursive: true, force: true });
 });
 
@@ -78,6 +85,8 @@ describe('a remote A2A agent as a specialist', () => {
     });
     const mine = logged('send').filter((s) => s.messageId.startsWith(result.runId));
     expect(mine).toHaveLength(1);
+    // Its agent streams: the worker followed the remote task with SubscribeToTask.
+    expect(logged('subscribe').filter((x) => x.taskId === mine[0]!.taskId).length).toBeGreaterThan(0);
   }, 90_000);
 
   it("a remote failure is an INCOMPLETE failure with the remote's message as last words", async () => {
@@ -107,6 +116,8 @@ describe('a remote A2A agent as a specialist', () => {
     expect(dl?.reason).toMatch(/deadline/);
     const sent = logged('send').find((s) => s.messageId.startsWith(runId))!;
     await waitUntil(() => logged('cancel').some((c) => c.taskId === sent.taskId), 10_000, 'the remote task was cancelled');
+    // That agent does not stream: the worker polled it.
+    expect(logged('subscribe').filter((x) => x.taskId === sent.taskId)).toEqual([]);
   }, 90_000);
 
   it('a specialist SIGKILLed while it follows a remote task is resumed elsewhere, and the message is sent once', async () => {

@@ -37,6 +37,9 @@ type Ending =
   | { kind: 'failure' | 'stall' | 'timeout'; reason: string; lastWords: string }
   | { kind: 'cancelled' };
 
+/** The longest wait on a remote stream between two looks at the task. */
+const STREAM_WAIT_MS = 5_000;
+
 const FAILED_STATES = new Set([TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_CANCELED]);
 const ASKING_STATES = new Set([TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED]);
 
@@ -171,7 +174,34 @@ export class RemoteSpecialist {
       if (this.deps.shouldYield?.()) throw new YieldError(task.taskId);
       const ending = await this.look(remoteTaskId);
       if (ending) return ending;
-      await new Promise((r) => setTimeout(r, Math.max(10, Math.min(this.remote.pollMs, deadline - Date.now()))));
+      await this.waitForChange(remoteTaskId, deadline);
+    }
+  }
+
+  /**
+   * Waits until the remote task may have changed: with an agent that streams, until its next
+   * update on `SubscribeToTask` (at most {@link STREAM_WAIT_MS}, so cancellations and the
+   * deadline are still seen); otherwise `pollMs`. Never past the deadline.
+   */
+  private async waitForChange(remoteTaskId: string, deadline: number): Promise<void> {
+    const left = Math.max(10, deadline - Date.now());
+    const client = await this.clientFor().catch(() => undefined);
+    const card = await client?.getAgentCard().catch(() => undefined);
+    if (!client || !card?.capabilities?.streaming) {
+      await new Promise((r) => setTimeout(r, Math.min(this.remote.pollMs, left)));
+      return;
+    }
+    const signal = AbortSignal.timeout(Math.min(STREAM_WAIT_MS, left));
+    try {
+      let seen = 0;
+      // The first response is the task as it is; the next one is a change.
+      for await (const update of client.resubscribeTask({ tenant: '', id: remoteTaskId }, { signal })) {
+        if (update.payload && ++seen >= 2) return;
+      }
+    } catch (err) {
+      if (signal.aborted) return;
+      this.deps.log.debug({ err, remoteTaskId }, 'the remote stream ended; polling');
+      await new Promise((r) => setTimeout(r, Math.min(this.remote.pollMs, left)));
     }
   }
 
