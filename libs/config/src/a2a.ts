@@ -62,6 +62,17 @@ export const A2aConfig = z
     /** How long a blocking `SendMessage` waits for the run before it returns the task as it is. */
     blockingWaitMs: z.number().int().positive().default(120_000),
     runModes: RunModes.default({ text: 'task', data: 'task', messageReasons: [] }),
+    /**
+     * Push notifications: sent only to URLs that start with one of `allowedUrls` (no SSRF), never
+     * following redirects. Off when absent (the card says so, and the methods are refused).
+     */
+    pushNotifications: z
+      .object({
+        allowedUrls: z.array(z.url().refine((u) => /^https?:\/\//.test(u), 'must be an http(s) URL')).min(1),
+        timeoutMs: z.number().int().positive().max(60_000).default(5_000),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 export type A2aConfig = z.output<typeof A2aConfig>;

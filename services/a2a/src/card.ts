@@ -53,7 +53,7 @@ export function buildAgentCard(config: ClusterConfig, baseUrl: string): AgentCar
     supportedInterfaces: [iface(JSONRPC_PATH, 'JSONRPC'), iface(REST_PATH, 'HTTP+JSON')],
     provider: { url: 'https://github.com/bosun', organization: 'Bosun' },
     version: '0.1.0',
-    capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+    capabilities: { streaming: true, pushNotifications: a2a.pushNotifications !== undefined, extensions: [], extendedAgentCard: false },
     securitySchemes: {
       [BEARER_SCHEME]: {
         scheme: {

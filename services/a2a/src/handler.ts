@@ -16,6 +16,9 @@ import type {
   AgentCard,
   CancelTaskRequest,
   GetTaskRequest,
+  DeleteTaskPushNotificationConfigRequest,
+  GetTaskPushNotificationConfigRequest,
+  ListTaskPushNotificationConfigsRequest,
   ListTaskPushNotificationConfigsResponse,
   ListTasksRequest,
   ListTasksResponse,
@@ -35,6 +38,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { Caller } from './auth.js';
 import { incidentFrom } from './intake.js';
 import { replyOf, runModeOf } from './modes.js';
+import type { PushConfigs } from './push.js';
 import type { RunReader } from './runs.js';
 import type { A2aTaskStore } from './store.js';
 import { RunStream } from './stream.js';
@@ -49,6 +53,8 @@ export interface HandlerDeps {
   runs: RunReader;
   control: RunControl;
   answers: ApprovalAnswers;
+  /** Push registrations, when `a2a.pushNotifications` is configured. */
+  push?: PushConfigs;
   nats: () => NatsConnection | null;
   prefix: string;
   log: Logger;
@@ -66,7 +72,7 @@ export function callerOf(context: ServerCallContext): Caller {
 }
 
 export class BosunA2AHandler implements A2ARequestHandler {
-  private readonly streams: RunStream;
+  readonly streams: RunStream;
 
   constructor(private readonly deps: HandlerDeps) {
     this.streams = new RunStream(deps);
@@ -96,6 +102,9 @@ export class BosunA2AHandler implements A2ARequestHandler {
     const mode = runModeOf(this.deps.config, m, incident);
     const existing = await this.deps.store.byMessage(caller.tenant, m.messageId);
     if (existing) return { record: existing, mode };
+    const pushConfig = params.configuration?.taskPushNotificationConfig;
+    // Checked before anything is published: a refused registration starts no run.
+    if (pushConfig?.url) this.pushConfigs().check(pushConfig.url);
     const { runId, createdAt } = await this.deps.runs.publish(incident);
     const contextId = m.contextId || randomUUID();
     const stored = await this.deps.store.create({
@@ -211,19 +220,43 @@ export class BosunA2AHandler implements A2ARequestHandler {
     return { tasks, nextPageToken: next, pageSize: tasks.length, totalSize: total };
   }
 
-  createTaskPushNotificationConfig(): Promise<TaskPushNotificationConfig> {
-    return Promise.reject(new PushNotificationNotSupportedError(NO_PUSH));
+  private pushConfigs(): PushConfigs {
+    if (!this.deps.push) throw new PushNotificationNotSupportedError(NO_PUSH);
+    return this.deps.push;
   }
 
-  getTaskPushNotificationConfig(): Promise<TaskPushNotificationConfig> {
-    return Promise.reject(new PushNotificationNotSupportedError(NO_PUSH));
+  async createTaskPushNotificationConfig(
+    params: TaskPushNotificationConfig,
+    context: ServerCallContext,
+  ): Promise<TaskPushNotificationConfig> {
+    const push = this.pushConfigs();
+    const record = await this.mustGet(callerOf(context).tenant, params.taskId);
+    return push.save(record, params, params.id || randomUUID());
   }
 
-  listTaskPushNotificationConfigs(): Promise<ListTaskPushNotificationConfigsResponse> {
-    return Promise.reject(new PushNotificationNotSupportedError(NO_PUSH));
+  async getTaskPushNotificationConfig(
+    params: GetTaskPushNotificationConfigRequest,
+    context: ServerCallContext,
+  ): Promise<TaskPushNotificationConfig> {
+    const push = this.pushConfigs();
+    const record = await this.mustGet(callerOf(context).tenant, params.taskId);
+    const found = (await push.list(record)).find((c) => c.id === params.id);
+    if (!found) throw new TaskNotFoundError(`task ${params.taskId} has no push notification config ${params.id}`);
+    return found;
   }
 
-  deleteTaskPushNotificationConfig(): Promise<void> {
-    return Promise.reject(new PushNotificationNotSupportedError(NO_PUSH));
+  async listTaskPushNotificationConfigs(
+    params: ListTaskPushNotificationConfigsRequest,
+    context: ServerCallContext,
+  ): Promise<ListTaskPushNotificationConfigsResponse> {
+    const push = this.pushConfigs();
+    const record = await this.mustGet(callerOf(context).tenant, params.taskId);
+    return { configs: await push.list(record), nextPageToken: '' };
+  }
+
+  async deleteTaskPushNotificationConfig(params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext): Promise<void> {
+    const push = this.pushConfigs();
+    const record = await this.mustGet(callerOf(context).tenant, params.taskId);
+    await push.delete(record, params.id);
   }
 }

@@ -58,7 +58,7 @@ export class RunStream {
   }
 
   /** The run once its job holds the outcome (the coordinator emits `run.completed` just before it returns). */
-  private async settled(record: A2aTaskRecord): Promise<RunView> {
+  async settled(record: A2aTaskRecord): Promise<RunView> {
     const deadline = Date.now() + SETTLE_MS;
     let view = await this.deps.runs.view(record);
     while (!isTerminal(stateOf(view)) && Date.now() < deadline) {
