@@ -72,7 +72,11 @@ describe('the agent card', () => {
     expect(res.status).toBe(200);
     const card = await alpha.getAgentCard();
     expect(card.skills.map((s) => s.id).sort()).toEqual(['specialist-database', 'specialist-kubernetes', 'triage']);
-    expect(card.supportedInterfaces.map((i) => i.protocolBinding).sort()).toEqual(['HTTP+JSON', 'JSONRPC']);
+    expect(card.supportedInterfaces.map((i) => `${i.protocolBinding} ${i.protocolVersion}`).sort()).toEqual([
+      'HTTP+JSON 1.0',
+      'JSONRPC 0.3',
+      'JSONRPC 1.0',
+    ]);
     expect(card.supportedInterfaces[0]!.url).toBe(`${base}/a2a/jsonrpc`);
     const scheme = card.securitySchemes.bearer?.scheme;
     expect(scheme?.$case).toBe('httpAuthSecurityScheme');
@@ -253,4 +257,33 @@ describe('bad input gets the protocol error codes and nothing is published', () 
     expect(wrongType.error?.code).toBe(-32005);
     expect(await jobTotal()).toBe(before);
   });
+});
+
+describe('protocol 0.3 on JSON-RPC (the SDK compat layer)', () => {
+  const legacy = async (method: string, params: unknown) => {
+    const res = await fetch(`${base}/a2a/jsonrpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ALPHA}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+    });
+    return (await res.json()) as { result?: Record<string, any>; error?: { code: number; message: string } };
+  };
+
+  it('message/send and tasks/get work without an A2A-Version header', async () => {
+    const sent = await legacy('message/send', {
+      message: {
+        kind: 'message',
+        messageId: `legacy-${Date.now()}`,
+        role: 'user',
+        parts: [{ kind: 'data', data: incident('PodCrashLooping') }],
+      },
+    });
+    expect(sent.error).toBeUndefined();
+    expect(sent.result?.kind).toBe('task');
+    expect(sent.result?.status.state).toBe('completed');
+    const got = await legacy('tasks/get', { id: sent.result!.id, historyLength: 1 });
+    expect(got.result?.id).toBe(sent.result!.id);
+    expect(got.result?.history).toHaveLength(1);
+    expect((await legacy('tasks/get', { id: 'r00000000000000000000' })).error?.code).toBe(-32001);
+  }, 90_000);
 });

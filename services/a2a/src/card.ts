@@ -3,6 +3,9 @@
  * its two transports (JSON-RPC and HTTP+JSON, both from the SDK) and its bearer security scheme.
  */
 import { A2A_PROTOCOL_VERSION, type AgentCard, type AgentSkill } from '@a2a-js/sdk';
+
+/** The legacy protocol version the JSON-RPC transport also speaks. */
+const A2A_LEGACY_PROTOCOL_VERSION = '0.3';
 import type { ClusterConfig } from '@bosun/config';
 
 /** Where the transports are mounted, under the server's base URL. */
@@ -50,7 +53,12 @@ export function buildAgentCard(config: ClusterConfig, baseUrl: string): AgentCar
     name: a2a.name,
     description:
       'Unattended incident response: a coordinator routes each incident to specialist agents that investigate through policy-checked tools; every answer says plainly what is incomplete.',
-    supportedInterfaces: [iface(JSONRPC_PATH, 'JSONRPC'), iface(REST_PATH, 'HTTP+JSON')],
+    // Protocol 1.0 on both transports; 0.3 (`message/send`, `tasks/get`, …) on JSON-RPC through the SDK's compat layer.
+    supportedInterfaces: [
+      iface(JSONRPC_PATH, 'JSONRPC'),
+      iface(REST_PATH, 'HTTP+JSON'),
+      { ...iface(JSONRPC_PATH, 'JSONRPC'), protocolVersion: A2A_LEGACY_PROTOCOL_VERSION },
+    ],
     provider: { url: 'https://github.com/bosun', organization: 'Bosun' },
     version: '0.1.0',
     capabilities: { streaming: true, pushNotifications: a2a.pushNotifications !== undefined, extensions: [], extendedAgentCard: false },

@@ -28,7 +28,7 @@ export function a2aApp(handler: BosunA2AHandler, tokens: TokenTable): express.Ex
   const served = async () => AgentCard.toJSON(await handler.getAgentCard()) as AgentCard;
   app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: served, cache: { maxAge: 60 } }));
   const userBuilder = (req: express.Request) => Promise.resolve(requestCaller(req));
-  app.use(JSONRPC_PATH, requireCaller(tokens), jsonRpcHandler({ requestHandler: handler, userBuilder }));
+  app.use(JSONRPC_PATH, requireCaller(tokens), jsonRpcHandler({ requestHandler: handler, userBuilder, legacyCompat: { enabled: true } }));
   app.use(REST_PATH, requireCaller(tokens), restHandler({ requestHandler: handler, userBuilder }));
   return app;
 }
