@@ -85,6 +85,9 @@ describe('a remote A2A agent as a specialist', () => {
     });
     const mine = logged('send').filter((s) => s.messageId.startsWith(result.runId));
     expect(mine).toHaveLength(1);
+    // The remote's progress shows as agent.progress events of the specialist.
+    const progress = t.client.events.forRun(result.runId).filter((e) => e.type === 'agent.progress' && e.agent === 'remote');
+    expect(progress.map((e) => e.data.state)).toContain('TASK_STATE_COMPLETED');
     // Its agent streams: the worker followed the remote task with SubscribeToTask.
     expect(logged('subscribe').filter((x) => x.taskId === mine[0]!.taskId).length).toBeGreaterThan(0);
   }, 90_000);

@@ -279,6 +279,7 @@ export const EventType = z.enum([
   'tool.routing',
   'approval.requested',
   'approval.resolved',
+  'agent.progress',
 ]);
 export type EventType = z.infer<typeof EventType>;
 

@@ -32,6 +32,8 @@ function progressText(e: RunEvent): string | undefined {
       return `${who}INCOMPLETE (${e.type.slice('agent.'.length)}): ${typeof d.reason === 'string' ? d.reason : ''}`;
     case 'tool.started':
       return `${who}calls ${typeof d.tool === 'string' ? d.tool : '?'}`;
+    case 'agent.progress':
+      return `${who}remote agent ${typeof d.state === 'string' ? d.state : '?'}${typeof d.message === 'string' && d.message ? `: ${d.message}` : ''}`;
     case 'approval.resolved':
       return `${who}approval ${String(d.approvalId)} ${String(d.status)} by ${String(d.decidedBy)}`;
     default:

@@ -66,6 +66,9 @@ export function resolveRemoteToken(name: string, token: string | undefined, env:
 
 export class RemoteSpecialist {
   private client?: Promise<Client>;
+  /** The last state and message seen of each remote task followed by this process, and the task it does. */
+  private readonly lastSeen = new Map<string, string>();
+  private readonly current = new Map<string, TaskJob>();
 
   constructor(private readonly deps: RemoteDeps) {}
 
@@ -122,7 +125,14 @@ export class RemoteSpecialist {
       // Right after the send: from now on the task follows this remote task, whoever runs it.
       await this.save(ck);
     }
-    return this.end(task, ck, attempt, await this.follow(task, ck.remoteTaskId!));
+    const remoteTaskId = ck.remoteTaskId!;
+    this.current.set(remoteTaskId, task);
+    try {
+      return await this.end(task, ck, attempt, await this.follow(task, remoteTaskId));
+    } finally {
+      this.current.delete(remoteTaskId);
+      this.lastSeen.delete(remoteTaskId);
+    }
   }
 
   private async send(task: TaskJob, ck: RemoteTaskCheckpoint): Promise<Message | Task> {
@@ -216,6 +226,7 @@ export class RemoteSpecialist {
     }
     const state = remote.status?.state ?? TaskState.TASK_STATE_UNSPECIFIED;
     const said = textOf(remote.status?.message?.parts);
+    this.progress(remoteTaskId, state, said);
     if (state === TaskState.TASK_STATE_COMPLETED) return this.completed(remote);
     if (FAILED_STATES.has(state))
       return {
@@ -230,6 +241,16 @@ export class RemoteSpecialist {
         lastWords: said,
       };
     return undefined;
+  }
+
+  /** An `agent.progress` event when the remote task's state or message changed since the last look. */
+  private progress(remoteTaskId: string, state: TaskState, said: string): void {
+    const key = `${state}\n${said}`;
+    if (this.lastSeen.get(remoteTaskId) === key) return;
+    this.lastSeen.set(remoteTaskId, key);
+    const task = this.current.get(remoteTaskId);
+    if (task)
+      this.emit(task, 'agent.progress', { taskId: task.taskId, remoteTaskId, state: TaskState[state], message: said.slice(0, 2_000) });
   }
 
   /** A completed remote task's output: a DataPart valid against the output schema, else the text. */
@@ -258,7 +279,11 @@ export class RemoteSpecialist {
     }
   }
 
-  private emit(task: TaskJob, type: 'agent.started' | 'agent.completed' | 'agent.stalled' | 'agent.failed', data: Record<string, unknown>) {
+  private emit(
+    task: TaskJob,
+    type: 'agent.started' | 'agent.progress' | 'agent.completed' | 'agent.stalled' | 'agent.failed',
+    data: Record<string, unknown>,
+  ) {
     this.deps.events.emit({ type, runId: task.runId, incidentId: task.incidentId, agent: this.deps.name, data });
   }
 
