@@ -246,6 +246,13 @@ describe('bad input gets the protocol error codes and nothing is published', () 
     const big = await send(msg([{ text: 'x'.repeat(5000) }]));
     expect(big.error?.code).toBe(-32602);
     expect(big.error?.message).toMatch(/over the limit of 4096 bytes/);
+    const huge = await fetch(`${base}/a2a/jsonrpc`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ALPHA}`, 'a2a-version': '1.0' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'SendMessage', params: { message: msg([{ text: 'x'.repeat(200_000) }]) } }),
+    });
+    expect(huge.status).toBe(413);
+    expect(((await huge.json()) as { error: { code: number } }).error.code).toBe(-32600);
     const file = await send(msg([{ url: 'https://example.com/dump.bin', mediaType: 'application/octet-stream' }]));
     expect(file.error?.code).toBe(-32005);
     const badIncident = await send(msg([{ data: { reason: 'x'.repeat(300) } }]));

@@ -20,16 +20,43 @@ export interface A2aServer {
   close(): Promise<void>;
 }
 
-/** The Express app: card, transports, auth in front of the transports. */
-export function a2aApp(handler: BosunA2AHandler, tokens: TokenTable): express.Express {
+/** Room for the envelope and JSON escaping around a message of `maxMessageBytes`. */
+const ENVELOPE_BYTES = 64 * 1024;
+
+/**
+ * The request body, parsed here with the configured limit (the SDK's own parser then leaves it
+ * alone): a body over it gets 413 with a JSON-RPC error, malformed JSON -32700, as the SDK does.
+ */
+function bodyParser(limit: number): [express.RequestHandler, express.ErrorRequestHandler] {
+  const parse = express.json({ limit, type: ['application/json', 'application/a2a+json'] });
+  const onError: express.ErrorRequestHandler = (err: { type?: string }, _req, res, next) => {
+    if (err.type === 'entity.too.large')
+      return void res
+        .status(413)
+        .json({ jsonrpc: '2.0', id: null, error: { code: -32600, message: `request body over the limit of ${limit} bytes` } });
+    if (err instanceof SyntaxError)
+      return void res.status(200).json({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Invalid JSON payload.' } });
+    next(err);
+  };
+  return [parse, onError];
+}
+
+/** The Express app: card, transports, auth (then the body limit) in front of the transports. */
+export function a2aApp(handler: BosunA2AHandler, tokens: TokenTable, maxMessageBytes: number): express.Express {
   const app = express();
   app.disable('x-powered-by');
   // Served in the protocol's JSON form (oneofs by field name), which the SDK's card resolver reads.
   const served = async () => AgentCard.toJSON(await handler.getAgentCard()) as AgentCard;
   app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: served, cache: { maxAge: 60 } }));
   const userBuilder = (req: express.Request) => Promise.resolve(requestCaller(req));
-  app.use(JSONRPC_PATH, requireCaller(tokens), jsonRpcHandler({ requestHandler: handler, userBuilder, legacyCompat: { enabled: true } }));
-  app.use(REST_PATH, requireCaller(tokens), restHandler({ requestHandler: handler, userBuilder }));
+  const body = bodyParser(maxMessageBytes + ENVELOPE_BYTES);
+  app.use(
+    JSONRPC_PATH,
+    requireCaller(tokens),
+    ...body,
+    jsonRpcHandler({ requestHandler: handler, userBuilder, legacyCompat: { enabled: true } }),
+  );
+  app.use(REST_PATH, requireCaller(tokens), ...body, restHandler({ requestHandler: handler, userBuilder }));
   return app;
 }
 
