@@ -24,7 +24,45 @@ async function openConsumer(nc: NatsConnection, prefix: string, runId: string): 
   }
 }
 
-/** Follows a run's events, each once, until `signal` aborts; NATS may be away (null): only ticks then. */
+/**
+ * Puts a run's events back in `seq` order: events of one run come from several processes, so
+ * the stream may hold them slightly out of order. A later event waits for the missing one until
+ * the next quiet interval, then goes on without it.
+ */
+class InOrder {
+  private next = 1;
+  private readonly held = new Map<number, RunEvent>();
+
+  push(e: RunEvent): RunEvent[] {
+    if (e.seq < this.next || this.held.has(e.seq)) return [];
+    this.held.set(e.seq, e);
+    const ready: RunEvent[] = [];
+    for (let h = this.held.get(this.next); h; h = this.held.get(this.next)) {
+      ready.push(h);
+      this.held.delete(this.next++);
+    }
+    return ready;
+  }
+
+  /** What is held, in order, giving up on the gaps before it. */
+  flush(): RunEvent[] {
+    const ready = [...this.held.values()].sort((a, b) => a.seq - b.seq);
+    this.held.clear();
+    if (ready.length > 0) this.next = ready[ready.length - 1]!.seq + 1;
+    return ready;
+  }
+}
+
+function parseEvent(m: { json(): unknown }): RunEvent | undefined {
+  try {
+    const parsed = RunEvent.safeParse(m.json());
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Follows a run's events, each once and in `seq` order, until `signal` aborts; NATS may be away (null): only ticks then. */
 export async function* followRun(
   nats: () => NatsConnection | null,
   prefix: string,
@@ -32,7 +70,7 @@ export async function* followRun(
   signal: AbortSignal,
 ): AsyncGenerator<FollowStep> {
   let consumer: Consumer | undefined;
-  const seen = new Set<number>();
+  const order = new InOrder();
   while (!signal.aborted) {
     const nc = nats();
     if (!consumer && nc) consumer = await openConsumer(nc, prefix, runId);
@@ -43,19 +81,8 @@ export async function* followRun(
     }
     const m = await consumer.next({ expires: TICK_MS }).catch(() => null);
     if (signal.aborted) return;
-    if (!m) {
-      yield { kind: 'tick' };
-      continue;
-    }
-    let value: unknown;
-    try {
-      value = m.json();
-    } catch {
-      continue;
-    }
-    const parsed = RunEvent.safeParse(value);
-    if (!parsed.success || seen.has(parsed.data.seq)) continue;
-    seen.add(parsed.data.seq);
-    yield { kind: 'event', event: parsed.data };
+    const ready = m ? order.push(parseEvent(m) ?? ({ seq: 0 } as RunEvent)) : order.flush();
+    for (const event of ready) yield { kind: 'event', event };
+    if (!m) yield { kind: 'tick' };
   }
 }
