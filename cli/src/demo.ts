@@ -21,6 +21,7 @@ import {
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 import { prepareDemoAlert, type DemoAlertHop } from './demo-alert.js';
+import { a2aDemoLines } from './demo-a2a.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -173,6 +174,7 @@ const DEMO_SERVICES = [
   ['coordinator', 'services/coordinator/dist/main.js'],
   ['specialist-1', 'services/specialist/dist/main.js'],
   ['specialist-2', 'services/specialist/dist/main.js'],
+  ['a2a', 'services/a2a/dist/main.js'],
 ] as const;
 
 /**
@@ -385,12 +387,13 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   // Alerts in, answers out: the intake, and a local stand-in for Slack that receives the answers.
   const alertHop: DemoAlertHop | undefined = await prepareDemoAlert(root, env.configFile);
   cluster.launch(alertHop ? [['intake', 'services/intake/dist/main.js']] : []);
-  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
+  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes), and the A2A server');
   if (alertHop) say('started: intake (Alertmanager webhooks in, answers delivered to a local Slack stand-in)');
   if (!(await cluster.ready())) {
     await alertHop?.close();
     return cluster.exited;
   }
+  for (const line of a2aDemoLines(env.configFile)) say(line);
 
   const clients = await openClients(env);
   // Follow every run's events live.

@@ -117,6 +117,7 @@ function runEnd(d: EventData): string {
 const DETAIL: Partial<Record<RunEvent['type'], (d: EventData) => string>> = {
   'run.started': (d) => short((d.incident as { summary?: unknown } | undefined)?.summary ?? ''),
   'run.routed': (d) => `→ ${(d.specialists as string[] | undefined)?.join(', ') ?? ''}`,
+  'agent.progress': (d) => `${text(d.state ?? '')} ${short(d.message ?? '', 100)}`,
   'agent.delegated': (d) => short(d.task, 100),
   'model.called': (d) =>
     `${text(d.model)} ${text(d.durationMs)}ms${Array.isArray(d.calls) && d.calls.length ? ` calls ${d.calls.join(', ')}` : ''}`,

@@ -11,3 +11,4 @@ export { makeCertificates, secretFile, type TestCertificates } from './tls.js';
 export type { OwnServerOptions, RedisClusterOptions } from './servers.js';
 export type { Client, ClientOptions, CliRun, CallLog, LoggedCall } from './harness.js';
 export { reap } from './reaper.js';
+export { a2aClient, tokenEntry, userMessage, sendRequest, collect, text as textPart, data as dataPart } from './a2a.js';

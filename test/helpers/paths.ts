@@ -10,6 +10,7 @@ export const ENTRY = {
   specialist: resolve(ROOT, 'services/specialist/dist/main.js'),
   gateway: resolve(ROOT, 'services/tool-gateway/dist/main.js'),
   intake: resolve(ROOT, 'services/intake/dist/main.js'),
+  a2a: resolve(ROOT, 'services/a2a/dist/main.js'),
   cli: resolve(ROOT, 'cli/dist/main.js'),
   demoMcp: resolve(ROOT, 'mcp-servers/demo/dist/main.js'),
   demoConfig: resolve(ROOT, 'infra/demo/bosun.yaml'),

@@ -80,7 +80,7 @@ const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 // OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
 const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
-const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake'];
+const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a'];
 const GRACE_DEFAULT_MS = 30_000;
 const HASH_ANNOTATION = 'bosun.dev/config-hash';
 
@@ -282,7 +282,7 @@ function composeArgv(s: Obj): string[] {
 /** The service an argv runs (`services/<dir>/dist/main.js`), or undefined. */
 function serviceOf(argv: string[]): string | undefined {
   for (const a of argv) {
-    const match = /^(?:\/app\/)?services\/([a-z-]+)\/dist\/main\.js$/.exec(a);
+    const match = /^(?:\/app\/)?services\/([a-z0-9-]+)\/dist\/main\.js$/.exec(a);
     if (match) return match[1];
   }
   return undefined;
@@ -1177,7 +1177,7 @@ describe('the checks read what the code reads', () => {
 });
 
 describe('the services serve what the manifests probe', () => {
-  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway', intake: 'intake' } as const;
+  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway', intake: 'intake', a2a: 'a2a' } as const;
   const GRACE_MS = 12_345;
   let ctx: TestContext;
   let config: string;
@@ -1199,15 +1199,19 @@ describe('the services serve what the manifests probe', () => {
     '%s answers the probed paths at BOSUN_HEALTH_PORT once ready, and stops within BOSUN_GRACE_MS',
     async (svc) => {
       const port = await freePort();
-      const p = startService(KIND[svc as keyof typeof KIND], {
-        ...ctx.env,
-        BOSUN_CONFIG: config,
-        BOSUN_HEALTH_PORT: String(port),
-        BOSUN_GRACE_MS: String(GRACE_MS),
-        LOG_LEVEL: 'info',
-        // The intake's own port (the demo config's default 8090 may be taken on a test machine).
-        BOSUN_INTAKE_PORT: '0',
-      });
+      const p = startService(
+        KIND[svc as keyof typeof KIND],
+        {
+          ...ctx.env,
+          BOSUN_CONFIG: config,
+          BOSUN_HEALTH_PORT: String(port),
+          BOSUN_GRACE_MS: String(GRACE_MS),
+          LOG_LEVEL: 'info',
+          // The intake's own port (the demo config's default 8090 may be taken on a test machine).
+          BOSUN_INTAKE_PORT: '0',
+        },
+        svc === 'a2a' ? { args: ['--port', '0'] } : {},
+      );
       try {
         await p.ready();
         for (const path of probed.get(svc) ?? []) {

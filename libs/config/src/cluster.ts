@@ -8,6 +8,7 @@ import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
 import { IntakeConfigSchema } from './intake.js';
 import { DeliveryConfigSchema } from './delivery.js';
+import { A2aConfig, RemoteA2aAgent } from './a2a.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
 const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
@@ -181,6 +182,8 @@ const Specialist = z
       })
       .strict()
       .default({ timeMs: 5_000, memoryMb: 64, stackKb: 128, maxToolCalls: 50, maxOutputChars: 262_144, maxConsoleChars: 65_536 }),
+    /** A remote A2A agent does this specialist's work (docs/a2a.md#remote-a2a-agents-as-specialists); off when absent. */
+    a2a: RemoteA2aAgent.optional(),
   })
   .strict();
 
@@ -304,6 +307,8 @@ const ClusterConfigSchema = z
           .strict(),
       )
       .default({}),
+    /** The A2A server (`services/a2a`); off when absent. */
+    a2a: A2aConfig.optional(),
   })
   .strict();
 

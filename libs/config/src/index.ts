@@ -22,3 +22,4 @@ export type {
 } from './intake.js';
 export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets } from './delivery.js';
 export type { DeliveryConfig, DeliverySink } from './delivery.js';
+export { A2aConfig, A2A_TENANT_PATTERN, RemoteA2aAgent } from './a2a.js';

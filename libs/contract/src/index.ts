@@ -132,3 +132,5 @@ export {
   deliveryKey,
 } from './delivery.js';
 export { CodeActAnswer, CodeActCall, CodeActJournal } from './codeact.js';
+export { A2aTaskRecord, A2A_TTL_SECONDS, a2aKeys } from './a2a.js';
+export { RemoteTaskCheckpoint, remoteTaskCheckpointId } from './remote-task.js';

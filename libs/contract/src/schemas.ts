@@ -306,6 +306,7 @@ export const EventType = z.enum([
   'codeact.output',
   'codeact.replayed',
   'codeact.limit',
+  'agent.progress',
 ]);
 export type EventType = z.infer<typeof EventType>;
 

@@ -2,7 +2,16 @@
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { ConfigError, createLogger, loadClusterConfig, priceOf, specialistConfig, taskBudget, type BosunEnv } from '@bosun/config';
+import {
+  ConfigError,
+  addLogSecrets,
+  createLogger,
+  loadClusterConfig,
+  priceOf,
+  specialistConfig,
+  taskBudget,
+  type BosunEnv,
+} from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
 import { buildModel, observedModel } from '@bosun/agent';
@@ -19,6 +28,9 @@ import {
 } from '@bosun/transport';
 import { startTracing } from '@bosun/otel';
 import { specialistProcessor } from './specialist.js';
+import { RemoteSpecialist, resolveRemoteToken } from './remote.js';
+import type { SpecialistConfig } from '@bosun/config';
+import type { Runtime } from '@bosun/transport';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
 const log = createLogger({ service: 'specialist' });
@@ -37,6 +49,28 @@ function load(args: ServiceArgs, env: BosunEnv) {
   const unknown = names.filter((n) => !specialistConfig(config, n));
   if (unknown.length > 0) throw new ConfigError(`--only: unknown specialist(s) ${unknown.join(', ')} (known: ${all.join(', ')})`);
   return { env, config, names };
+}
+
+/** The remote A2A agent of a specialist configured with `a2a`; its token is resolved here, and never logged. */
+function remoteSpecialist(
+  name: string,
+  spec: SpecialistConfig,
+  with_: { rt: Runtime; draining: () => boolean; isCancelled: (taskId: string, runId: string) => Promise<boolean> },
+): RemoteSpecialist {
+  const { rt } = with_;
+  const token = resolveRemoteToken(name, spec.a2a!.token);
+  if (token) addLogSecrets(log, [token]);
+  return new RemoteSpecialist({
+    name,
+    spec,
+    token,
+    checkpoints: rt.checkpoints,
+    events: rt.events,
+    deadLetters: rt.deadLetters,
+    log: log.child({ agent: name }),
+    shouldYield: with_.draining,
+    isCancelled: with_.isCancelled,
+  });
 }
 
 runService({
@@ -63,6 +97,10 @@ runService({
     const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
     const workers: Worker[] = [];
     let draining = false;
+    // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
+    // the run), read in one round trip.
+    const isCancelled = async (taskId: string, runId: string) =>
+      (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null);
     for (const name of names) {
       const spec = specialistConfig(config, name)!;
       const model = buildModel({
@@ -73,6 +111,7 @@ runService({
         redis: rt.redis,
         prefix: env.prefix,
       });
+      const remote = spec.a2a ? remoteSpecialist(name, spec, { rt, draining: () => draining, isCancelled }) : undefined;
       const worker = new Worker(
         specialistQueue(name),
         specialistProcessor({
@@ -92,15 +131,13 @@ runService({
           shouldYield: () => draining,
           approvals,
           traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
+          remote,
           policy: {
             offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
             stateOf: (tool) => toolState(config, tool),
             approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
           },
-          // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
-          // the run), read in one round trip.
-          isCancelled: async (taskId, runId) =>
-            (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null),
+          isCancelled,
         }),
         {
           connection: rt.redis,

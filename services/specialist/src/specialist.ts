@@ -5,6 +5,7 @@ import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, typ
 import { ThrottledError } from '@bosun/models';
 import { metrics, type ApprovalStore, type TraceNotes } from '@bosun/transport';
 import { inTaskSpan } from './task-trace.js';
+import type { RemoteSpecialist } from './remote.js';
 
 /** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
 export interface SpecialistDeps extends TaskAgentDeps {
@@ -14,6 +15,8 @@ export interface SpecialistDeps extends TaskAgentDeps {
   approvals?: ApprovalStore;
   /** Where a task attempt's span finds the one before it (traces); none: attempts are not linked. */
   traceNotes?: TraceNotes;
+  /** For a specialist done by a remote A2A agent (`a2a` in its config): runs its tasks instead of the model loop. */
+  remote?: RemoteSpecialist;
 }
 
 /** Checkpoint errors that fail one task, never the worker. */
@@ -46,12 +49,10 @@ async function attemptTask(deps: SpecialistDeps, picked: { job: Job; token: stri
   const attempt = job.attemptsMade + 1;
   try {
     const loop = deps.spec.loop === 'codeact' ? runCodeActTask : runTask;
-    const result = await loop(
-      task,
-      { name: deps.name, ...deps.spec },
-      { ...deps, log },
-      { attempt, firstPickup: job.attemptsStarted <= 1 },
-    );
+    // A specialist done by a remote A2A agent follows the remote task instead of running a model loop.
+    const result = deps.remote
+      ? await deps.remote.run(task, attempt)
+      : await loop(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
     // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
     return result;

@@ -1,0 +1,158 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { Role, TaskState, type Message, type Part } from '@a2a-js/sdk';
+import { A2aConfig } from '@bosun/config';
+import type { A2aTaskRecord, RunResult } from '@bosun/contract';
+import { Caller, TokenTable } from './auth.js';
+import { incidentFrom, incidentIdFor } from './intake.js';
+import { runModeOf } from './modes.js';
+import { allowedPushUrl } from './push.js';
+import { artifactsOf, stateOf, taskOf } from './view.js';
+
+const text = (value: string): Part => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
+const data = (value: unknown): Part => ({
+  content: { $case: 'data', value },
+  metadata: undefined,
+  filename: '',
+  mediaType: 'application/json',
+});
+const message = (parts: Part[], messageId = 'm-1'): Message => ({
+  messageId,
+  contextId: '',
+  taskId: '',
+  role: Role.ROLE_USER,
+  parts,
+  metadata: undefined,
+  extensions: [],
+  referenceTaskIds: [],
+});
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+
+describe('tokens', () => {
+  const table = new TokenTable(
+    A2aConfig.parse({
+      port: 1,
+      tokens: [
+        { sha256: sha('good'), tenant: 'a', operator: true },
+        { sha256: sha('other'), tenant: 'b' },
+      ],
+    }),
+  );
+
+  it('resolves a known token to its tenant and rights; refuses a wrong one and a missing one', () => {
+    expect(table.resolve('Bearer good')).toEqual(new Caller('a', true));
+    expect(table.resolve('bearer other')).toMatchObject({ tenant: 'b', operator: false });
+    expect(table.resolve('Bearer nope')).toBe('invalid');
+    expect(table.resolve('Bearer ')).toBe('invalid');
+    expect(table.resolve(undefined)).toBe('missing');
+    expect(table.resolve('Basic Zm9vOmJhcg==')).toBe('missing');
+  });
+
+  it('anonymous callers only when allowed, never operators, and never with a wrong token', () => {
+    const open = new TokenTable(A2aConfig.parse({ port: 1, allowAnonymous: true }));
+    expect(open.resolve(undefined)).toMatchObject({ tenant: 'anonymous', operator: false, isAuthenticated: false });
+    expect(open.resolve('Bearer nope')).toBe('invalid');
+  });
+});
+
+describe('a message → an incident', () => {
+  it('text becomes the summary; the id comes from tenant and message id; the tenant is the caller’s', () => {
+    const i = incidentFrom(message([text('pods restart')]), { tenant: 't1', maxBytes: 1000 });
+    expect(i).toMatchObject({ id: incidentIdFor('t1', 'm-1'), source: 'a2a', reason: 'A2AMessage', summary: 'pods restart', tenant: 't1' });
+    expect(incidentIdFor('t1', 'm-1')).not.toBe(incidentIdFor('t2', 'm-1'));
+  });
+
+  it('a DataPart gives the fields; a client-sent id or tenant is replaced', () => {
+    const i = incidentFrom(message([data({ reason: 'OOMKilled', summary: 's', id: 'mine', tenant: 'other', labels: { service: 'x' } })]), {
+      tenant: 't1',
+      maxBytes: 1000,
+    });
+    expect(i).toMatchObject({ reason: 'OOMKilled', id: incidentIdFor('t1', 'm-1'), tenant: 't1', labels: { service: 'x' } });
+  });
+
+  it('refuses what is not an incident, naming it', () => {
+    const opts = { tenant: 't', maxBytes: 150 };
+    expect(() => incidentFrom(undefined, opts)).toThrow(/message: required/);
+    expect(() => incidentFrom(message([]), opts)).toThrow(/at least one part/);
+    expect(() => incidentFrom(message([text('x'.repeat(200))]), opts)).toThrow(/over the limit of 150 bytes/);
+    expect(() => incidentFrom(message([text('  ')]), opts)).toThrow(/text is empty/);
+    expect(() => incidentFrom(message([data([1])]), opts)).toThrow(/must hold an object/);
+    expect(() => incidentFrom(message([data({ severity: 'huge' })]), opts)).toThrow(/severity/);
+    const url: Part = { content: { $case: 'url', value: 'https://x' }, metadata: undefined, filename: '', mediaType: '' };
+    expect(() => incidentFrom(message([url]), opts)).toThrow(/only text and data parts/);
+  });
+});
+
+describe('run modes', () => {
+  const config = A2aConfig.parse({ port: 1, runModes: { text: 'message', data: 'dynamic', messageReasons: ['HighLatency'] } });
+  const inc = (reason: string) => incidentFrom(message([data({ reason, summary: '' })]), { tenant: 't', maxBytes: 1000 });
+  it('by kind of request, and for dynamic by the incident reason', () => {
+    expect(runModeOf(config, message([text('x')]), inc('X'))).toBe('message');
+    expect(runModeOf(config, message([data({})]), inc('HighLatency'))).toBe('message');
+    expect(runModeOf(config, message([data({})]), inc('OOMKilled'))).toBe('task');
+    expect(runModeOf(A2aConfig.parse({ port: 1 }), message([text('x')]), inc('X'))).toBe('task');
+  });
+});
+
+describe('the task of a run', () => {
+  const record: A2aTaskRecord = {
+    v: 1,
+    tenant: 't',
+    taskId: 'r1',
+    runId: 'r1',
+    incidentId: 'i1',
+    contextId: 'c1',
+    messageId: 'm-1',
+    createdAt: new Date(0).toISOString(),
+    history: [message([text('hi')]) as unknown as Record<string, unknown>],
+  };
+  const result = (status: RunResult['status']): RunResult => ({
+    v: 1,
+    runId: 'r1',
+    incidentId: 'i1',
+    status,
+    answer: 'the answer',
+    specialists: [
+      { name: 'kubernetes', status: 'completed', output: {}, attempts: 1 },
+      { name: 'database', status: 'stalled', output: {}, attempts: 1 },
+    ],
+    stalled: 1,
+    startedAt: '',
+    finishedAt: '',
+  });
+
+  it('maps the job state and the result status to A2A states', () => {
+    expect(stateOf({ jobState: 'waiting' })).toBe(TaskState.TASK_STATE_SUBMITTED);
+    expect(stateOf({ jobState: 'active' })).toBe(TaskState.TASK_STATE_WORKING);
+    expect(stateOf({ jobState: 'waiting-children' })).toBe(TaskState.TASK_STATE_WORKING);
+    const approval = { id: 'ap-1', agent: 'k', reason: 'r', timeoutAt: '', calls: [] };
+    expect(stateOf({ jobState: 'waiting-children', approval })).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    expect(stateOf({ jobState: 'completed', result: result('partial') })).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(stateOf({ jobState: 'completed', result: result('cancelled') })).toBe(TaskState.TASK_STATE_CANCELED);
+    expect(stateOf({ jobState: 'completed', result: result('failed') })).toBe(TaskState.TASK_STATE_FAILED);
+    expect(stateOf({ jobState: 'failed' })).toBe(TaskState.TASK_STATE_FAILED);
+    expect(stateOf({ jobState: 'missing' })).toBe(TaskState.TASK_STATE_FAILED);
+  });
+
+  it('a partial run says plainly which parts are INCOMPLETE, in its status message and its artifacts', () => {
+    const task = taskOf(record, { jobState: 'completed', result: result('partial') });
+    const said = task.status?.message?.parts[0]?.content;
+    expect(said?.$case === 'text' && said.value).toContain('PARTIAL. INCOMPLETE parts: database (stalled)');
+    const artifacts = artifactsOf(result('partial'));
+    expect(artifacts.map((a) => a.metadata?.incomplete)).toEqual([['database (stalled)'], ['database (stalled)']]);
+    expect(task.history).toHaveLength(2);
+    expect(taskOf(record, { jobState: 'active' }, 0).history).toEqual([]);
+  });
+});
+
+describe('the push allowlist', () => {
+  const settings = { allowedUrls: ['https://hooks.example.com/a2a/'], timeoutMs: 1000 };
+  it('accepts only http(s) URLs under an allowed one', () => {
+    expect(allowedPushUrl(settings, 'https://hooks.example.com/a2a/task-1')).toBe(true);
+    expect(allowedPushUrl(settings, 'https://hooks.example.com/other')).toBe(false);
+    expect(allowedPushUrl(settings, 'https://hooks.example.com.evil.net/a2a/')).toBe(false);
+    expect(allowedPushUrl(settings, 'http://169.254.169.254/latest')).toBe(false);
+    expect(allowedPushUrl(settings, 'file:///etc/passwd')).toBe(false);
+    expect(allowedPushUrl(settings, 'not a url')).toBe(false);
+  });
+});

@@ -1,0 +1,80 @@
+/**
+ * Who calls the A2A server: the bearer token, hashed, looked up among the config's token hashes.
+ * The tenant comes from the token, never from the request (the SDK's `tenant` field, a REST
+ * path prefix, a context id): every key the server reads or writes is under that tenant.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { NextFunction, Request, Response } from 'express';
+import type { User } from '@a2a-js/sdk/server';
+import type { A2aConfig } from '@bosun/config';
+
+/** The tenant of callers without a token, when the config allows them. */
+export const ANONYMOUS_TENANT = 'anonymous';
+/** The realm of the server's `WWW-Authenticate` challenge. */
+export const A2A_REALM = 'bosun-a2a';
+
+/** An authenticated caller: an A2A SDK user that carries its tenant and rights. */
+export class Caller implements User {
+  constructor(
+    readonly tenant: string,
+    readonly operator: boolean,
+    private readonly anonymous = false,
+  ) {}
+  get isAuthenticated(): boolean {
+    return !this.anonymous;
+  }
+  get userName(): string {
+    return this.anonymous ? ANONYMOUS_TENANT : `tenant:${this.tenant}`;
+  }
+}
+
+const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
+
+/** Resolves callers from `Authorization: Bearer <token>` against the config's hashes, in constant time per hash. */
+export class TokenTable {
+  private readonly entries: { hash: Buffer; tenant: string; operator: boolean }[];
+  constructor(private readonly config: Pick<A2aConfig, 'tokens' | 'allowAnonymous'>) {
+    this.entries = config.tokens.map((t) => ({ hash: Buffer.from(t.sha256, 'hex'), tenant: t.tenant, operator: t.operator }));
+  }
+
+  /** The caller of a request: a {@link Caller}, or why there is none (`missing`: no bearer token; `invalid`: an unknown one). */
+  resolve(header: string | undefined): Caller | 'missing' | 'invalid' {
+    const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
+    if (!m) {
+      if (/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return 'invalid';
+      return this.config.allowAnonymous && header === undefined ? new Caller(ANONYMOUS_TENANT, false, true) : 'missing';
+    }
+    const given = sha256(m[1]!);
+    let found: { tenant: string; operator: boolean } | undefined;
+    // Every hash is compared, so the time does not tell which entry matched.
+    for (const e of this.entries) if (timingSafeEqual(given, e.hash) && !found) found = e;
+    return found ? new Caller(found.tenant, found.operator) : 'invalid';
+  }
+}
+
+/** The caller stored on an admitted request. */
+export function requestCaller(req: Request): Caller {
+  const caller = (req as Request & { bosunCaller?: Caller }).bosunCaller;
+  if (!caller) throw new Error('A2A request reached the SDK without an authenticated caller');
+  return caller;
+}
+
+/**
+ * Express middleware: admits a request whose token resolves to a caller, else answers 401 with
+ * a bearer challenge (RFC 6750) and a JSON body; nothing of the request is read.
+ */
+export function requireCaller(tokens: TokenTable) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const caller = tokens.resolve(req.headers.authorization);
+    if (caller instanceof Caller) {
+      (req as Request & { bosunCaller?: Caller }).bosunCaller = caller;
+      next();
+      return;
+    }
+    const challenge =
+      caller === 'missing'
+        ? `Bearer realm="${A2A_REALM}"`
+        : `Bearer realm="${A2A_REALM}", error="invalid_token", error_description="the bearer token is not valid"`;
+    res.status(401).set('www-authenticate', challenge).json({ error: 'unauthorized' });
+  };
+}

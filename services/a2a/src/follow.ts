@@ -1,0 +1,88 @@
+/**
+ * A run's events from the JetStream stream, from its first event: a stream opened late, or
+ * reopened after a disconnect, replays what it missed. Between events it yields `tick`s, so
+ * the caller can look at the run itself (an event lost while NATS was away never hangs a stream).
+ */
+import { DeliverPolicy, jetstream, type Consumer } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { RunEvent, runSubject, runsStreamName } from '@bosun/contract';
+
+/** One step of {@link followRun}: an event, or a quiet interval. */
+export type FollowStep = { kind: 'event'; event: RunEvent } | { kind: 'tick' };
+
+const TICK_MS = 2_000;
+
+async function openConsumer(nc: NatsConnection, prefix: string, runId: string): Promise<Consumer | undefined> {
+  try {
+    return await jetstream(nc).consumers.get(runsStreamName(prefix), {
+      filter_subjects: runSubject(prefix, runId),
+      deliver_policy: DeliverPolicy.All,
+    });
+  } catch {
+    // The stream may not exist yet (no event published under this prefix): look again at the next tick.
+    return undefined;
+  }
+}
+
+/**
+ * Puts a run's events back in `seq` order: events of one run come from several processes, so
+ * the stream may hold them slightly out of order. A later event waits for the missing one until
+ * the next quiet interval, then goes on without it.
+ */
+class InOrder {
+  private next = 1;
+  private readonly held = new Map<number, RunEvent>();
+
+  push(e: RunEvent): RunEvent[] {
+    if (e.seq < this.next || this.held.has(e.seq)) return [];
+    this.held.set(e.seq, e);
+    const ready: RunEvent[] = [];
+    for (let h = this.held.get(this.next); h; h = this.held.get(this.next)) {
+      ready.push(h);
+      this.held.delete(this.next++);
+    }
+    return ready;
+  }
+
+  /** What is held, in order, giving up on the gaps before it. */
+  flush(): RunEvent[] {
+    const ready = [...this.held.values()].sort((a, b) => a.seq - b.seq);
+    this.held.clear();
+    if (ready.length > 0) this.next = ready[ready.length - 1]!.seq + 1;
+    return ready;
+  }
+}
+
+function parseEvent(m: { json(): unknown }): RunEvent | undefined {
+  try {
+    const parsed = RunEvent.safeParse(m.json());
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Follows a run's events, each once and in `seq` order, until `signal` aborts; NATS may be away (null): only ticks then. */
+export async function* followRun(
+  nats: () => NatsConnection | null,
+  prefix: string,
+  runId: string,
+  signal: AbortSignal,
+): AsyncGenerator<FollowStep> {
+  let consumer: Consumer | undefined;
+  const order = new InOrder();
+  while (!signal.aborted) {
+    const nc = nats();
+    if (!consumer && nc) consumer = await openConsumer(nc, prefix, runId);
+    if (!consumer) {
+      await new Promise((r) => setTimeout(r, TICK_MS / 4));
+      yield { kind: 'tick' };
+      continue;
+    }
+    const m = await consumer.next({ expires: TICK_MS }).catch(() => null);
+    if (signal.aborted) return;
+    const ready = m ? order.push(parseEvent(m) ?? ({ seq: 0 } as RunEvent)) : order.flush();
+    for (const event of ready) yield { kind: 'event', event };
+    if (!m) yield { kind: 'tick' };
+  }
+}
