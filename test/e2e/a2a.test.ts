@@ -71,7 +71,7 @@ describe('the agent card', () => {
     const res = await fetch(`${base}/.well-known/agent-card.json`);
     expect(res.status).toBe(200);
     const card = await alpha.getAgentCard();
-    expect(card.skills.map((s) => s.id).sort()).toEqual(['specialist-database', 'specialist-kubernetes', 'triage']);
+    expect(card.skills.map((s) => s.id).sort()).toEqual(['specialist-database', 'specialist-kubernetes', 'specialist-triage', 'triage']);
     expect(card.supportedInterfaces.map((i) => `${i.protocolBinding} ${i.protocolVersion}`).sort()).toEqual([
       'HTTP+JSON 1.0',
       'JSONRPC 0.3',
