@@ -34,6 +34,8 @@ describe('npm start (bosun demo --once)', () => {
     expect(code, out).toBe(0);
     expect(out).toContain('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
     expect(out).toContain('A2A server: agent card at http://127.0.0.1:8091/.well-known/agent-card.json');
+    // The operator console: its URL and this demo's token.
+    expect(out).toMatch(/operator console: http:\/\/127\.0\.0\.1:\d+\/ {2}\(log in with the token demo-[0-9a-f]{24}\)/);
     expect(out.match(/=== result of demo-\S+-crashloop .*: COMPLETED/)).not.toBeNull();
     expect(out.match(/=== result of demo-\S+-latency .*: COMPLETED/)).not.toBeNull();
     expect(out.match(/=== result of demo-\S+-errors .*: PARTIAL, 1 incomplete/)).not.toBeNull();

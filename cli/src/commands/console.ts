@@ -4,7 +4,7 @@
  * operator token in BOSUN_CONSOLE_TOKEN: without it, it does not start and says why.
  */
 import { addLogSecrets, createLogger, type BosunEnv } from '@bosun/config';
-import { ApprovalStore, EventPublisher, RunControl, connectNats, ensureRunsStream } from '@bosun/transport';
+import { ApprovalStore, EventPublisher, RunControl, connectNats, ensureRunsStream, readyLine } from '@bosun/transport';
 import { UsageError } from '../args.js';
 import { defineCommand, withRedis } from '../command.js';
 import { startConsole } from '../console/server.js';
@@ -28,7 +28,7 @@ function consoleToken(): string {
 }
 
 /** Serves the console until SIGINT or SIGTERM. */
-async function serve(env: BosunEnv, opts: { port: number; host: string; token: string }): Promise<number> {
+async function serve(env: BosunEnv, opts: { port: number; host: string; token: string; secureCookie: boolean }): Promise<number> {
   const log = createLogger({ service: 'console' });
   addLogSecrets(log, [opts.token]);
   const nc = await connectNats(env.nats, { name: 'bosun-console' });
@@ -40,7 +40,7 @@ async function serve(env: BosunEnv, opts: { port: number; host: string; token: s
       const events = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log });
       const deps = { redis, prefix: env.prefix, runs, approvals, events };
       const c = await startConsole({ ...opts, deps, nats: nc, log });
-      process.stdout.write(`console listening on http://${c.host}:${c.port}/\n`);
+      process.stdout.write(`console listening on http://${c.host}:${c.port}/\n${readyLine('console')}\n`);
       await new Promise<void>((resolve) => {
         process.once('SIGINT', resolve);
         process.once('SIGTERM', resolve);
@@ -58,14 +58,18 @@ async function serve(env: BosunEnv, opts: { port: number; host: string; token: s
 
 export const consoleCommand = defineCommand({
   name: 'console',
-  usage: `  bosun console [--port ${CONSOLE_PORT}] [--host 127.0.0.1]
+  usage: `  bosun console [--port ${CONSOLE_PORT}] [--host 127.0.0.1] [--secure-cookie]
                                     the operator web console (log in with ${CONSOLE_TOKEN_ENV})`,
-  options: { port: { type: 'string', default: String(CONSOLE_PORT) }, host: { type: 'string', default: '127.0.0.1' } },
+  options: {
+    port: { type: 'string', default: process.env.BOSUN_CONSOLE_PORT || String(CONSOLE_PORT) },
+    host: { type: 'string', default: '127.0.0.1' },
+    'secure-cookie': { type: 'boolean', default: false },
+  },
   positionals: 0,
   check({ values }) {
     const port = Number(values.port);
     if (!/^\d+$/.test(values.port) || port > 65535) throw new UsageError(`console: --port must be a port number (got "${values.port}")`);
-    return { port, host: values.host, token: consoleToken() };
+    return { port, host: values.host, token: consoleToken(), secureCookie: values['secure-cookie'] };
   },
   handler: (opts, env) => serve(env, opts),
 });
