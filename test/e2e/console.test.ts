@@ -1,14 +1,13 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import type { DeadLetter } from '@bosun/contract';
-import { ENTRY, ROOT, freePort, reap, startClusterTest, waitUntil, type ClusterTest } from '../helpers/index.js';
+import { ROOT, freePort, startClusterTest, startService, waitUntil, type ClusterTest, type ServiceProcess } from '../helpers/index.js';
 
 // The operator web console in headless Chromium (Debian's `chromium`, driven by playwright-core),
-// against a cluster of separate processes and the console as its own process (`bosun console`):
+// against a cluster of separate processes and the console as its own process (cli/dist/console/main.js):
 // login, a run appearing live, its timeline, an approval clicked through to the run's end, a
 // dead letter retried with its button, an incident summary holding HTML shown as text, and a POST
 // without the CSRF token refused.
@@ -18,36 +17,18 @@ const CHROMIUM = process.env.BOSUN_CHROMIUM ?? '/usr/bin/chromium';
 const XSS = 'Checkout is down <img src=x onerror="window.__xss=1"> after deploy';
 
 let t: ClusterTest;
-let consoleProcess: ChildProcess | undefined;
+let consoleProcess: ServiceProcess | undefined;
 let base = '';
 let profile = '';
 let browser: BrowserContext;
 let page: Page;
 
-/** Starts `bosun console` on a free port and resolves with its URL once it listens. */
+/** Starts the console process on a free port and resolves with its URL once it is ready. */
 async function startConsole(env: Record<string, string>): Promise<string> {
   const port = await freePort();
-  const child = reap(
-    spawn(process.execPath, [ENTRY.cli, 'console', '--port', String(port)], {
-      env: { ...process.env, ...env, BOSUN_CONSOLE_TOKEN: TOKEN },
-      cwd: ROOT,
-    }),
-  );
-  consoleProcess = child;
-  let out = '';
-  child.stderr?.on('data', (c: Buffer) => (out += c.toString()));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the console did not start within 30 s: ${out}`)), 30_000);
-    child.stdout?.on('data', (c: Buffer) => {
-      out += c.toString();
-      const m = /console listening on (http:\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!.replace(/\/$/, ''));
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`the console exited (${code}): ${out}`)));
-  });
+  consoleProcess = startService('console', { ...env, BOSUN_CONSOLE_TOKEN: TOKEN }, { args: ['--port', String(port)] });
+  await consoleProcess.ready();
+  return `http://127.0.0.1:${port}`;
 }
 
 beforeAll(async () => {
@@ -77,16 +58,18 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  if (consoleProcess && consoleProcess.exitCode === null) {
-    const exited = new Promise((r) => consoleProcess!.once('exit', r));
-    consoleProcess.kill('SIGTERM');
-    await exited;
-  }
+  await consoleProcess?.stop();
   await t?.close();
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 describe('the operator console in Chromium', () => {
+  it('does not start without a token, and says why', async () => {
+    const p = startService('console', { ...t.env, BOSUN_CONSOLE_TOKEN: ' ' }, { args: ['--port', '0'] });
+    expect((await p.exited).code).toBe(1);
+    expect(p.lines.join('\n')).toContain('BOSUN_CONSOLE_TOKEN is not set: the console does not start without an operator token');
+  });
+
   it('needs a login: a page without a session goes to /login, a wrong token stays there, the right one gets in', async () => {
     await page.goto(`${base}/`);
     expect(new URL(page.url()).pathname).toBe('/login');

@@ -3,7 +3,6 @@ import type { Command } from '../command.js';
 import { ackCommand } from './ack.js';
 import { approvalsCommand, approveCommand, denyCommand } from './approvals.js';
 import { auditCommand } from './audit.js';
-import { consoleCommand } from './console.js';
 import { demoCommand } from './demo.js';
 import { dlqCommand } from './dlq.js';
 import { publishCommand } from './publish.js';
@@ -26,7 +25,6 @@ const TABLE: readonly Command[] = [
   approveCommand,
   denyCommand,
   auditCommand,
-  consoleCommand,
   demoCommand,
 ];
 

@@ -1,5 +1,5 @@
 /**
- * The operator web console (`bosun console`, `npm run console`): static pages built at build
+ * The operator web console (`npm run console`, `cli/dist/console/main.js`): static pages built at build
  * time (cli/web, compiled by tsc) and a JSON + Server-Sent Events API over the shared operator
  * code. See docs/observability.md, "The console".
  *
