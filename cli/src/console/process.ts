@@ -54,7 +54,6 @@ export async function openConsole(env: BosunEnv, options: ConsoleProcessOptions)
   const deps = { redis, prefix: env.prefix, runs, approvals, events };
   const c = await startConsole({ port: options.port, host: options.host, token, secureCookie: options.secureCookie, deps, nats: nc, log });
   log.info({ url: `http://${c.host}:${c.port}/` }, 'console listening');
-  process.stdout.write(`console listening on http://${c.host}:${c.port}/\n`);
   return {
     port: c.port,
     async close() {
