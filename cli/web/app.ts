@@ -46,7 +46,11 @@ interface DeadLetterRow {
   agent?: string;
   reason: string;
   marker?: string;
+  /** The whole stored entry. */
+  entry: Json;
 }
+
+type DeadLetterAction = 'retry' | 'drop' | 'done' | 'skip' | 'resend';
 
 const RUN_STATES = ['waiting', 'active', 'parked', 'completed', 'partial', 'failed', 'cancelled'];
 const DEAD_LETTER_KINDS = ['stall', 'timeout', 'failure', 'poison', 'in-doubt', 'budget', 'delivery'];
@@ -371,17 +375,42 @@ function approvalsPage(main: HTMLElement): () => void {
 
 // ---- Dead letters -----------------------------------------------------------------------------
 
-function deadLetterRow(d: DeadLetterRow, act: (id: string, what: 'retry' | 'drop') => void): HTMLElement {
-  const retry = h('button', { class: 'retry', text: 'Retry' });
-  const drop = h('button', { class: 'drop', text: 'Drop' });
-  retry.addEventListener('click', () => act(d.id, 'retry'));
-  drop.addEventListener('click', () => act(d.id, 'drop'));
+function button(cls: string, text: string, onClick: () => void): HTMLElement {
+  const b = h('button', { class: cls, text });
+  b.addEventListener('click', onClick);
+  return b;
+}
+
+function deadLetterRow(d: DeadLetterRow, act: (d: DeadLetterRow, what: DeadLetterAction) => void): HTMLElement {
+  // An in-doubt call is resolved (as `bosun ack`), not re-run: it took effect, treat it as not executed, or send it once more.
+  const actions =
+    d.kind === 'in-doubt'
+      ? [
+          button('ack-done', 'Took effect', () => act(d, 'done')),
+          button('ack-skip', 'Skip', () => act(d, 'skip')),
+          button('ack-retry', 'Send again', () => act(d, 'resend')),
+        ]
+      : [button('retry', 'Retry', () => act(d, 'retry'))];
+  const show = h('details', {}, h('summary', { text: 'show' }), h('pre', { text: JSON.stringify(d.entry, null, 2) }));
   return h(
     'tr',
     { 'data-dead-letter-id': d.id },
     ...[d.id, d.at, d.kind, d.runId ?? '-', d.agent ?? '-', d.marker ?? '', d.reason].map((t) => h('td', { text: t })),
-    h('td', {}, retry, drop),
+    h(
+      'td',
+      {},
+      ...actions,
+      button('drop', 'Drop', () => act(d, 'drop')),
+      show,
+    ),
   );
+}
+
+/** The request of an action on a dead letter. */
+function deadLetterRequest(d: DeadLetterRow, what: DeadLetterAction): [string, Json] {
+  if (what === 'retry' || what === 'drop') return [`/api/dead-letters/${encodeURIComponent(d.id)}/${what}`, {}];
+  const key = asText(((d.entry.input ?? {}) as Json).key ?? '');
+  return [`/api/tool-calls/${encodeURIComponent(key)}/ack`, { action: what === 'resend' ? 'retry' : what }];
 }
 
 function deadLettersPage(main: HTMLElement): () => void {
@@ -396,9 +425,15 @@ function deadLettersPage(main: HTMLElement): () => void {
     note,
     h('table', { id: 'dead-letters' }, h('thead', {}, h('tr', {}, ...heads)), body),
   );
-  const act = (id: string, what: 'retry' | 'drop') =>
-    void post<Json>(`/api/dead-letters/${encodeURIComponent(id)}/${what}`).then(
-      (r) => ((note.textContent = what === 'retry' ? `retried ${id} as run ${String(r.runId)}` : `dropped ${id}`), void load()),
+  const done = (d: DeadLetterRow, what: DeadLetterAction, r: Json) =>
+    what === 'retry'
+      ? `retried ${d.id} as run ${String(r.runId)}`
+      : what === 'drop'
+        ? `dropped ${d.id}`
+        : `tool call ${String(r.key)}: ${what}`;
+  const act = (d: DeadLetterRow, what: DeadLetterAction) =>
+    void post<Json>(...deadLetterRequest(d, what)).then(
+      (r) => ((note.textContent = done(d, what, r)), void load()),
       (err: unknown) => showError(note, err),
     );
   const load = async () => {
@@ -412,6 +447,76 @@ function deadLettersPage(main: HTMLElement): () => void {
   kind.addEventListener('change', () => void load());
   void load();
   return () => undefined;
+}
+
+// ---- Stats ------------------------------------------------------------------------------------
+
+interface Stats {
+  perMinute: number[];
+  finished: number;
+  p50Ms: number | null;
+  p99Ms: number | null;
+  degradedRuns: number;
+  byState: Record<string, number>;
+  degraded: { agent: string; kind: string; count: number }[];
+  dropped: number;
+}
+
+/** A bar chart of `values` as divs (their heights), one bar a minute. */
+function bars(values: number[]): HTMLElement {
+  const max = Math.max(1, ...values);
+  return h(
+    'div',
+    { class: 'bars', id: 'runs-per-minute' },
+    ...values.map((v, i) => {
+      const bar = h('div', { class: 'bar', title: `${values.length - 1 - i} min ago: ${v}` }, h('span', { text: String(v) }));
+      bar.style.height = `${Math.round((v / max) * 100)}%`;
+      return bar;
+    }),
+  );
+}
+
+function renderStats(where: HTMLElement, s: Stats): void {
+  const ms = (v: number | null) => (v === null ? '-' : `${(v / 1000).toFixed(1)} s`);
+  where.replaceChildren(
+    h('h3', { text: 'Runs started per minute (last 10 minutes)' }),
+    bars(s.perMinute),
+    h('p', {
+      id: 'durations',
+      text: `finished runs: ${s.finished}   p50 ${ms(s.p50Ms)}   p99 ${ms(s.p99Ms)}   degraded runs (partial or failed): ${s.degradedRuns}`,
+    }),
+    h('p', {
+      text: `by status: ${
+        Object.entries(s.byState)
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ') || 'none'
+      }`,
+    }),
+    h('h3', { text: 'Degraded results by agent' }),
+    h(
+      'table',
+      {},
+      h(
+        'tbody',
+        {},
+        ...s.degraded.map((d) => h('tr', {}, h('td', { text: d.agent }), h('td', { text: d.kind }), h('td', { text: String(d.count) }))),
+      ),
+    ),
+    h('p', { text: `events dropped: ${s.dropped}` }),
+  );
+}
+
+function statsPage(main: HTMLElement): () => void {
+  const body = h('div', { id: 'stats' });
+  main.append(h('h2', { text: 'Stats' }), body);
+  const load = () =>
+    api<Stats>('/api/stats').then(
+      (s) => renderStats(body, s),
+      (err: unknown) => showError(body, err),
+    );
+  const timer = window.setInterval(() => void load(), 10_000);
+  void load();
+  return () => clearInterval(timer);
 }
 
 // ---- Routing ----------------------------------------------------------------------------------
@@ -428,6 +533,7 @@ function route(): void {
   if (page === 'run') leave = runPage(main, decodeURIComponent(hash.slice('#/run/'.length)));
   else if (page === 'approvals') leave = approvalsPage(main);
   else if (page === 'dead-letters') leave = deadLettersPage(main);
+  else if (page === 'stats') leave = statsPage(main);
   else leave = runsPage(main);
 }
 

@@ -144,7 +144,17 @@ describe('the operator console in Chromium', () => {
     await page.waitForSelector('#dead-letters-msg:has-text("retried")');
     const stored = (await t.client.deadLetterQueue.getJob(entryId))!.data as DeadLetter;
     expect(stored.retriedAs).toBeDefined();
-    await row.locator('td:has-text("retried")').waitFor();
+    await row.locator('td:nth-child(6):text-is("retried")').waitFor();
+  });
+
+  it('shows stats: runs per minute as bars, p50/p99 of finished runs, degraded runs', async () => {
+    await page.click('#nav-stats');
+    await page.waitForSelector('#durations');
+    expect(await page.locator('#runs-per-minute .bar').count()).toBe(10);
+    const text = (await page.textContent('#durations'))!;
+    const finished = Number(/finished runs: (\d+)/.exec(text)?.[1]);
+    expect(finished).toBeGreaterThanOrEqual(1);
+    expect(text).toMatch(/p50 \d+\.\d s {3}p99 \d+\.\d s/);
   });
 
   it('refuses a POST without the CSRF token (403), and one without a session (401)', async () => {
@@ -162,5 +172,12 @@ describe('the operator console in Chromium', () => {
       csrf,
     );
     expect(withToken).toBe(404);
+    // An in-doubt call's ack names the action it needs.
+    const badAck = await page.evaluate(
+      async (token) =>
+        (await fetch('/api/tool-calls/k1/ack', { method: 'POST', headers: { 'x-csrf-token': token }, body: '{"action":"maybe"}' })).json(),
+      csrf,
+    );
+    expect(badAck).toEqual({ error: 'action: must be one of done, retry, skip' });
   });
 });

@@ -20,8 +20,11 @@ import {
   type RunState,
 } from '@bosun/transport';
 import { dropDeadLetter, listDeadLetters, retryDeadLetter } from '../dead-letters.js';
+import { readStats } from '../commands/stats.js';
 import { OperatorError, type OperatorDeps } from '../operator.js';
 import { showRun } from '../run-view.js';
+import { ackToolCall } from '../tool-calls.js';
+import { runStats } from './stats.js';
 
 /** What the API works with. */
 export interface ConsoleDeps extends OperatorDeps {
@@ -118,6 +121,24 @@ export class ConsoleApi {
     } catch (err) {
       throw operatorAnswer(err);
     }
+  }
+
+  /** `bosun ack <key> --done|--retry|--skip` for an in-doubt tool call. */
+  async ack({ req, res, params }: RouteContext): Promise<void> {
+    const body = parseJson(await readBody(req, MAX_BODY)) as { action?: unknown };
+    const action = body.action;
+    if (action !== 'done' && action !== 'retry' && action !== 'skip') throw new HttpError(400, 'action: must be one of done, retry, skip');
+    try {
+      sendJson(res, 200, await ackToolCall(this.deps, params.key!, action, { by: 'console-operator' }));
+    } catch (err) {
+      throw operatorAnswer(err);
+    }
+  }
+
+  /** Runs per minute, p50/p99 durations (of the latest runs) and the degraded-result counters of `bosun stats`. */
+  async stats({ res }: RouteContext): Promise<void> {
+    const [runs, counters] = await Promise.all([this.deps.runs.list({ limit: 1000 }), readStats(this.deps)]);
+    sendJson(res, 200, { ...runStats(runs, Date.now()), ...counters });
   }
 
   async dropDeadLetter({ req, res, params }: RouteContext): Promise<void> {

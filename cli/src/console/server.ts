@@ -12,6 +12,8 @@
  *   GET  /api/events[?run=<id>]  run events (SSE)
  *   GET  /api/approvals          POST /api/approvals/<id>
  *   GET  /api/dead-letters[?kind=]  POST /api/dead-letters/<id>/retry, POST /api/dead-letters/<id>/drop
+ *   POST /api/tool-calls/<key>/ack  `{"action": "done" | "retry" | "skip"}` (an in-doubt call, as `bosun ack`)
+ *   GET  /api/stats              runs per minute, p50/p99 duration, degraded results
  *
  * Every POST but the login needs the session's CSRF token in `x-csrf-token` (403 without).
  */
@@ -117,7 +119,9 @@ class ConsoleRoutes {
       .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c)))
       .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
       .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
-      .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)));
+      .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
+      .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c)))
+      .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)));
   }
 
   /** Runs `fn` for a request of a live session; else 401. */
