@@ -157,6 +157,21 @@ describe('the operator console in Chromium', () => {
     expect(text).toMatch(/p50 \d+\.\d s {3}p99 \d+\.\d s/);
   });
 
+  it("mounts bull-board at /queues, read-only, with Bosun's queues", async () => {
+    await page.goto(`${base}/queues`);
+    await page.waitForSelector('text=incidents');
+    await page.goto(`${base}/queues/api/queues`);
+    const body = JSON.parse((await page.textContent('body'))!) as { queues: { name: string; readOnlyMode: boolean }[] };
+    const names = body.queues.map((q) => q.name);
+    expect(names).toContain('incidents');
+    expect(names).toContain('dead-letter');
+    expect(body.queues.every((q) => q.readOnlyMode)).toBe(true);
+    const put = await page.evaluate(async () => (await fetch('/queues/api/queues/incidents/pause', { method: 'PUT' })).status);
+    expect(put).toBe(403);
+    expect((await fetch(`${base}/queues/api/queues`, { redirect: 'manual' })).status).toBe(303);
+    await page.goto(`${base}/#/runs`);
+  });
+
   it('refuses a POST without the CSRF token (403), and one without a session (401)', async () => {
     const status = await page.evaluate(
       async () => (await fetch('/api/approvals/nope', { method: 'POST', body: '{"decision":"approve"}' })).status,

@@ -14,6 +14,7 @@
  *   GET  /api/dead-letters[?kind=]  POST /api/dead-letters/<id>/retry, POST /api/dead-letters/<id>/drop
  *   POST /api/tool-calls/<key>/ack  `{"action": "done" | "retry" | "skip"}` (an in-doubt call, as `bosun ack`)
  *   GET  /api/stats              runs per minute, p50/p99 duration, degraded results
+ *   GET  /queues/…               bull-board, read-only (any other method: 403)
  *
  * Every POST but the login needs the session's CSRF token in `x-csrf-token` (403 without).
  */
@@ -25,6 +26,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '@bosun/config';
 import { HttpServer, Router, readBody, sendError, sendJson } from '@bosun/transport';
 import { ConsoleApi, type ConsoleDeps } from './api.js';
+import { QUEUES_PATH, QueueBoard } from './queues.js';
 import { EventStreams } from './sse.js';
 import { Sessions } from './session.js';
 
@@ -124,6 +126,16 @@ class ConsoleRoutes {
       .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)));
   }
 
+  /** bull-board at /queues: a page without a session goes to /login; read-only. */
+  queues(board: QueueBoard, req: IncomingMessage, res: ServerResponse): Promise<void> | void {
+    if (this.sessions.csrfOf(req) === null) return redirect(res, '/login');
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      req.resume();
+      return sendError(res, 403, 'the queues view is read-only');
+    }
+    return board.handle(req, res);
+  }
+
   /** Runs `fn` for a request of a live session; else 401. */
   private async guard(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void> | void): Promise<void> {
     if (this.sessions.csrfOf(req) !== null) return fn();
@@ -162,7 +174,11 @@ class ConsoleRoutes {
 /** Starts the console; resolves once it listens. @throws ListenError when host:port is taken. */
 export async function startConsole(options: ConsoleOptions): Promise<Console> {
   const streams = new EventStreams(options.nats, options.deps.prefix, options.log);
-  const router = new ConsoleRoutes(options, streams).router();
+  const routes = new ConsoleRoutes(options, streams);
+  const router = routes.router();
+  const board = new QueueBoard(options.deps.redis, options.deps.prefix);
+  const isQueues = (url: string | undefined) =>
+    url === QUEUES_PATH || (url ?? '').startsWith(`${QUEUES_PATH}/`) || (url ?? '').startsWith(`${QUEUES_PATH}?`);
   const server = await HttpServer.listen({
     name: 'console',
     host: options.host,
@@ -170,7 +186,7 @@ export async function startConsole(options: ConsoleOptions): Promise<Console> {
     log: options.log,
     // Event streams stay open: no request timeout.
     timeouts: { requestMs: 0, headersMs: 15_000, keepAliveMs: 5_000 },
-    handle: (req, res) => router.handle(req, res),
+    handle: (req, res) => (isQueues(req.url) ? routes.queues(board, req, res) : router.handle(req, res)),
   });
   return {
     port: server.port,
@@ -178,6 +194,7 @@ export async function startConsole(options: ConsoleOptions): Promise<Console> {
     async close() {
       streams.close();
       await server.close({ graceMs: 2_000 });
+      await board.close();
     },
   };
 }
