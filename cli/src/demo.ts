@@ -286,7 +286,7 @@ async function openClients(env: BosunEnv): Promise<DemoClients> {
 }
 
 /** What the demo says when a run asks for an approval; with `--once` it approves it itself after 2 s. */
-function approvalPrompt(clients: DemoClients, once: boolean): (id: string) => void {
+function approvalPrompt(clients: DemoClients, once: boolean, consoleUrl: string): (id: string) => void {
   return (id) => {
     say('');
     say(`  >> approval needed: ${id}`);
@@ -304,6 +304,7 @@ function approvalPrompt(clients: DemoClients, once: boolean): (id: string) => vo
     } else {
       say(`  >> approve it from another terminal:  npx bosun approve ${id}`);
       say(`  >> or deny it:                        npx bosun deny ${id} --reason "not now"`);
+      say(`  >> or in the console:                 ${consoleUrl}#/approvals`);
     }
     say('');
   };
@@ -403,7 +404,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const clients = await openClients(env);
   // Follow every run's events live.
   const ac = new AbortController();
-  const onApproval = approvalPrompt(clients, options.once);
+  const onApproval = approvalPrompt(clients, options.once, operatorConsole.url);
   const follow = followLive({ nc: clients.nc, prefix: env.prefix, signal: ac.signal, onApproval });
   await new Promise((r) => setTimeout(r, 500));
   const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);

@@ -1,10 +1,17 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import type { BrowserContext, Page } from 'playwright-core';
 import type { DeadLetter } from '@bosun/contract';
-import { ROOT, freePort, startClusterTest, startService, waitUntil, type ClusterTest, type ServiceProcess } from '../helpers/index.js';
+import {
+  ROOT,
+  freePort,
+  openBrowser,
+  startClusterTest,
+  startService,
+  waitUntil,
+  type ClusterTest,
+  type ServiceProcess,
+} from '../helpers/index.js';
 
 // The operator web console in headless Chromium (Debian's `chromium`, driven by playwright-core),
 // against a cluster of separate processes and the console as its own process (cli/dist/console/main.js):
@@ -13,13 +20,12 @@ import { ROOT, freePort, startClusterTest, startService, waitUntil, type Cluster
 // without the CSRF token refused.
 
 const TOKEN = 'console-test-token-7f3a9c';
-const CHROMIUM = process.env.BOSUN_CHROMIUM ?? '/usr/bin/chromium';
 const XSS = 'Checkout is down <img src=x onerror="window.__xss=1"> after deploy';
 
 let t: ClusterTest;
 let consoleProcess: ServiceProcess | undefined;
 let base = '';
-let profile = '';
+let closeBrowser: (() => Promise<void>) | undefined;
 let browser: BrowserContext;
 let page: Page;
 
@@ -37,30 +43,15 @@ beforeAll(async () => {
     config.mcpServers.demo.tools = { restart_pod: 'ask' };
   });
   base = await startConsole(t.env);
-  profile = mkdtempSync(join(tmpdir(), 'bosun-console-chromium-'));
-  browser = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-  page = await browser.newPage();
-  page.setDefaultTimeout(30_000);
+  const opened = await openBrowser();
+  ({ browser, page } = opened);
+  closeBrowser = () => opened.close();
 }, 120_000);
 
 afterAll(async () => {
-  await browser?.close();
+  await closeBrowser?.();
   await consoleProcess?.stop();
   await t?.close();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 describe('the operator console in Chromium', () => {
