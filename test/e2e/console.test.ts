@@ -178,6 +178,8 @@ describe('the operator console in Chromium', () => {
       csrf,
     );
     expect(withToken).toBe(404);
+    // An event stream is of one run (a run id) or of every run: no NATS subject pattern gets through.
+    expect(await page.evaluate(async () => (await fetch('/api/events?run=%3E')).status)).toBe(400);
     // An in-doubt call's ack names the action it needs.
     const badAck = await page.evaluate(
       async (token) =>

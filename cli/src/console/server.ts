@@ -24,6 +24,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/transport-node';
 import type { Logger } from '@bosun/config';
+import { RUN_ID_PATTERN } from '@bosun/contract';
 import { HttpServer, Router, readBody, sendError, sendJson } from '@bosun/transport';
 import { ConsoleApi, type ConsoleDeps } from './api.js';
 import { QUEUES_PATH, QueueBoard } from './queues.js';
@@ -114,7 +115,7 @@ class ConsoleRoutes {
       .on('GET', '/', page('/'))
       .on('GET', '/app.js', page('/app.js'))
       .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => sendJson(res, 200, { csrf: this.sessions.csrfOf(req) })))
-      .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.streams.serve(c.req, c.res, c.query.get('run') ?? undefined)))
+      .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run'))))
       .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c)))
       .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c)))
       .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c)))
@@ -134,6 +135,15 @@ class ConsoleRoutes {
       return sendError(res, 403, 'the queues view is read-only');
     }
     return board.handle(req, res);
+  }
+
+  /** One run's events (a run id, checked), or every run's. */
+  private events(req: IncomingMessage, res: ServerResponse, runId: string | null): Promise<void> | void {
+    if (runId !== null && !RUN_ID_PATTERN.test(runId)) {
+      req.resume();
+      return sendError(res, 400, 'run: not a run id (r and 20 hex digits)');
+    }
+    return this.streams.serve(req, res, runId ?? undefined);
   }
 
   /** Runs `fn` for a request of a live session; else 401. */
