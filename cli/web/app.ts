@@ -257,10 +257,42 @@ function renderRun(info: HTMLElement, d: Json): void {
   );
 }
 
+const CALL_EVENTS = new Set(['model.called', 'tool.completed', 'tool.failed']);
+
+/** Each agent's model calls and tool calls, with their durations, in seq order. */
+function callsTable(events: RunEvent[]): HTMLElement[] {
+  return events
+    .filter((e) => CALL_EVENTS.has(e.type))
+    .map((e) => {
+      const name = e.type === 'model.called' ? asText(e.data.model ?? '') : asText(e.data.tool ?? '');
+      const outcome = e.type === 'tool.failed' ? asText(e.data.error ?? 'failed') : e.data.isError === true ? 'tool error' : 'ok';
+      return h(
+        'tr',
+        { 'data-seq': String(e.seq) },
+        ...[e.agent ?? '', e.type === 'model.called' ? 'model' : 'tool', name, `${asText(e.data.durationMs ?? '?')} ms`, outcome].map((t) =>
+          h('td', { text: t }),
+        ),
+      );
+    });
+}
+
 function runPage(main: HTMLElement, runId: string): () => void {
   const info = h('div', { id: 'run-info' });
   const timeline = h('ol', { id: 'timeline' });
-  main.append(h('h2', { text: `Run ${runId}` }), info, h('h3', { text: 'Timeline' }), timeline);
+  const calls = h('tbody');
+  const callsHead = h(
+    'thead',
+    {},
+    h('tr', {}, ...['agent', 'call', 'model or tool', 'duration', 'outcome'].map((t) => h('th', { text: t }))),
+  );
+  main.append(
+    h('h2', { text: `Run ${runId}` }),
+    info,
+    h('h3', { text: 'Model and tool calls' }),
+    h('table', { id: 'calls' }, callsHead, calls),
+    h('h3', { text: 'Timeline' }),
+    timeline,
+  );
   const events = new Map<number, RunEvent>();
   const load = async () => {
     try {
@@ -274,6 +306,7 @@ function runPage(main: HTMLElement, runId: string): () => void {
     if (events.has(e.seq)) return;
     events.set(e.seq, e);
     const sorted = [...events.values()].sort((a, b) => a.seq - b.seq);
+    calls.replaceChildren(...callsTable(sorted));
     timeline.replaceChildren(
       ...sorted.map((x) =>
         h('li', {

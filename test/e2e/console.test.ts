@@ -107,6 +107,12 @@ describe('the operator console in Chromium', () => {
     const seqs = await page.$$eval('#timeline li', (lis) => lis.map((li) => Number(li.getAttribute('data-seq'))));
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
     expect(seqs.length).toBeGreaterThan(4);
+    // Each agent's model and tool calls, with their durations.
+    const calls = await page.$$eval('#calls tbody tr', (trs) =>
+      trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent)),
+    );
+    expect(calls).toContainEqual(['kubernetes', 'tool', 'demo__restart_pod', expect.stringMatching(/^\d+ ms$/), 'ok']);
+    expect(calls.some((c) => c[0] === 'coordinator' && c[1] === 'model')).toBe(true);
     await page.screenshot({ path: join(ROOT, 'docs/console-run.png'), fullPage: true });
   });
 
