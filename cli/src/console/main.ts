@@ -25,7 +25,7 @@ runService({
     const port = portOf(args.port);
     return `token set, port ${port}; ${await checkRuntime(env, { service: 'console' })}`;
   },
-  start: (args, env) =>
+  start: async (args, env) =>
     openConsole(env, {
       port: portOf(args.port),
       host: typeof args.host === 'string' ? args.host : '127.0.0.1',
