@@ -116,6 +116,31 @@ describe('the operator console in Chromium', () => {
     await page.screenshot({ path: join(ROOT, 'docs/console-run.png'), fullPage: true });
   });
 
+  it('denies an approval with a reason typed in the page; the run goes on without the call', async () => {
+    const restart = { tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason: 'deny' } };
+    const { job, runId } = await t.client.publish({
+      id: 'console-deny',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'deny me',
+      payload: { fake: { calls: { kubernetes: [restart] } } },
+    });
+    const requested = await t.client.events.waitFor(
+      (e) => e.runId === runId && e.type === 'approval.requested',
+      30_000,
+      'approval.requested',
+    );
+    await page.goto(`${base}/#/approvals`);
+    const block = page.locator('section.approval', { hasText: runId });
+    await block.locator('input.deny-reason').fill('not during the freeze');
+    await block.locator('button.deny').click();
+    await page.waitForSelector('#approvals-msg:has-text("denied")');
+    const resolved = await t.client.events.waitFor((e) => e.runId === runId && e.type === 'approval.resolved', 30_000, 'approval.resolved');
+    expect(resolved.data).toMatchObject({ approvalId: requested.data.approvalId, status: 'denied' });
+    expect(['completed', 'partial']).toContain((await t.client.result(job, 60_000)).status);
+    await block.waitFor({ state: 'detached' });
+  });
+
   it('retries a dead letter with its button', async () => {
     const { runId } = await t.client.publish({
       id: 'console-dlq',
