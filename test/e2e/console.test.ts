@@ -40,7 +40,7 @@ async function startConsole(env: Record<string, string>): Promise<string> {
 beforeAll(async () => {
   t = await startClusterTest('console', (config) => {
     // restart_pod asks an operator (as in the demo config).
-    config.mcpServers.demo.tools = { restart_pod: 'ask' };
+    config.mcpServers.demo.tools = { restart_pod: 'ask', rollback_deployment: 'ask' };
   });
   base = await startConsole(t.env);
   const opened = await openBrowser();
@@ -136,9 +136,30 @@ describe('the operator console in Chromium', () => {
     await block.locator('button.deny').click();
     await page.waitForSelector('#approvals-msg:has-text("denied")');
     const resolved = await t.client.events.waitFor((e) => e.runId === runId && e.type === 'approval.resolved', 30_000, 'approval.resolved');
-    expect(resolved.data).toMatchObject({ approvalId: requested.data.approvalId, status: 'denied' });
+    expect(resolved.data).toMatchObject({ approvalId: requested.data.approvalId, status: 'denied', denyReason: 'not during the freeze' });
     expect(['completed', 'partial']).toContain((await t.client.result(job, 60_000)).status);
     await block.waitFor({ state: 'detached' });
+  });
+
+  it('approves only the ticked calls', async () => {
+    const restart = { tool: 'demo__restart_pod', args: { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q', reason: 'some' } };
+    const rollback = { tool: 'demo__rollback_deployment', args: { service: 'search', toVersion: 'v8' } };
+    const { job, runId } = await t.client.publish({
+      id: 'console-some',
+      source: 'test',
+      reason: 'PodCrashLooping',
+      summary: 'approve some',
+      payload: { fake: { calls: { kubernetes: [restart, rollback] }, parallel: ['kubernetes'] } },
+    });
+    await t.client.events.waitFor((e) => e.runId === runId && e.type === 'approval.requested', 30_000, 'approval.requested');
+    await page.goto(`${base}/#/approvals`);
+    const block = page.locator('section.approval', { hasText: runId });
+    await block.locator('input[type=checkbox][data-index="1"]').uncheck();
+    await block.locator('button.approve').click();
+    await page.waitForSelector('#approvals-msg:has-text("approved")');
+    const resolved = await t.client.events.waitFor((e) => e.runId === runId && e.type === 'approval.resolved', 30_000, 'approval.resolved');
+    expect(resolved.data).toMatchObject({ status: 'approved', approved: [0], decidedBy: 'console-operator' });
+    expect((await t.client.result(job, 60_000)).status).toBe('completed');
   });
 
   it('retries a dead letter with its button', async () => {
