@@ -408,8 +408,19 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const follow = followLive({ nc: clients.nc, prefix: env.prefix, signal: ac.signal, onApproval });
   await new Promise((r) => setTimeout(r, 500));
   const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
-  const [sampleFailures, alertFailures] = await Promise.all([publishSamples(clients, stamp), alertHop?.run(stamp, say) ?? 0]);
-  const failures = sampleFailures + alertFailures;
+  const samples = Promise.all([publishSamples(clients, stamp), alertHop?.run(stamp, say) ?? 0]);
+  // Ctrl-C while the samples still wait for their results (the rollback waits for an operator):
+  // the cluster is stopped, so stop waiting too and exit.
+  const first = await Promise.race([samples.then(([a, b]) => ({ failures: a + b })), cluster.exited.then((code) => ({ code }))]);
+  if ('code' in first) {
+    ac.abort();
+    await clients.close().catch(() => undefined);
+    await alertHop?.close();
+    // Its waits end with the closed connections (or their own timeout); nothing is left to report.
+    void samples.catch(() => undefined);
+    return first.code;
+  }
+  const { failures } = first;
 
   if (options.once) {
     ac.abort();

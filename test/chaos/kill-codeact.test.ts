@@ -18,7 +18,8 @@ import {
 // Chaos: a CodeAct script makes five mutating calls to the demo MCP server, which logs every
 // call that reaches it (the real applications). The specialist running it is SIGKILLed between
 // calls 2 and 3, and again between calls 4 and 5. The task completes in another process, each
-// effect is applied exactly once, and the calls already made are answered from the journal.
+// effect is applied exactly once, and the calls already made are answered from the journal. Each
+// call takes 1.5 s, so that the kill lands between two calls even on a loaded machine.
 
 let t: ClusterTest;
 let ctx: TestContext;
@@ -44,7 +45,7 @@ beforeAll(async () => {
     (config, c) => {
       toolLog = callLog(join(c.dir, 'calls.jsonl'));
       config.mcpServers.demo.tools = {};
-      config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '500' };
+      config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '1500' };
       config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
       config.specialists.coder = {
         ...config.specialists.kubernetes,

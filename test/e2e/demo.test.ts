@@ -103,3 +103,30 @@ describe('npm start (bosun demo --once)', () => {
     expect(await exited, out).toBe(0);
   }, 240_000);
 });
+
+describe('npm start, stopped with Ctrl-C', () => {
+  it('exits at once (code 0) while a sample still waits for an operator', async () => {
+    const child = reap(
+      spawn(process.execPath, [ENTRY.cli, 'demo'], {
+        env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    // The rollback sample waits for an approval: the demo is still waiting for its result.
+    await waitUntil(
+      () => out.includes('approval needed'),
+      90_000,
+      () => `the rollback waiting for approval:\n${out}`,
+    );
+    const sent = Date.now();
+    child.kill('SIGINT');
+    const code = await Promise.race([exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 30_000))]);
+    expect(code, out).toBe(0);
+    expect(Date.now() - sent).toBeLessThan(30_000);
+    expect(out).toContain('stopping the demo cluster…');
+  }, 150_000);
+});

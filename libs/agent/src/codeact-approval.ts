@@ -1,7 +1,7 @@
 import { taskApprovalId, type Approval, type CatalogTool, type CodeActCall } from '@bosun/contract';
 import { ApprovalWaiter, approvalRequestedEvent } from '@bosun/transport';
 import type { TaskRun } from './task-run.js';
-import { ParkError } from './task-types.js';
+import { parkForApproval } from './task-approval.js';
 
 /** The approval a script's call to an `ask` tool needs: one per call, `ap-<taskId>-s<step>-c<i>`. */
 export function scriptApprovalId(taskId: string, step: number, index: number): string {
@@ -37,7 +37,7 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
     run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'script waiting for approval');
   }
   if (approval.status === 'pending') {
-    if (!ApprovalWaiter.isDue(approval)) return park(run, approval);
+    if (!ApprovalWaiter.isDue(approval)) return parkForApproval(run, approval);
     approval = await waiter.expire(approval);
   }
   if (state.pending?.kind === 'approval' && state.pending.approvalId === id) {
@@ -47,13 +47,4 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
     run.dirty = true;
   }
   return approval;
-}
-
-async function park(run: TaskRun, approval: Approval): Promise<never> {
-  const { state } = run;
-  const since =
-    state.pending?.kind === 'approval' && state.pending.approvalId === approval.id ? state.pending.at : new Date().toISOString();
-  state.pending = { kind: 'approval', step: state.step, approvalId: approval.id, at: since };
-  await run.save();
-  throw new ParkError(approval.id, Date.parse(approval.timeoutAt));
 }

@@ -10,6 +10,7 @@ import {
 import type { SandboxHost } from '@bosun/sandbox';
 import { scriptApproval } from './codeact-approval.js';
 import { notApproved } from './task-approval.js';
+import { budgetStop, chargeToolCalls } from './task-budget.js';
 import type { TaskRun } from './task-run.js';
 
 /** A replayed script asked for another call than the journal holds at the same position. */
@@ -25,6 +26,17 @@ export class ScriptHostFailure extends BosunError {
   constructor(message: string, cause: unknown) {
     super('script_host_failure', message, { cause });
     this.name = 'ScriptHostFailure';
+  }
+}
+
+/**
+ * The script's next call would cross the task's or the run's budget: the call is not sent, the
+ * script is stopped there (it cannot catch this) and the task ends INCOMPLETE `budget`.
+ */
+export class ScriptOverBudget extends BosunError {
+  constructor(readonly reason: string) {
+    super('over_budget', reason);
+    this.name = 'ScriptOverBudget';
   }
 }
 
@@ -95,6 +107,13 @@ export class ScriptHost implements SandboxHost {
 
   async callTool(name: string, args: Record<string, unknown>, index: number): Promise<CodeActAnswer> {
     const { run } = this;
+    // A call not yet in the journal is a new spend: checked against the budget before it is
+    // recorded, and counted in the same checkpoint write as its journal entry (a replay of a
+    // journaled call is never counted again).
+    if (index >= this.journal.calls.length) {
+      const over = await budgetStop(run, { toolCalls: 1 });
+      if (over) throw new ScriptOverBudget(over);
+    }
     const call = this.entry(name, args, index);
     if (call.answer) {
       this.emitReplay(call, index, 'journal');
@@ -119,6 +138,7 @@ export class ScriptHost implements SandboxHost {
     if (!known) {
       const call: CodeActCall = { key, tool: name, args };
       journal.calls.push(call);
+      chargeToolCalls(run, 1);
       run.dirty = true;
       return call;
     }

@@ -1,12 +1,13 @@
 import { STALL_MARKER, type CodeActJournal, type TaskJob, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, validateAgainstSchema } from '@bosun/config';
-import { ModelError, type ModelResponse } from '@bosun/models';
+import { ModelError, ThrottledError, type ModelResponse } from '@bosun/models';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { DEFAULT_SANDBOX_LIMITS, runScript, type SandboxLimits, type ScriptOutcome, type TaggedResult } from '@bosun/sandbox';
-import { NonDeterminismError, ScriptCancelled, ScriptHost, ScriptHostFailure } from './codeact-host.js';
+import { NonDeterminismError, ScriptCancelled, ScriptHost, ScriptHostFailure, ScriptOverBudget } from './codeact-host.js';
 import { clip, codeActSystem, describeOutcome, extractScript } from './codeact-prompt.js';
 import { stepBoundary } from './task.js';
-import { endIncomplete, stallUnlessCancelled } from './task-end.js';
+import { budgetStop, chargeModelCall } from './task-budget.js';
+import { endIncomplete, stallUnlessCancelled, usageOf } from './task-end.js';
 import { TaskRun, openTaskRun } from './task-run.js';
 import { RetryableTaskError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
 
@@ -59,6 +60,9 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     state.askedToFinish = true;
     state.messages.push({ role: 'user', text: ASK_TO_FINISH });
   }
+  // The same budgets as the task loop, checked before the call that would cross them.
+  const over = await budgetStop(run, { modelCall: true });
+  if (over) return endIncomplete(run, { kind: 'budget', reason: over });
   const started = Date.now();
   let response: ModelResponse;
   try {
@@ -72,22 +76,40 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
       outputSchema: spec.outputSchema,
     });
   } catch (err) {
-    if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
-    return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
+    return modelFailed(run, err);
   }
+  recordModelTurn(run, response, Date.now() - started);
+  return undefined;
+}
+
+/** A model call that failed: handed back when throttled or retryable, else the task fails. */
+async function modelFailed(run: TaskRun, err: unknown): Promise<TaskResult> {
+  // Its turn at the cluster-wide limiter is far off: hand the task back, holding no worker.
+  if (err instanceof ThrottledError) {
+    await run.saveIfDirty();
+    throw err;
+  }
+  if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
+  return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
+}
+
+/** Counts the model's turn (usage in the checkpoint with the turn), announces it and records its script. */
+function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: number): void {
+  const { deps, state } = run;
   state.step++;
+  chargeModelCall(run, response);
   run.emit('model.called', {
     taskId: run.job.taskId,
     step: state.step,
     model: response.model ?? deps.model.name,
-    durationMs: Date.now() - started,
+    durationMs,
     calls: [],
     ...(response.usage ? { usage: response.usage } : {}),
+    ...(response.fallback ? { fallback: response.fallback } : {}),
   });
   state.messages.push({ role: 'model', text: response.text ?? '' });
   delete state.pending;
   run.dirty = true;
-  return undefined;
 }
 
 /** The sandbox limits of this specialist. */
@@ -140,6 +162,7 @@ async function scriptTurn(run: TaskRun, script: string): Promise<TaskResult | un
     outcome = await runScript(script, new ScriptHost(run, journal, run.deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY), limitsOf(run.spec));
   } catch (err) {
     if (err instanceof ScriptCancelled) return endIncomplete(run, { kind: 'cancelled' });
+    if (err instanceof ScriptOverBudget) return endIncomplete(run, { kind: 'budget', reason: err.reason });
     if (err instanceof NonDeterminismError || err instanceof ScriptHostFailure)
       return endIncomplete(run, { kind: 'failure', reason: err.message });
     throw err;
@@ -181,7 +204,7 @@ async function finalResult(run: TaskRun, outcome: ScriptOutcome, output: unknown
   const problem = validateAgainstSchema(spec.outputSchema, output);
   if (problem === null) {
     const result = await run.finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output, attempts: run.attempt });
-    run.emit('agent.completed', { taskId: job.taskId, steps: state.step, output: output ?? null });
+    run.emit('agent.completed', { taskId: job.taskId, steps: state.step, output: output ?? null, ...usageOf(run) });
     return result;
   }
   state.invalidOutputs++;
@@ -205,7 +228,8 @@ async function finalResult(run: TaskRun, outcome: ScriptOutcome, output: unknown
 async function transfer(run: TaskRun, agent: string, reason: string): Promise<TaskResult> {
   const { job, spec } = run;
   const why = `transferred the task to ${agent}${reason ? `: ${reason}` : ''}`;
-  run.emit('agent.stalled', { taskId: job.taskId, kind: 'transfer', reason: why, marker: STALL_MARKER, lastWords: run.lastWords() });
+  const lastWords = run.lastWords();
+  run.emit('agent.stalled', { taskId: job.taskId, kind: 'transfer', reason: why, marker: STALL_MARKER, lastWords, ...usageOf(run) });
   return run.finish({
     v: 1,
     taskId: job.taskId,

@@ -22,7 +22,7 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
   const id = taskApprovalId(run.job.taskId, run.state.step);
   let approval = (await store.get(id)) ?? (await requestApproval(run, store, calls, asking));
   if (approval.status === 'pending') {
-    if (!ApprovalWaiter.isDue(approval)) return park(run, approval);
+    if (!ApprovalWaiter.isDue(approval)) return parkForApproval(run, approval);
     approval = await waiter.expire(approval);
   }
   const { state } = run;
@@ -70,8 +70,8 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
   return approval;
 }
 
-/** Records the wait in the checkpoint and parks the task until the approval's timeout. */
-async function park(run: TaskRun, approval: Approval): Promise<never> {
+/** Records the wait in the checkpoint and parks the task until the approval's timeout (both loops). */
+export async function parkForApproval(run: TaskRun, approval: Approval): Promise<never> {
   const { state } = run;
   // Parked since the first time (a task woken early keeps its original start of the wait).
   const since =

@@ -138,6 +138,6 @@ async function complete(run: TaskRun, finishCall: ToolCall): Promise<TaskResult>
 }
 
 /** The task's usage so far, as an event field (absent before anything was spent). */
-function usageOf(run: TaskRun): { usage?: TaskResult['usage'] } {
+export function usageOf(run: TaskRun): { usage?: TaskResult['usage'] } {
   return run.state.usage ? { usage: run.state.usage } : {};
 }

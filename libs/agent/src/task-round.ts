@@ -1,7 +1,8 @@
-import { emptyUsage, sumUsage, toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult } from '@bosun/contract';
+import { toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult } from '@bosun/contract';
 import type { ToolCall, ToolResponse } from '@bosun/models';
 import { LOAD_TOOLS } from './routing.js';
 import { describeDecision, neededApproval, notApproved } from './task-approval.js';
+import { chargeToolCalls } from './task-budget.js';
 import { endIncomplete } from './task-end.js';
 import type { TaskRun } from './task-run.js';
 
@@ -27,7 +28,7 @@ export async function toolRound(run: TaskRun, calls: readonly ToolCall[], approv
   // A round resumed after a crash was already counted (rounds and tool calls) when it was first saved.
   if (!(state.pending?.kind === 'tools' && state.pending.step === step)) {
     state.toolRounds++;
-    state.usage = sumUsage(state.usage, { ...emptyUsage(), toolCalls: calls.length });
+    chargeToolCalls(run, calls.length);
   }
   state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
   const cancelling = run.isCancelled();

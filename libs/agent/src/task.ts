@@ -1,8 +1,7 @@
-import { FINISH_TASK_TOOL, sumUsage, type TaskJob, type TaskResult } from '@bosun/contract';
+import { FINISH_TASK_TOOL, type TaskJob, type TaskResult } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, ThrottledError, type ModelResponse, type ToolCall } from '@bosun/models';
-import { modelCallUsage } from './budget.js';
-import { budgetStop } from './task-budget.js';
+import { budgetStop, chargeModelCall } from './task-budget.js';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
 import { malformedArgsStep } from './task-args.js';
@@ -122,8 +121,7 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
   const { state } = run;
   state.step++;
   // Counted in the same checkpoint write as the turn itself: a resumed task never counts it again.
-  const price = response.fallback ? run.deps.fallbackPrice : run.deps.price;
-  state.usage = sumUsage(state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));
+  chargeModelCall(run, response);
   run.emit('model.called', {
     taskId: run.job.taskId,
     step: state.step,

@@ -24,6 +24,7 @@ export type ErrorCode =
   | 'no_catalog'
   | 'non_deterministic'
   | 'script_host_failure'
+  | 'over_budget'
   // Operators' requests (approvals, run control, HTTP).
   | 'not_found'
   | 'already_decided'

@@ -66,3 +66,4 @@ export type { TraceCarrier, SpanOptions } from './tracing.js';
 export { RunUsageLedger } from './usage-ledger.js';
 export { RedisRateLimiter } from './rate-limiter.js';
 export type { RateLimits } from './rate-limiter.js';
+export { SeqOrder } from './seq-order.js';

@@ -6,6 +6,7 @@
 import { DeliverPolicy, jetstream, type Consumer } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { RunEvent, runSubject, runsStreamName } from '@bosun/contract';
+import { SeqOrder } from '@bosun/transport';
 
 /** One step of {@link followRun}: an event, or a quiet interval. */
 export type FollowStep = { kind: 'event'; event: RunEvent } | { kind: 'tick' };
@@ -21,35 +22,6 @@ async function openConsumer(nc: NatsConnection, prefix: string, runId: string): 
   } catch {
     // The stream may not exist yet (no event published under this prefix): look again at the next tick.
     return undefined;
-  }
-}
-
-/**
- * Puts a run's events back in `seq` order: events of one run come from several processes, so
- * the stream may hold them slightly out of order. A later event waits for the missing one until
- * the next quiet interval, then goes on without it.
- */
-class InOrder {
-  private next = 1;
-  private readonly held = new Map<number, RunEvent>();
-
-  push(e: RunEvent): RunEvent[] {
-    if (e.seq < this.next || this.held.has(e.seq)) return [];
-    this.held.set(e.seq, e);
-    const ready: RunEvent[] = [];
-    for (let h = this.held.get(this.next); h; h = this.held.get(this.next)) {
-      ready.push(h);
-      this.held.delete(this.next++);
-    }
-    return ready;
-  }
-
-  /** What is held, in order, giving up on the gaps before it. */
-  flush(): RunEvent[] {
-    const ready = [...this.held.values()].sort((a, b) => a.seq - b.seq);
-    this.held.clear();
-    if (ready.length > 0) this.next = ready[ready.length - 1]!.seq + 1;
-    return ready;
   }
 }
 
@@ -70,7 +42,7 @@ export async function* followRun(
   signal: AbortSignal,
 ): AsyncGenerator<FollowStep> {
   let consumer: Consumer | undefined;
-  const order = new InOrder();
+  const order = new SeqOrder();
   while (!signal.aborted) {
     const nc = nats();
     if (!consumer && nc) consumer = await openConsumer(nc, prefix, runId);
@@ -81,7 +53,7 @@ export async function* followRun(
     }
     const m = await consumer.next({ expires: TICK_MS }).catch(() => null);
     if (signal.aborted) return;
-    const ready = m ? order.push(parseEvent(m) ?? ({ seq: 0 } as RunEvent)) : order.flush();
+    const ready = m ? order.push(parseEvent(m) ?? ({ seq: 0 } as RunEvent)) : order.skipGap().ready;
     for (const event of ready) yield { kind: 'event', event };
     if (!m) yield { kind: 'tick' };
   }
