@@ -148,7 +148,7 @@ export async function postSampleAlert(port: number, token: string, stamp: string
 }
 
 /** Where the intake listens in the demo: a port free right now. */
-function freePort(): Promise<number> {
+export function freePort(): Promise<number> {
   return new Promise((resolveP, reject) => {
     const srv = createServer();
     srv.once('error', reject);

@@ -22,6 +22,7 @@ import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 import { prepareDemoAlert, type DemoAlertHop } from './demo-alert.js';
 import { a2aDemoLines } from './demo-a2a.js';
+import { prepareDemoConsole } from './demo-console.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -197,14 +198,15 @@ class DemoCluster {
     this.exited = new Promise<number>((r) => (this.resolveExit = r));
   }
 
-  /** Starts every service of {@link DEMO_SERVICES} (and `extra`) with this process's environment. */
-  launch(extra: readonly (readonly [string, string])[] = []): void {
-    for (const [name, script] of [...DEMO_SERVICES, ...extra]) {
+  /** Starts every service of {@link DEMO_SERVICES} (and `extra`, with their arguments) with this process's environment. */
+  launch(extra: readonly (readonly [string, string, (readonly string[])?])[] = []): void {
+    for (const [name, script, args] of [...DEMO_SERVICES, ...extra]) {
       const file = join(this.logDir, `${name}.log`);
       const log = createWriteStream(file, { flags: 'a' });
       const p = this.group.launch({
         name,
         script: join(root, script),
+        ...(args ? { args } : {}),
         env: process.env,
         keepLines: 20,
         onLine: (l) => log.write(`${l}\n`),
@@ -284,7 +286,7 @@ async function openClients(env: BosunEnv): Promise<DemoClients> {
 }
 
 /** What the demo says when a run asks for an approval; with `--once` it approves it itself after 2 s. */
-function approvalPrompt(clients: DemoClients, once: boolean): (id: string) => void {
+function approvalPrompt(clients: DemoClients, once: boolean, consoleUrl: string): (id: string) => void {
   return (id) => {
     say('');
     say(`  >> approval needed: ${id}`);
@@ -302,6 +304,7 @@ function approvalPrompt(clients: DemoClients, once: boolean): (id: string) => vo
     } else {
       say(`  >> approve it from another terminal:  npx bosun approve ${id}`);
       say(`  >> or deny it:                        npx bosun deny ${id} --reason "not now"`);
+      say(`  >> or in the console:                 ${consoleUrl}#/approvals`);
     }
     say('');
   };
@@ -360,6 +363,7 @@ function sayKeepRunning(): void {
   say('  npx bosun publish incident.json     # publish your own incident');
   say('  npx bosun watch                     # follow events');
   say('  npx bosun dlq                       # the dead-letter queue');
+  say('  or the operator console in a browser (its URL and token are above)');
   say('Press Ctrl-C to stop.');
 }
 
@@ -386,19 +390,21 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   say(`Bosun demo — prefix "${env.prefix}", logs in ${logDir}`);
   // Alerts in, answers out: the intake, and a local stand-in for Slack that receives the answers.
   const alertHop: DemoAlertHop | undefined = await prepareDemoAlert(root, env.configFile);
-  cluster.launch(alertHop ? [['intake', 'services/intake/dist/main.js']] : []);
-  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes), and the A2A server');
+  const operatorConsole = await prepareDemoConsole();
+  cluster.launch([...(alertHop ? [['intake', 'services/intake/dist/main.js'] as const] : []), operatorConsole.service]);
+  say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes), the A2A server and the console');
   if (alertHop) say('started: intake (Alertmanager webhooks in, answers delivered to a local Slack stand-in)');
   if (!(await cluster.ready())) {
     await alertHop?.close();
     return cluster.exited;
   }
   for (const line of a2aDemoLines(env.configFile)) say(line);
+  say(`operator console: ${operatorConsole.url}  (log in with the token ${operatorConsole.token})`);
 
   const clients = await openClients(env);
   // Follow every run's events live.
   const ac = new AbortController();
-  const onApproval = approvalPrompt(clients, options.once);
+  const onApproval = approvalPrompt(clients, options.once, operatorConsole.url);
   const follow = followLive({ nc: clients.nc, prefix: env.prefix, signal: ac.signal, onApproval });
   await new Promise((r) => setTimeout(r, 500));
   const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);

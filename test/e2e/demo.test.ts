@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { STALL_MARKER } from '@bosun/contract';
-import { ENTRY, openContext, reap, waitUntil, type TestContext } from '../helpers/index.js';
+import { ENTRY, consoleLogin, openBrowser, openContext, reap, waitUntil, type TestContext } from '../helpers/index.js';
 
 // `npm start` runs `bosun demo`; with --once it exits after the sample incidents.
 
@@ -34,6 +34,8 @@ describe('npm start (bosun demo --once)', () => {
     expect(code, out).toBe(0);
     expect(out).toContain('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes)');
     expect(out).toContain('A2A server: agent card at http://127.0.0.1:8091/.well-known/agent-card.json');
+    // The operator console: its URL and this demo's token.
+    expect(out).toMatch(/operator console: http:\/\/127\.0\.0\.1:\d+\/ {2}\(log in with the token demo-[0-9a-f]{24}\)/);
     expect(out.match(/=== result of demo-\S+-crashloop .*: COMPLETED/)).not.toBeNull();
     expect(out.match(/=== result of demo-\S+-latency .*: COMPLETED/)).not.toBeNull();
     expect(out.match(/=== result of demo-\S+-errors .*: PARTIAL, 1 incomplete/)).not.toBeNull();
@@ -54,6 +56,52 @@ describe('npm start (bosun demo --once)', () => {
     expect(slack![3]).toContain(`*Bosun* — incident \`${slack![1]}\` (PodCrashLooping, critical): *completed*`);
     expect(slack![3]).toContain('<https://runbooks.example/pod-crashlooping|runbook>');
   }, 150_000);
+
+  it('without --once: a new user watches the incidents in the console and approves the rollback there', async () => {
+    const child = reap(
+      spawn(process.execPath, [ENTRY.cli, 'demo'], {
+        env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+    );
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    const browser = await openBrowser();
+    try {
+      let m: RegExpExecArray | null = null;
+      await waitUntil(
+        () => (m = /operator console: (http:\S+?)\/ {2}\(log in with the token (\S+)\)/.exec(out)) !== null,
+        90_000,
+        () => `the console line in: ${out}`,
+      );
+      const [, base, token] = m!;
+      await consoleLogin(browser.page, base!, token!);
+      const { page } = browser;
+      // The four sample incidents (and the alert's run) appear in the runs list.
+      await waitUntil(async () => (await page.locator('#runs tbody tr').count()) >= 5, 60_000, 'five runs listed');
+      await page.click('#nav-approvals');
+      const block = page.locator('section.approval', { hasText: 'rollback' });
+      await block.waitFor({ timeout: 60_000 });
+      await block.locator('button.approve').click();
+      await page.waitForSelector('#approvals-msg:has-text("approved")');
+      // Approved in the browser, the rollback runs and its run completes.
+      await waitUntil(
+        () => /=== result of demo-\S+-rollback .*: COMPLETED/.test(out),
+        90_000,
+        () => `the rollback's result in: ${out}`,
+      );
+      expect(out).toMatch(/>> or in the console: +http:\S+#\/approvals/);
+      expect(out).toMatch(/approval\.resolved.*approved/);
+      await page.click('#nav-runs');
+      await waitUntil(async () => (await page.locator('#runs tbody tr.state-completed').count()) >= 3, 30_000, 'completed runs listed');
+    } finally {
+      await browser.close();
+      child.kill('SIGINT');
+    }
+    expect(await exited, out).toBe(0);
+  }, 240_000);
 });
 
 describe('npm start, stopped with Ctrl-C', () => {

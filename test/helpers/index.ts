@@ -12,3 +12,4 @@ export type { OwnServerOptions, RedisClusterOptions } from './servers.js';
 export type { Client, ClientOptions, CliRun, CallLog, LoggedCall } from './harness.js';
 export { reap } from './reaper.js';
 export { a2aClient, tokenEntry, userMessage, sendRequest, collect, text as textPart, data as dataPart } from './a2a.js';
+export { openBrowser, consoleLogin, CHROMIUM } from './browser.js';

@@ -11,6 +11,7 @@ export const ENTRY = {
   gateway: resolve(ROOT, 'services/tool-gateway/dist/main.js'),
   intake: resolve(ROOT, 'services/intake/dist/main.js'),
   a2a: resolve(ROOT, 'services/a2a/dist/main.js'),
+  console: resolve(ROOT, 'cli/dist/console/main.js'),
   cli: resolve(ROOT, 'cli/dist/main.js'),
   demoMcp: resolve(ROOT, 'mcp-servers/demo/dist/main.js'),
   demoConfig: resolve(ROOT, 'infra/demo/bosun.yaml'),

@@ -13,7 +13,7 @@ const processes = new ProcessGroup({ killOnExit: true });
  * (`BOSUN_TEST_VERBOSE=1` also echoes them to stderr).
  */
 export function startService(
-  kind: 'coordinator' | 'specialist' | 'gateway' | 'intake' | 'a2a',
+  kind: 'coordinator' | 'specialist' | 'gateway' | 'intake' | 'a2a' | 'console',
   env: Record<string, string>,
   options: { name?: string; args?: string[] } = {},
 ): ServiceProcess {

@@ -80,7 +80,11 @@ const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 // OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
 const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
-const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a'];
+const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a', 'console'];
+/** The entry points that are not `services/<dir>/dist/main.js`: the console lives in the CLI's package. */
+const OTHER_ENTRIES: Record<string, { entry: string; source: string }> = {
+  console: { entry: 'cli/dist/console/main.js', source: 'cli/src/console/main.ts' },
+};
 const GRACE_DEFAULT_MS = 30_000;
 const HASH_ANNOTATION = 'bosun.dev/config-hash';
 
@@ -284,6 +288,8 @@ function serviceOf(argv: string[]): string | undefined {
   for (const a of argv) {
     const match = /^(?:\/app\/)?services\/([a-z0-9-]+)\/dist\/main\.js$/.exec(a);
     if (match) return match[1];
+    const other = Object.entries(OTHER_ENTRIES).find(([, e]) => a.replace(/^\/app\//, '') === e.entry);
+    if (other) return other[0];
   }
   return undefined;
 }
@@ -539,7 +545,8 @@ function checkK8sCommands(m: Model): string[] {
     for (const c of containers(d)) {
       const svc = serviceOf(k8sArgv(c));
       if (!svc) problems.push(`${id(d)}: ${c.name} runs no services/<name>/dist/main.js`);
-      else if (!exists(`services/${svc}/src/main.ts`)) problems.push(`${id(d)}: runs services/${svc}, which does not exist`);
+      else if (!exists(OTHER_ENTRIES[svc]?.source ?? `services/${svc}/src/main.ts`))
+        problems.push(`${id(d)}: runs services/${svc}, which does not exist`);
       else seen.add(svc);
     }
   }
@@ -863,7 +870,8 @@ function checkComposeBuild(m: Model): string[] {
     if (!existsSync(context)) problems.push(`${name}: build context ${build.context} does not exist`);
     if (!existsSync(dockerfile)) problems.push(`${name}: Dockerfile ${dockerfile} does not exist`);
     const svc = serviceOf(composeArgv(s));
-    if (svc && !exists(`services/${svc}/src/main.ts`)) problems.push(`${name}: runs services/${svc}, which does not exist`);
+    if (svc && !exists(OTHER_ENTRIES[svc]?.source ?? `services/${svc}/src/main.ts`))
+      problems.push(`${name}: runs services/${svc}, which does not exist`);
   }
   return problems;
 }
@@ -1177,7 +1185,14 @@ describe('the checks read what the code reads', () => {
 });
 
 describe('the services serve what the manifests probe', () => {
-  const KIND = { coordinator: 'coordinator', specialist: 'specialist', 'tool-gateway': 'gateway', intake: 'intake', a2a: 'a2a' } as const;
+  const KIND = {
+    coordinator: 'coordinator',
+    specialist: 'specialist',
+    'tool-gateway': 'gateway',
+    intake: 'intake',
+    a2a: 'a2a',
+    console: 'console',
+  } as const;
   const GRACE_MS = 12_345;
   let ctx: TestContext;
   let config: string;
@@ -1209,8 +1224,9 @@ describe('the services serve what the manifests probe', () => {
           LOG_LEVEL: 'info',
           // The intake's own port (the demo config's default 8090 may be taken on a test machine).
           BOSUN_INTAKE_PORT: '0',
+          BOSUN_CONSOLE_TOKEN: 'manifests-console-token',
         },
-        svc === 'a2a' ? { args: ['--port', '0'] } : {},
+        svc === 'a2a' || svc === 'console' ? { args: ['--port', '0'] } : {},
       );
       try {
         await p.ready();

@@ -1,0 +1,153 @@
+/**
+ * The console's JSON API: the same shared code as the CLI's commands — `RunControl` (runs),
+ * `ApprovalStore` (decide), `dead-letters.ts` (list, retry, drop, as `bosun dlq`), `run-view.ts`
+ * (`bosun runs show`) — answered as JSON. Every route here is behind the session (and every POST
+ * behind its CSRF token), see `server.ts`.
+ */
+import type { Job } from 'bullmq';
+import { DeadLetterKind, RunResult, parseDecision, DecisionError } from '@bosun/contract';
+import {
+  ApprovalError,
+  HttpError,
+  RUN_STATES,
+  approvalResolvedEvent,
+  readBody,
+  sendJson,
+  type ApprovalStore,
+  type EventSink,
+  type RouteContext,
+  type RunControl,
+  type RunState,
+} from '@bosun/transport';
+import { dropDeadLetter, listDeadLetters, retryDeadLetter } from '../dead-letters.js';
+import { readStats } from '../commands/stats.js';
+import { OperatorError, type OperatorDeps } from '../operator.js';
+import { showRun } from '../run-view.js';
+import { ackToolCall } from '../tool-calls.js';
+import { runStats } from './stats.js';
+
+/** What the API works with. */
+export interface ConsoleDeps extends OperatorDeps {
+  runs: RunControl;
+  approvals: ApprovalStore;
+  /** Where `approval.resolved` is published after a decision. */
+  events: EventSink;
+}
+
+const MAX_BODY = 64 * 1024;
+const FLUSH_WAIT_MS = 2_000;
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text === '' ? '{}' : text) as unknown;
+  } catch {
+    throw new HttpError(400, 'body: not valid JSON');
+  }
+}
+
+/** An {@link OperatorError} as an answer: 404 for "no …", 400 for bad usage, 409 otherwise. */
+function operatorAnswer(err: unknown): HttpError {
+  if (!(err instanceof OperatorError)) throw err;
+  const status = /^no /.test(err.message) ? 404 : err.exitCode === 2 ? 400 : 409;
+  return new HttpError(status, err.message, { cause: err });
+}
+
+/** The incident job's summary fields and result, as the run page shows them. */
+function jobDetail(job: Job | null): { incident?: unknown; result?: RunResult } {
+  if (!job) return {};
+  const data = job.data as Record<string, unknown>;
+  const incident = { id: data.id, source: data.source, reason: data.reason, summary: data.summary };
+  const parsed = RunResult.safeParse(job.returnvalue);
+  return { incident, ...(parsed.success ? { result: parsed.data } : {}) };
+}
+
+export class ConsoleApi {
+  constructor(private readonly deps: ConsoleDeps) {}
+
+  async listRuns({ res, query }: RouteContext): Promise<void> {
+    const status = query.get('status') ?? '';
+    if (status !== '' && !(RUN_STATES as readonly string[]).includes(status))
+      throw new HttpError(400, `status: must be one of ${RUN_STATES.join(', ')}`);
+    const runs = await this.deps.runs.list({ limit: 200, ...(status ? { state: status as RunState } : {}) });
+    sendJson(res, 200, runs);
+  }
+
+  async showRun({ res, params }: RouteContext): Promise<void> {
+    const runId = params.runId!;
+    const summary = await this.deps.runs.get(runId);
+    if (!summary) throw new HttpError(404, `no run ${runId}`);
+    const job = await this.deps.runs.findJob(runId);
+    const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [(err as Error).message] }));
+    sendJson(res, 200, { summary, ...jobDetail(job), view });
+  }
+
+  async listApprovals({ res }: RouteContext): Promise<void> {
+    sendJson(res, 200, await this.deps.approvals.pending());
+  }
+
+  async decide({ req, res, params }: RouteContext): Promise<void> {
+    const id = params.id!;
+    let decision;
+    try {
+      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { defaultBy: 'console-operator' });
+    } catch (err) {
+      if (err instanceof DecisionError) throw new HttpError(400, err.message);
+      throw err;
+    }
+    try {
+      const decided = await this.deps.approvals.decide(id, decision);
+      this.deps.events.emit(approvalResolvedEvent(decided));
+      await Promise.race([this.deps.events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
+      sendJson(res, 200, decided);
+    } catch (err) {
+      if (!(err instanceof ApprovalError)) throw err;
+      const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
+      throw new HttpError(status, err.message);
+    }
+  }
+
+  async listDeadLetters({ res, query }: RouteContext): Promise<void> {
+    const kind = query.get('kind') ?? '';
+    if (kind !== '' && !DeadLetterKind.safeParse(kind).success)
+      throw new HttpError(400, `kind: must be one of ${DeadLetterKind.options.join(', ')}`);
+    const { entries, problems } = await listDeadLetters(this.deps, kind ? { kind } : {});
+    sendJson(res, 200, { entries, problems });
+  }
+
+  async retryDeadLetter({ req, res, params }: RouteContext): Promise<void> {
+    req.resume();
+    try {
+      sendJson(res, 200, await retryDeadLetter(this.deps, params.id!));
+    } catch (err) {
+      throw operatorAnswer(err);
+    }
+  }
+
+  /** `bosun ack <key> --done|--retry|--skip` for an in-doubt tool call. */
+  async ack({ req, res, params }: RouteContext): Promise<void> {
+    const body = parseJson(await readBody(req, MAX_BODY)) as { action?: unknown };
+    const action = body.action;
+    if (action !== 'done' && action !== 'retry' && action !== 'skip') throw new HttpError(400, 'action: must be one of done, retry, skip');
+    try {
+      sendJson(res, 200, await ackToolCall(this.deps, params.key!, action, { by: 'console-operator' }));
+    } catch (err) {
+      throw operatorAnswer(err);
+    }
+  }
+
+  /** Runs per minute, p50/p99 durations (of the latest runs) and the degraded-result counters of `bosun stats`. */
+  async stats({ res }: RouteContext): Promise<void> {
+    const [runs, counters] = await Promise.all([this.deps.runs.list({ limit: 1000 }), readStats(this.deps)]);
+    sendJson(res, 200, { ...runStats(runs, Date.now()), ...counters });
+  }
+
+  async dropDeadLetter({ req, res, params }: RouteContext): Promise<void> {
+    req.resume();
+    try {
+      await dropDeadLetter(this.deps, params.id!);
+      sendJson(res, 200, { dropped: params.id });
+    } catch (err) {
+      throw operatorAnswer(err);
+    }
+  }
+}

@@ -1,0 +1,56 @@
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { SESSION_TTL_MS, Sessions, readCookie } from './session.js';
+
+// The console's logins, sessions and CSRF tokens, with a clock of our own.
+
+const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
+
+describe('Sessions', () => {
+  it('logs in with the operator token only, and gives each session its own CSRF token', () => {
+    const s = new Sessions('op-token-123');
+    expect(s.login('op-token-12')).toBeNull();
+    expect(s.login('')).toBeNull();
+    const a = s.login('op-token-123')!;
+    const b = s.login('op-token-123')!;
+    expect(a).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(a).not.toBe(b);
+    const csrfA = s.csrfOf(req({ cookie: `x=1; bosun_console=${a}` }));
+    expect(csrfA).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(csrfA).not.toBe(s.csrfOf(req({ cookie: `bosun_console=${b}` })));
+    expect(s.csrfOf(req({ cookie: 'bosun_console=forged' }))).toBeNull();
+    expect(s.csrfOf(req({}))).toBeNull();
+  });
+
+  it('accepts a POST only with the session’s own CSRF token', () => {
+    const s = new Sessions('op-token-123');
+    const a = s.login('op-token-123')!;
+    const b = s.login('op-token-123')!;
+    const csrfA = s.csrfOf(req({ cookie: `bosun_console=${a}` }))!;
+    expect(s.csrfOk(req({ cookie: `bosun_console=${a}`, 'x-csrf-token': csrfA }))).toBe(true);
+    expect(s.csrfOk(req({ cookie: `bosun_console=${a}` }))).toBe(false);
+    expect(s.csrfOk(req({ cookie: `bosun_console=${b}`, 'x-csrf-token': csrfA }))).toBe(false);
+    expect(s.csrfOk(req({ 'x-csrf-token': csrfA }))).toBe(false);
+  });
+
+  it('ends a session after its lifetime, and at logout', () => {
+    let now = 1_000;
+    const s = new Sessions('op-token-123', () => now);
+    const a = s.login('op-token-123')!;
+    const r = req({ cookie: `bosun_console=${a}` });
+    now += SESSION_TTL_MS - 1;
+    expect(s.csrfOf(r)).not.toBeNull();
+    now += 1;
+    expect(s.csrfOf(r)).toBeNull();
+    const b = s.login('op-token-123')!;
+    s.logout(req({ cookie: `bosun_console=${b}` }));
+    expect(s.csrfOf(req({ cookie: `bosun_console=${b}` }))).toBeNull();
+  });
+
+  it('sets an HttpOnly, SameSite=Strict cookie (Secure when asked), and clears it', () => {
+    expect(Sessions.cookie('abc', false)).toBe('bosun_console=abc; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200');
+    expect(Sessions.cookie('abc', true)).toMatch(/; Secure$/);
+    expect(Sessions.clearCookie()).toMatch(/^bosun_console=; HttpOnly; SameSite=Strict; Path=\/; Max-Age=0$/);
+    expect(readCookie(req({ cookie: 'a=1;  bosun_console=v=x ; b=2' }), 'bosun_console')).toBe('v=x');
+  });
+});

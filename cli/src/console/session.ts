@@ -1,0 +1,95 @@
+/**
+ * The console's sessions: the operator token is checked once, at login (in constant time), and
+ * exchanged for a random session id in an HttpOnly, SameSite=Strict cookie. Each session has its
+ * own CSRF token, which every POST must echo in the `x-csrf-token` header. Sessions live in this
+ * process only: a restart logs everyone out.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+
+/** The session cookie's name. */
+export const SESSION_COOKIE = 'bosun_console';
+/** How long a session lasts without a new login. */
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+
+interface Session {
+  csrf: string;
+  expiresAt: number;
+}
+
+function digest(s: string): Buffer {
+  return createHash('sha256').update(s, 'utf8').digest();
+}
+
+/** The value of one cookie of a request, or undefined. */
+export function readCookie(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** Logins, sessions and their CSRF tokens. */
+export class Sessions {
+  private readonly expected: Buffer;
+  private readonly sessions = new Map<string, Session>();
+
+  constructor(
+    token: string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.expected = digest(token);
+  }
+
+  /** A new session id when `token` is the operator token, else null. */
+  login(token: string): string | null {
+    if (!timingSafeEqual(digest(token), this.expected)) return null;
+    this.sweep();
+    const id = randomBytes(32).toString('base64url');
+    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS });
+    return id;
+  }
+
+  /** Ends the request's session, if any. */
+  logout(req: IncomingMessage): void {
+    const id = readCookie(req, SESSION_COOKIE);
+    if (id !== undefined) this.sessions.delete(id);
+  }
+
+  /** The CSRF token of the request's session, or null when it has no live session. */
+  csrfOf(req: IncomingMessage): string | null {
+    const id = readCookie(req, SESSION_COOKIE);
+    const s = id === undefined ? undefined : this.sessions.get(id);
+    if (!s) return null;
+    if (s.expiresAt <= this.now()) {
+      this.sessions.delete(id!);
+      return null;
+    }
+    return s.csrf;
+  }
+
+  /** Whether a request of a live session carries its CSRF token in `x-csrf-token`. */
+  csrfOk(req: IncomingMessage): boolean {
+    const csrf = this.csrfOf(req);
+    const sent = req.headers['x-csrf-token'];
+    if (csrf === null || typeof sent !== 'string') return false;
+    return timingSafeEqual(digest(sent), digest(csrf));
+  }
+
+  /** The `Set-Cookie` value of a new session. */
+  static cookie(id: string, secure: boolean): string {
+    const attrs = `HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_MS / 1000}`;
+    return `${SESSION_COOKIE}=${id}; ${attrs}${secure ? '; Secure' : ''}`;
+  }
+
+  /** The `Set-Cookie` value that removes the session cookie. */
+  static clearCookie(): string {
+    return `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`;
+  }
+
+  private sweep(): void {
+    const now = this.now();
+    for (const [id, s] of this.sessions) if (s.expiresAt <= now) this.sessions.delete(id);
+  }
+}
