@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
@@ -113,7 +114,11 @@ describe('the operator console in Chromium', () => {
     );
     expect(calls).toContainEqual(['kubernetes', 'tool', 'demo__restart_pod', expect.stringMatching(/^\d+ ms$/), 'ok']);
     expect(calls.some((c) => c[0] === 'coordinator' && c[1] === 'model')).toBe(true);
-    await page.screenshot({ path: join(ROOT, 'docs/console-run.png'), fullPage: true });
+    // The README's picture: docs/console-run.png when BOSUN_UPDATE_SCREENSHOTS=1 (so that a test
+    // run does not change a tracked file), else a copy under .bosun/ to look at.
+    const shot = process.env.BOSUN_UPDATE_SCREENSHOTS === '1' ? join(ROOT, 'docs/console-run.png') : join(ROOT, '.bosun/console-run.png');
+    await page.screenshot({ path: shot, fullPage: true });
+    expect(statSync(shot).size).toBeGreaterThan(10_000);
   });
 
   it('denies an approval with a reason typed in the page; the run goes on without the call', async () => {
