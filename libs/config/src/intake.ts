@@ -40,6 +40,13 @@ const IntakeAuth = z.union([
 const SeverityMap = z.record(z.string(), Severity).default({});
 
 const SOURCE_DEFAULTS = { maxBodyBytes: 1024 * 1024 };
+/** The largest body a source accepts (bytes): larger ones get 413, their start kept as poison. */
+const MaxBodyBytes = z
+  .number()
+  .int()
+  .positive()
+  .max(16 * 1024 * 1024)
+  .default(SOURCE_DEFAULTS.maxBodyBytes);
 
 /**
  * Grouping: alerts whose `by` labels are equal join one incident while it is younger than
@@ -99,12 +106,7 @@ const AlertmanagerSource = z
     /** `record`: a resolved alert is recorded; `cancel`: its run is also cancelled if still running. */
     onResolved: z.enum(['record', 'cancel']).default('record'),
     severities: SeverityMap,
-    maxBodyBytes: z
-      .number()
-      .int()
-      .positive()
-      .max(16 * 1024 * 1024)
-      .default(SOURCE_DEFAULTS.maxBodyBytes),
+    maxBodyBytes: MaxBodyBytes,
     ...flow,
   })
   .strict();
@@ -134,12 +136,7 @@ const GenericSource = z
     defaultReason: z.string().min(1).default('webhook'),
     severities: SeverityMap,
     onResolved: z.enum(['record', 'cancel']).default('record'),
-    maxBodyBytes: z
-      .number()
-      .int()
-      .positive()
-      .max(16 * 1024 * 1024)
-      .default(SOURCE_DEFAULTS.maxBodyBytes),
+    maxBodyBytes: MaxBodyBytes,
     ...flow,
   })
   .strict();
