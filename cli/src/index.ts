@@ -1,4 +1,4 @@
-export { publishIncident } from './publish.js';
-export type { Published } from './publish.js';
+export { publishIncident, publishOrReplace } from './publish.js';
+export type { Published, PublishOutcome } from './publish.js';
 export { followEvents, formatEvent } from './events.js';
 export type { FollowOptions } from './events.js';

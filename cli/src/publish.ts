@@ -48,8 +48,15 @@ export function readIncident(path: string): unknown {
 export interface Published {
   incidentId: string;
   runId: string;
+  /** The creation time of the job that stands (the run id is made from it). */
+  jobTimestamp: number;
   /** True when a job with this incident id already existed: it runs once. */
   duplicate: boolean;
+  /**
+   * Set (with `duplicate`) when the job that was there was gone right after: a publisher was
+   * replacing it. `runId` is then not a stored run's; publish again to learn it.
+   */
+  vanished?: boolean;
 }
 
 /**
@@ -59,9 +66,23 @@ export interface Published {
 export async function publishIncident(queue: Queue, input: unknown): Promise<Published> {
   const incident: IncidentInput = parseWith(Incident, input, 'incident');
   const added = await queue.add(INCIDENT_JOB, incident, { jobId: incident.id, removeOnComplete: false, removeOnFail: false });
-  // When the id already existed, BullMQ kept the old job: read back the stored one.
-  const stored = (await Job.fromId(queue, incident.id)) ?? added;
-  return { incidentId: incident.id, runId: runIdFor(incident.id, stored.timestamp), duplicate: stored.timestamp !== added.timestamp };
+  // When the id already existed, BullMQ kept the old job: read back the stored one. A job gone by
+  // now was another one (ours would still be there), removed since by a publisher replacing it.
+  const stored = await Job.fromId(queue, incident.id);
+  if (!stored)
+    return {
+      incidentId: incident.id,
+      runId: runIdFor(incident.id, added.timestamp),
+      jobTimestamp: added.timestamp,
+      duplicate: true,
+      vanished: true,
+    };
+  return {
+    incidentId: incident.id,
+    runId: runIdFor(incident.id, stored.timestamp),
+    jobTimestamp: stored.timestamp,
+    duplicate: stored.timestamp !== added.timestamp,
+  };
 }
 
 /** What {@link publishOrReplace} did. */
@@ -79,6 +100,17 @@ export interface PublishOutcome extends Published {
 
 /** How long a publisher that lost the race to replace a rejected job waits for the winner's job. */
 const REPLACE_WAIT_MS = 10_000;
+/** How long the replacement marker `<prefix>:republish:<jobId>` lives. */
+const REPLACE_MARK_S = 60;
+
+/**
+ * Takes the replacement of the rejected job of timestamp `ts`: sets the marker to `ts` unless it
+ * already holds `ts` (a racer is replacing that very job). A marker of another value is an earlier
+ * replacement's, and is taken over.
+ */
+const TAKE_REPLACEMENT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1`;
 
 /**
  * `bosun publish`: publishes an incident, once per id — except that an incident whose job was
@@ -89,9 +121,14 @@ const REPLACE_WAIT_MS = 10_000;
  * very job exists: `poison-<jobId>-<jobTimestamp>`, or its dedupe marker
  * `<prefix>:dlq:seen:poison-<jobId>-<jobTimestamp>` (kept 30 days, so an operator who dropped the
  * entry can still republish). Both are written by the coordinator for that job instance before it
- * fails it, so no error message is parsed. Of several publishers replacing the same rejected job,
- * one wins (`SET NX` on `<prefix>:republish:<jobId>:<jobTimestamp>`); the others report the
- * winner's run as already published. A job that failed for another reason is left alone.
+ * fails it, so no error message is parsed.
+ *
+ * Of several publishers replacing the same rejected job, one wins: the one that sets the marker
+ * `<prefix>:republish:<jobId>` to the rejected job's timestamp. It removes the job, adds its own,
+ * sets the marker to `done:<timestamp of the job that stands>`, and reports the replacement. The
+ * others report the job that stands as already published — also one whose add landed between the
+ * winner's remove and add (it sees the marker): its job is the replacement, and runs once. A job
+ * that failed for another reason is left alone.
  */
 export async function publishOrReplace(
   deps: { redis: RedisClient; prefix: string },
@@ -99,44 +136,75 @@ export async function publishOrReplace(
   input: unknown,
 ): Promise<PublishOutcome> {
   const first = await publishIncident(queue, input);
-  if (!first.duplicate) return first;
+  if (!first.duplicate) return await unlessInReplacement(deps, queue, first);
   const id = first.incidentId;
   const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: deps.redis, prefix: deps.prefix });
   try {
-    // A job removed under our feet (by a replacing publisher that then died) is published again.
+    // A job removed under our feet (by a replacing publisher) is waited for, then published again.
     for (let attempt = 0; attempt < 3; attempt++) {
-      const stored = await Job.fromId(queue, id);
+      const stored = (await Job.fromId(queue, id)) ?? (await waitForReplacement(queue, id, undefined));
       if (!stored) {
         const again = await publishIncident(queue, input);
-        if (!again.duplicate) return again;
+        if (!again.duplicate) return await unlessInReplacement(deps, queue, again);
         continue;
       }
       const state = await stored.getState();
       const runId = runIdFor(id, stored.timestamp);
-      if (state !== 'failed') return { incidentId: id, runId, duplicate: true, state };
+      if (state !== 'failed') return { incidentId: id, runId, jobTimestamp: stored.timestamp, duplicate: true, state };
       const deadLetterId = `poison-${id}-${stored.timestamp}`;
       const entry = await Job.fromId(dlq, deadLetterId);
       const rejected = entry !== undefined || (await deps.redis.exists(keys.deadLetterSeen(deps.prefix, deadLetterId))) === 1;
-      if (!rejected) return { incidentId: id, runId, duplicate: true, state, failed: { reason: stored.failedReason ?? '' } };
+      if (!rejected)
+        return {
+          incidentId: id,
+          runId,
+          jobTimestamp: stored.timestamp,
+          duplicate: true,
+          state,
+          failed: { reason: stored.failedReason ?? '' },
+        };
       // Held a minute: long enough for a racer that read the rejected job to find it taken, short
       // enough that a publisher that died half-way does not block the id.
-      const mine = await deps.redis.set(keys.republish(deps.prefix, id, stored.timestamp), new Date().toISOString(), 'EX', 60, 'NX');
-      if (mine === null) {
+      const marker = keys.republish(deps.prefix, id);
+      const mine = await deps.redis.eval(TAKE_REPLACEMENT, 1, marker, String(stored.timestamp), REPLACE_MARK_S);
+      if (mine !== 1) {
         const replacement = await waitForReplacement(queue, id, stored.timestamp);
         if (!replacement) continue;
-        return { incidentId: id, runId: runIdFor(id, replacement.timestamp), duplicate: true, state: await replacement.getState() };
+        const state = await replacement.getState();
+        return { incidentId: id, runId: runIdFor(id, replacement.timestamp), jobTimestamp: replacement.timestamp, duplicate: true, state };
       }
       await stored.remove();
       const added = await publishIncident(queue, input);
-      // A publisher that adds without this check (monitoring) may have got in first: its job runs.
-      if (added.duplicate) return { ...added, state: (await (await Job.fromId(queue, id))?.getState()) ?? 'unknown' };
+      // Another publisher may have added in between (bosun publish, or monitoring adding with
+      // BullMQ directly): the job that stands is the replacement either way, and runs once.
+      if (added.vanished) continue;
+      await deps.redis.set(marker, `done:${added.jobTimestamp}`, 'EX', REPLACE_MARK_S);
       const linkProblem = entry ? await linkReplacement(entry, { incidentId: id, runId: added.runId }) : undefined;
-      return { ...added, replaced: { runId, reason: stored.failedReason ?? '', deadLetterId, ...(linkProblem ? { linkProblem } : {}) } };
+      return {
+        incidentId: id,
+        runId: added.runId,
+        jobTimestamp: added.jobTimestamp,
+        duplicate: false,
+        replaced: { runId, reason: stored.failedReason ?? '', deadLetterId, ...(linkProblem ? { linkProblem } : {}) },
+      };
     }
     throw new BosunError('publish_conflict', `incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);
   } finally {
     await dlq.close();
   }
+}
+
+/**
+ * A newly added job is the replacement another publisher is making when the marker says a
+ * replacement is under way (the rejected job's timestamp) or names this job (`done:<its
+ * timestamp>`): it is then reported as already published, as the replacing publisher reports it.
+ */
+async function unlessInReplacement(deps: { redis: RedisClient; prefix: string }, queue: Queue, p: Published): Promise<PublishOutcome> {
+  const marker = await deps.redis.get(keys.republish(deps.prefix, p.incidentId));
+  if (marker === null) return p;
+  if (marker.startsWith('done:') && marker !== `done:${p.jobTimestamp}`) return p;
+  const state = (await (await Job.fromId(queue, p.incidentId))?.getState()) ?? 'unknown';
+  return { ...p, duplicate: true, state };
 }
 
 /**
@@ -154,8 +222,11 @@ async function linkReplacement(job: Job, replacement: { incidentId: string; runI
   return undefined;
 }
 
-/** The job that replaces the rejected one (another timestamp), or undefined when none came in time. */
-async function waitForReplacement(queue: Queue, id: string, rejectedTimestamp: number): Promise<Job | undefined> {
+/**
+ * The job that replaces the rejected one (another timestamp; any job when that is not known), or
+ * undefined when none came in time.
+ */
+async function waitForReplacement(queue: Queue, id: string, rejectedTimestamp: number | undefined): Promise<Job | undefined> {
   const until = Date.now() + REPLACE_WAIT_MS;
   while (Date.now() < until) {
     const job = await Job.fromId(queue, id);

@@ -3,6 +3,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Queue } from 'bullmq';
 import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, STALL_MARKER, runIdFor } from '@bosun/contract';
+import { publishOrReplace } from '@bosun/cli';
+import { keys } from '@bosun/transport';
 import { runCli, startClusterTest, waitUntil, type ClusterTest, type TestContext } from '../helpers/index.js';
 
 let t: ClusterTest;
@@ -196,5 +198,37 @@ describe('bosun publish of a rejected incident, fixed', () => {
     expect(runIdFor('fixme-2', job!.timestamp)).toBe(a.stdout.trim());
     await waitUntil(async () => (await job!.getState()) === 'completed', 60_000, 'the replacing fixme-2 completed');
     expect((await Job.fromId(incidents, 'fixme-2'))?.returnvalue).toMatchObject({ status: 'completed' });
+  });
+
+  it("reports a job added between the replacing publisher's remove and add as already published (the replacement)", async () => {
+    // The replacing publisher is stopped half-way: marker taken, rejected job removed, new job not added.
+    const { job: old } = await rejected('fixme-4');
+    await ctx.redis.set(keys.republish(ctx.prefix, 'fixme-4'), String(old.timestamp), 'EX', 60);
+    await old.remove();
+    const r = await bosun(['publish', '-'], fixed('fixme-4'));
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('incident fixme-4 was already published; it runs once');
+    const job = await Job.fromId(incidents, 'fixme-4');
+    expect(r.stdout.trim()).toBe(runIdFor('fixme-4', job!.timestamp));
+    // Once the replacement is done (the marker names another job), an add is an ordinary publish.
+    await ctx.redis.set(keys.republish(ctx.prefix, 'fixme-4'), 'done:1', 'EX', 60);
+    await waitUntil(async () => (await job!.getState()) === 'completed', 60_000, 'fixme-4 completed');
+    await job!.remove();
+    const fresh = await bosun(['publish', '-'], fixed('fixme-4'));
+    expect(fresh.code, fresh.stderr).toBe(0);
+    expect(fresh.stderr).toBe('');
+  });
+
+  it('of two publishers racing in one process, exactly one replaces, every time', async () => {
+    const deps = { redis: ctx.redis, prefix: ctx.prefix };
+    for (let i = 0; i < 8; i++) {
+      const id = `fixme-race-${i}`;
+      await rejected(id);
+      const outcomes = await Promise.all([1, 2].map(() => publishOrReplace(deps, incidents, JSON.parse(fixed(id)))));
+      expect(outcomes.filter((o) => o.replaced).length, JSON.stringify(outcomes)).toBe(1);
+      expect(outcomes.filter((o) => !o.replaced && o.duplicate && !o.failed).length, JSON.stringify(outcomes)).toBe(1);
+      const job = await Job.fromId(incidents, id);
+      expect(outcomes.map((o) => o.runId)).toEqual([runIdFor(id, job!.timestamp), runIdFor(id, job!.timestamp)]);
+    }
   });
 });

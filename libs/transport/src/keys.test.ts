@@ -16,7 +16,7 @@ const all: Record<keyof typeof keys, string> = {
   events: keys.events(PREFIX),
   cancel: keys.cancel(PREFIX, TASK),
   cancelRun: keys.cancelRun(PREFIX, RUN),
-  republish: keys.republish(PREFIX, 'inc-1', 1_700_000_000_000),
+  republish: keys.republish(PREFIX, 'inc-1'),
   approval: keys.approval(PREFIX, 'a1'),
   approvalDecision: keys.approvalDecision(PREFIX, 'a1'),
   approvalsPending: keys.approvalsPending(PREFIX),

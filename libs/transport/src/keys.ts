@@ -19,8 +19,11 @@ export const keys = {
   cancel: taskCancelKey,
   /** An operator's cancellation of a whole run (defined in the contract: `runCancelKey`). */
   cancelRun: runCancelKey,
-  /** Taken (SET NX, 60 s) by the one `bosun publish` that replaces a rejected incident job of that id and timestamp. */
-  republish: (prefix: string, incidentId: string, jobTimestamp: number) => `${prefix}:republish:${incidentId}:${jobTimestamp}`,
+  /**
+   * Set (60 s) by the one `bosun publish` that replaces a rejected incident job of that id: the
+   * rejected job's timestamp while it replaces it, then `done:<timestamp of the new job>`.
+   */
+  republish: (prefix: string, incidentId: string) => `${prefix}:republish:${incidentId}`,
   /** An approval request (JSON). */
   approval: (prefix: string, id: string) => `${prefix}:approval:${id}`,
   /** The decision on an approval request (JSON), written once. */
