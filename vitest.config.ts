@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-// One config for the whole workspace. Unit tests sit next to the code (`*/src/**/*.test.ts`);
+// One config for the whole workspace. Unit tests sit next to the code (`*/src/**/*.test.ts`, also the bench's);
 // integration, end-to-end, contract and chaos tests live in `test/`. Everything runs against
 // compiled packages: `npm test` builds first.
 export default defineConfig({
@@ -10,6 +10,7 @@ export default defineConfig({
       'services/*/src/**/*.test.ts',
       'mcp-servers/*/src/**/*.test.ts',
       'cli/src/**/*.test.ts',
+      'bench/src/**/*.test.ts',
       'test/**/*.test.ts',
     ],
     testTimeout: 60_000,

@@ -51,14 +51,8 @@ export class ManagedProcess {
   }
 
   /** A field of /proc/<pid>/status in kB (VmRSS, VmHWM), or NaN once the process is gone. */
-  statusKb(field: 'VmRSS' | 'VmHWM'): number {
-    try {
-      const text = readFileSync(`/proc/${this.pid}/status`, 'utf8');
-      const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(text);
-      return m ? Number(m[1]) : Number.NaN;
-    } catch {
-      return Number.NaN;
-    }
+  statusKb(field: StatusField): number {
+    return pidStatusKb(this.pid, field);
   }
 
   describe(): string {
@@ -76,13 +70,39 @@ export function killAllProcessesSync(): void {
   processes.killAll();
 }
 
-/** Samples VmRSS of a process every `intervalMs`. */
+export type StatusField = 'VmRSS' | 'VmHWM';
+
+/** A field of /proc/<pid>/status in kB, or NaN once the process is gone. */
+export function pidStatusKb(pid: number, field: StatusField): number {
+  try {
+    const text = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB`, 'm').exec(text);
+    return m ? Number(m[1]) : Number.NaN;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * The summed VmRSS/VmHWM of a process's direct children (the gateway's MCP servers), looked up
+ * anew at each call so that a restarted child is followed; NaN when it has none.
+ */
+export function childrenOf(pid: number): { statusKb(field: StatusField): number } {
+  return {
+    statusKb: (field) => {
+      const kbs = childPids(pid).map((c) => pidStatusKb(c, field));
+      return kbs.length === 0 ? Number.NaN : kbs.reduce((a, b) => a + b, 0);
+    },
+  };
+}
+
+/** Samples VmRSS of a process (or anything that reads like one, see `childrenOf`) every `intervalMs`. */
 export class RssSampler {
   readonly samples: { t: number; kb: number }[] = [];
   private readonly timer: NodeJS.Timeout;
 
   constructor(
-    private readonly proc: ManagedProcess,
+    private readonly proc: { statusKb(field: StatusField): number },
     intervalMs = 200,
   ) {
     this.sample();

@@ -28,11 +28,19 @@ import {
 import { scenarioCodeAct } from './scenario-codeact.js';
 import { abort, fmt, note } from './util.js';
 import { scenarioObservability } from './observability.js';
+import { SOAK_ID, scenarioSoak, soakOptions } from './soak.js';
+import { assignKeys, compareText, readResults } from './compare.js';
 
 const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
+                              [--soak 10m [--soak-rate N]] [--compare old.json [new.json]]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
-                       6 observability cost, 7 codeact)
+                       6 observability cost, 7 codeact, 9 soak)
+  --soak 10m           run the soak (scenario 9) for that long (90s, 10m, 1h; default 2m): the standard incident
+                       at a steady rate, RSS of every process and latency over time; alone unless --only is given
+  --soak-rate N        incidents/s during the soak (default 20)
+  --compare old.json   after the run, print each figure's change against that results file; with a second file
+                       (--compare old.json new.json) compare the two without running anything
   --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
@@ -45,23 +53,36 @@ on 127.0.0.1, and a build (npx tsc -b).`;
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 async function main(): Promise<number> {
-  const { values } = parseArgs({
+  const { values, positionals } = parseArgs({
     options: {
       only: { type: 'string' },
       quick: { type: 'boolean', default: false },
       'throughput-n': { type: 'string' },
       'scale-cap': { type: 'string' },
       profile: { type: 'string' },
+      soak: { type: 'string' },
+      'soak-rate': { type: 'string' },
+      compare: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
-    allowPositionals: false,
+    allowPositionals: true,
   });
   if (values.help) {
     console.log(USAGE);
     return 0;
   }
-  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set([1, 2, 3, 4, 5, 6]);
-  for (const n of only) if (!Number.isInteger(n) || n < 1 || n > 6) throw new Error(`--only: "${values.only}" must list scenarios 1 to 6`);
+  if (positionals.length > 0) return compareOnly(values.compare, positionals);
+  const oldResults = values.compare === undefined ? undefined : readResults(values.compare);
+  const soak =
+    values.soak !== undefined || values['soak-rate'] !== undefined
+      ? soakOptions(values.soak, values['soak-rate'], values.quick ?? false)
+      : undefined;
+  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set(soak ? [] : [1, 2, 3, 4, 5, 6]);
+  for (const n of only)
+    if (!Number.isInteger(n) || ((n < 1 || n > 7) && n !== SOAK_ID))
+      throw new Error(`--only: "${values.only}" must list scenarios 1 to 7 or ${SOAK_ID}`);
+  if (soak) only.add(SOAK_ID);
+  const soakRun = soak ?? soakOptions(undefined, undefined, values.quick ?? false);
   const profileService = values.profile as ServiceName | undefined;
   if (profileService !== undefined && !SERVICES.includes(profileService)) throw new Error(`--profile: one of ${SERVICES.join(', ')}`);
   const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
@@ -107,7 +128,7 @@ async function main(): Promise<number> {
       : undefined,
     prefixes: new Set(),
     // The whole bench stays under 10 minutes: 9.5 for the scenarios, the rest for start-up and clean-up.
-    deadlineAt: started.getTime() + (values.quick ? 300_000 : 570_000),
+    deadlineAt: started.getTime() + (values.quick ? 300_000 : 570_000) + (only.has(SOAK_ID) ? soakRun.durationMs + 60_000 : 0),
     reserveMs: 0,
   };
 
@@ -158,6 +179,7 @@ async function main(): Promise<number> {
     [5, () => scenarioRecovery(ctx)],
     [6, () => scenarioObservability(ctx)],
     [7, () => scenarioCodeAct(ctx)],
+    [SOAK_ID, () => scenarioSoak(ctx, soakRun)],
   ];
   const results: ScenarioResult[] = [];
   const errors: { id: number; error: string; skipped?: boolean }[] = [];
@@ -188,6 +210,7 @@ async function main(): Promise<number> {
   const totalMs = Date.now() - t0;
 
   // The report.
+  assignKeys(results);
   const rows: Row[] = results.flatMap((r) => r.rows);
   for (const e of errors)
     rows.push({
@@ -229,6 +252,7 @@ async function main(): Promise<number> {
           throughputN: throughputN ?? null,
           scaleCap: scaleCap ?? null,
           profile: profileService ?? null,
+          soak: only.has(SOAK_ID) ? soakRun : null,
         },
         totalMs,
         rows,
@@ -242,10 +266,22 @@ async function main(): Promise<number> {
     )}\n`,
   );
   note(`wrote ${file}`);
+  if (oldResults && values.compare)
+    console.log(['', ...compareText(oldResults, readResults(file), { old: values.compare, new: file })].join('\n'));
 
   await nc.close().catch(() => undefined);
   redis.disconnect();
   return errors.some((e) => !e.skipped) ? 1 : 0;
+}
+
+/** `--compare old.json new.json`: the comparison of two files, without a run. */
+function compareOnly(old: string | undefined, positionals: string[]): number {
+  if (old === undefined || positionals.length !== 1)
+    throw new Error(
+      `unexpected argument(s) ${positionals.join(' ')}: to compare two files without a run, write --compare old.json new.json`,
+    );
+  console.log(compareText(readResults(old), readResults(positionals[0]!), { old, new: positionals[0]! }).join('\n'));
+  return 0;
 }
 
 /** The commit measured, and the files that differ from it (services built from a dirty tree). */

@@ -58,6 +58,12 @@ export interface Row {
   ratio?: string;
   target?: string;
   result?: 'met' | 'missed' | 'n/a';
+  /** Matches the row across results files (`--compare`); derived from the scenario and metric when absent (compare.ts). */
+  key?: string;
+  /** The figure as a number, where `bosun` rounds it or says more than one number. */
+  value?: number;
+  /** Which way is better, where the target and the metric's words do not say it. */
+  better?: 'higher' | 'lower';
 }
 
 export interface CommandStatsReport {
@@ -131,6 +137,8 @@ export class IncidentClient {
     const queue = new Queue(queueName, { connection: conn, prefix });
     const events = new QueueEvents(queueName, { connection: eventsConn, prefix });
     events.setMaxListeners(0);
+    // Every waiting `one()` listens for the queue's closing: many at once in the soak (scenario 9).
+    queue.setMaxListeners(0);
     await events.waitUntilReady();
     return new IncidentClient(queue, events, [conn, eventsConn]);
   }
