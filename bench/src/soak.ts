@@ -103,6 +103,8 @@ interface SoakProcess {
   endMb: number;
   slopeMbPerMin: number;
   slopeSamples: number;
+  /** The slope over the second half only: lower than the other when the warm-up outlasted its allowance. */
+  secondHalfMbPerMin: number;
   samples: { t: number; kb: number }[];
 }
 
@@ -137,7 +139,16 @@ export async function scenarioSoak(ctx: Ctx, opts: SoakOptions): Promise<Scenari
         const cpu = await meter.stop();
         if (busyPct.length < count) busyPct.push(busy());
         const warm = warmupMs(opts.durationMs);
-        const procs = sources.map((s, i) => summarizeProcess(s.name, s.pid, samplers[i]!.samples, t0, t0 + warm, width, count));
+        const procs = sources.map((s, i) =>
+          summarizeProcess(s.name, samplers[i]!.samples, {
+            pid: s.pid,
+            t0,
+            warmEnd: t0 + warm,
+            half: t0 + opts.durationMs / 2,
+            width,
+            count,
+          }),
+        );
         const latency = latencyBuckets(runs, width, count);
         report(result, opts, { procs, latency, runs, busyPct, warm, width, clusterPct: clusterShare(cpu) });
         result.notes.push(cpuText(cpu, runs.length));
@@ -170,23 +181,20 @@ export async function scenarioSoak(ctx: Ctx, opts: SoakOptions): Promise<Scenari
 
 function summarizeProcess(
   name: string,
-  pid: number,
   samples: { t: number; kb: number }[],
-  t0: number,
-  warmEnd: number,
-  width: number,
-  count: number,
+  at: { pid: number; t0: number; warmEnd: number; half: number; width: number; count: number },
 ): SoakProcess {
-  const slope = slopeMbPerMin(samples, warmEnd);
-  const after = samples.filter((s) => s.t >= warmEnd);
+  const slope = slopeMbPerMin(samples, at.warmEnd);
+  const after = samples.filter((s) => s.t >= at.warmEnd);
   return {
     name,
-    pid,
-    rssMb: rssBuckets(samples, t0, width, count),
+    pid: at.pid,
+    rssMb: rssBuckets(samples, at.t0, at.width, at.count),
     startMb: after.length ? mb(after[0]!.kb) : Number.NaN,
     endMb: samples.length ? mb(samples.at(-1)!.kb) : Number.NaN,
     slopeMbPerMin: slope.mbPerMin,
     slopeSamples: slope.samples,
+    secondHalfMbPerMin: slopeMbPerMin(samples, at.half).mbPerMin,
     samples,
   };
 }
@@ -263,6 +271,9 @@ function report(
   }
   result.rows.push(...rows);
   result.notes.push(...seriesText(m.procs, m.latency, m.busyPct, m.width));
+  result.notes.push(
+    `RSS slope over the second half only (MB/min): ${m.procs.map((p) => `${p.name} ${fmt(p.secondHalfMbPerMin, 2)}`).join(', ')}`,
+  );
 }
 
 /** The series as a compact table: one line per bucket. */
