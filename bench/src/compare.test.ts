@@ -124,10 +124,16 @@ describe('comparing two results files', () => {
     expect(by.get('1:p99 publish→result (ms)')?.verdict).toBe('same');
     expect(by.get('2:incidents/s, first publish→last result')?.verdict).toBe('better');
     expect(by.get('2:cpu ms per incident:coordinator')).toMatchObject({ pct: -20, verdict: 'better' });
-    expect(by.get('redis:calls per incident')?.verdict).toBe('same');
+    expect(by.get('redis:calls per incident:2')?.verdict).toBe('same');
     expect(by.has('2:cpu ms per incident:bench (this process)')).toBe(false);
     expect(onlyOld).toEqual([]);
     expect(onlyNew).toEqual([]);
+
+    // Redis commands counted in scenario 1 (sequential) are another figure than in scenario 2 (bulk).
+    const s1 = doc([], { commandStats: { totalCalls: 50_000, incidents: 100, source: 'scenario 1 (100 sequential incidents)' } });
+    const cross = compareFigures(figures(old), figures(s1));
+    expect(cross.changes).toEqual([]);
+    expect(cross.onlyNew.map((f) => f.key)).toEqual(['redis:calls per incident:1']);
 
     const text = compareText(old, now, { old: 'old.json', new: 'new.json' }).join('\n');
     expect(text).toMatch(/1 p50 publish→result \(ms\)\s+\|\s+30\.0 \|\s+36\.0 \|\s+\+20\.0 % \| ↑ worse/);

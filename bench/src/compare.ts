@@ -139,9 +139,11 @@ export function figures(doc: ResultsDoc): Map<string, Figure> {
   const cs = doc.commandStats;
   if (cs && typeof cs.totalCalls === 'number' && typeof cs.incidents === 'number' && cs.incidents > 0) {
     const v = cs.totalCalls / cs.incidents;
+    // Scenario 2 (bulk) and 1 (sequential) count differently: the key says which.
+    const from = /^scenario (\d+)/.exec(cs.source ?? '')?.[1] ?? '?';
     add({
-      key: 'redis:calls per incident',
-      label: `Redis commands per incident (${cs.source ?? '?'})`,
+      key: `redis:calls per incident:${from}`,
+      label: `${from} Redis commands per incident`,
       value: v,
       text: fmt(v, 1),
       better: 'lower',
