@@ -26,14 +26,15 @@ import {
   type ScenarioResult,
 } from './scenarios.js';
 import { scenarioCodeAct } from './scenario-codeact.js';
+import { scenarioAdk } from './scenario-adk.js';
 import { abort, fmt, note } from './util.js';
 import { scenarioObservability } from './observability.js';
 
 const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
-                       6 observability cost, 7 codeact)
-  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
+                       6 observability cost, 7 codeact, 8 adk: the same incident in-process with @google/adk)
+  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery; adk 30 + 500)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
   --profile <service>  run that service (${SERVICES.join(', ')}) under node --cpu-prof; profiles go to
@@ -61,7 +62,7 @@ async function main(): Promise<number> {
     return 0;
   }
   const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set([1, 2, 3, 4, 5, 6]);
-  for (const n of only) if (!Number.isInteger(n) || n < 1 || n > 6) throw new Error(`--only: "${values.only}" must list scenarios 1 to 6`);
+  for (const n of only) if (!Number.isInteger(n) || n < 1 || n > 8) throw new Error(`--only: "${values.only}" must list scenarios 1 to 8`);
   const profileService = values.profile as ServiceName | undefined;
   if (profileService !== undefined && !SERVICES.includes(profileService)) throw new Error(`--profile: one of ${SERVICES.join(', ')}`);
   const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
@@ -158,6 +159,8 @@ async function main(): Promise<number> {
     [5, () => scenarioRecovery(ctx)],
     [6, () => scenarioObservability(ctx)],
     [7, () => scenarioCodeAct(ctx)],
+    // Runs after 1 and 2, and reads Bosun's figures from their results.
+    [8, () => scenarioAdk(ctx, results)],
   ];
   const results: ScenarioResult[] = [];
   const errors: { id: number; error: string; skipped?: boolean }[] = [];
