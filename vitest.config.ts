@@ -10,6 +10,7 @@ export default defineConfig({
       'services/*/src/**/*.test.ts',
       'mcp-servers/*/src/**/*.test.ts',
       'cli/src/**/*.test.ts',
+      'bench/src/**/*.test.ts',
       'test/**/*.test.ts',
     ],
     testTimeout: 60_000,
