@@ -26,6 +26,7 @@ import {
   type ScenarioResult,
 } from './scenarios.js';
 import { scenarioCodeAct } from './scenario-codeact.js';
+import { scenarioAdk } from './scenario-adk.js';
 import { abort, fmt, note } from './util.js';
 import { scenarioObservability } from './observability.js';
 import { SOAK_ID, scenarioSoak, soakOptions } from './soak.js';
@@ -35,13 +36,13 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
                               [--soak 10m [--soak-rate N]] [--compare old.json [new.json]]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
-                       6 observability cost, 7 codeact, 9 soak)
+                       6 observability cost, 7 codeact, 8 adk: the same incident in-process with @google/adk, 9 soak)
   --soak 10m           run the soak (scenario 9) for that long (90s, 10m, 1h; default 2m): the standard incident
                        at a steady rate, RSS of every process and latency over time; alone unless --only is given
   --soak-rate N        incidents/s during the soak (default 20)
   --compare old.json   after the run, print each figure's change against that results file; with a second file
                        (--compare old.json new.json) compare the two without running anything
-  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery)
+  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery; adk 30 + 500)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
   --profile <service>  run that service (${SERVICES.join(', ')}) under node --cpu-prof; profiles go to
@@ -77,10 +78,10 @@ async function main(): Promise<number> {
     values.soak !== undefined || values['soak-rate'] !== undefined
       ? soakOptions(values.soak, values['soak-rate'], values.quick ?? false)
       : undefined;
-  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set(soak ? [] : [1, 2, 3, 4, 5, 6]);
+  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set(soak ? [] : [1, 2, 3, 4, 5, 6, 8]);
   for (const n of only)
-    if (!Number.isInteger(n) || ((n < 1 || n > 7) && n !== SOAK_ID))
-      throw new Error(`--only: "${values.only}" must list scenarios 1 to 7 or ${SOAK_ID}`);
+    if (!Number.isInteger(n) || ((n < 1 || n > 8) && n !== SOAK_ID))
+      throw new Error(`--only: "${values.only}" must list scenarios 1 to 8 or ${SOAK_ID}`);
   if (soak) only.add(SOAK_ID);
   const soakRun = soak ?? soakOptions(undefined, undefined, values.quick ?? false);
   const profileService = values.profile as ServiceName | undefined;
@@ -179,6 +180,8 @@ async function main(): Promise<number> {
     [5, () => scenarioRecovery(ctx)],
     [6, () => scenarioObservability(ctx)],
     [7, () => scenarioCodeAct(ctx)],
+    // Runs after 1 and 2, and reads Bosun's figures from their results.
+    [8, () => scenarioAdk(ctx, results)],
     [SOAK_ID, () => scenarioSoak(ctx, soakRun)],
   ];
   const results: ScenarioResult[] = [];
