@@ -51,6 +51,8 @@ interface LoopContext extends RunContext {
   early?: Promise<ChildrenRead> | undefined;
   /** The run's start recorded as job progress, under way while it routes; awaited before the first checkpoint is written. */
   startup?: Promise<unknown> | undefined;
+  /** The cancel key was read beside the step's last write: the top of the loop need not read it again. */
+  looked?: boolean;
 }
 
 const result = (r: RunResult): RunOutcome => ({ kind: 'result', result: r });
@@ -207,7 +209,8 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
   const { state, job, deps } = ctx;
   for (;;) {
     if (state.phase !== 'done') {
-      const cancelled = await cancelRequested(ctx);
+      const cancelled = ctx.looked ? state.cancelled : await cancelRequested(ctx);
+      ctx.looked = false;
       if (cancelled) {
         await started(ctx);
         return result(await endCancelled(ctx, cancelled));
@@ -252,16 +255,24 @@ async function collectWaiting(ctx: LoopContext): Promise<void> {
 /** Route mode: route (once), then the child jobs; the run waits for them, or is done when none is out. */
 async function stepRouting(ctx: LoopContext): Promise<void> {
   const { state } = ctx;
+  let cancelled: RunCancellation | undefined;
   if (!state.routed) {
     await route(ctx, ctx.incident);
     await started(ctx);
-    await save(ctx);
-  }
+    // The cancel key is read beside the write (one round trip); both come before any child job.
+    [, cancelled] = await Promise.all([save(ctx), cancelRequested(ctx)]);
+  } else cancelled = await cancelRequested(ctx);
   // A cancellation that came during routing ends the run at the top of the loop, before any child job.
-  if (await cancelRequested(ctx)) return;
+  if (cancelled) return;
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
-  await save(ctx);
+  await saveAndLook(ctx);
+}
+
+/** Saves the run and, beside it (one round trip), reads its cancel key for the top of the loop. */
+async function saveAndLook(ctx: LoopContext): Promise<void> {
+  await Promise.all([save(ctx), ctx.state.phase === 'done' ? undefined : cancelRequested(ctx)]);
+  ctx.looked = true;
 }
 
 /** Delegate mode: one model turn; its answer ends the run, its delegations become child jobs. */
@@ -269,13 +280,14 @@ async function stepThinking(ctx: LoopContext): Promise<RunResult | undefined> {
   const { state } = ctx;
   const answer = await think(ctx, ctx.incident);
   await started(ctx);
-  await save(ctx);
+  // Without an answer, the cancel key is read beside the write (one round trip), before any child job.
+  const [, cancelled] = await Promise.all([save(ctx), answer === undefined ? cancelRequested(ctx) : undefined]);
   if (answer !== undefined) return finish(ctx, answer);
-  if (await cancelRequested(ctx)) return undefined;
+  if (cancelled) return undefined;
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
   if (state.phase === 'thinking') appendDelegationResults(state);
-  await save(ctx);
+  await saveAndLook(ctx);
   return undefined;
 }
 
