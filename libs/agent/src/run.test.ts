@@ -668,6 +668,37 @@ describe('INCOMPLETE parts', () => {
     expect(resultOf(await w.process()).status).toBe('completed');
   });
 
+  it("arms one timer at the run's deadline when that comes before every backstop", async () => {
+    const w = new World(routeTo('kubernetes', 'database'), clusterConfig({ runDeadlineMs: 50_000 }));
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    expect([...w.timers.keys()]).toEqual([w.runTimer(T0 + 50_000)]);
+    w.now = T0 + 50_000;
+    await w.fire(w.runTimer(T0 + 50_000));
+    expect(w.deadLetters.size).toBe(2);
+    expect(w.timers.size).toBe(0);
+    expect(resultOf(await w.process()).status).toBe('partial');
+  });
+
+  it('looks again at a waiting run its timer found not parked, and the run arms its timer again when it parks', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.publish();
+    await w.process();
+    const [k8s] = w.taskIds() as [string];
+    // The run was picked up again (its coordinator died, say) when its timer came.
+    w.parents.get('inc-1')!.state = 'active';
+    w.now = T0 + 65_000;
+    await w.fire(w.runTimer(T0 + 65_000));
+    expect(w.deadLetters.size).toBe(0);
+    expect(w.timers.has(`${w.runTimer(T0 + 65_000)}-a1`)).toBe(true);
+    // It parks again past its timer's time: the timer is armed again, and ends the task.
+    w.timers.clear();
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.timers.get(w.runTimer(T0 + 65_000))?.dueAt).toBe(T0 + 65_000);
+    await w.fire(w.runTimer(T0 + 65_000));
+    expect(w.deadLetters.get(`timeout-${k8s}`)?.kind).toBe('timeout');
+  });
+
   it('writes a part whose task checkpoint or job cannot be read, and says so in the log', async () => {
     const w = new World(routeTo('kubernetes'));
     w.publish();
