@@ -121,10 +121,11 @@ export async function cancelRequested(ctx: RunContext): Promise<RunCancellation 
   return ctx.state.cancelled;
 }
 
-/** Adds a child job for every delegation of the current round that has none yet. Idempotent. */
+/** Adds a child job for every delegation of the current round that has none yet, and arms the run's timer. Idempotent. */
 export async function dispatch(ctx: RunContext, incident: Incident, children: RunChildren): Promise<void> {
-  const { config, events, timers, clock } = ctx.deps;
+  const { config, clock } = ctx.deps;
   const { state } = ctx;
+  const tasks: { d: Delegation; task: TaskJob; attempts: number }[] = [];
   for (const d of state.delegations) {
     if (d.result || d.round !== state.round) continue;
     const spec = specialistConfig(config, d.agent);
@@ -143,23 +144,66 @@ export async function dispatch(ctx: RunContext, incident: Incident, children: Ru
       incident,
       deadlineAt: d.deadlineAt,
     };
-    // The backstop (if no specialist reports the timeout itself, the coordinator does) and the
-    // child job, side by side: both are idempotent by job id, and the run parks only after both.
-    await Promise.all([
-      timers.add(
-        { kind: 'task-deadline', runId: state.runId, taskId: d.taskId },
-        Math.max(0, Date.parse(d.deadlineAt) - clock.now()) + DEADLINE_GRACE_MS,
-      ),
-      children.add(task, { attempts: spec.retries + 1 }),
-    ]);
-    events.emit({
+    tasks.push({ d, task, attempts: spec.retries + 1 });
+  }
+  if (tasks.length === 0) return;
+  // The backstop (if no specialist reports the timeout itself, the coordinator does) and the
+  // child jobs, side by side: both are idempotent by job id, and the run parks only after both.
+  await Promise.all([armTimer(ctx), addChildren(ctx, incident, children, tasks)]);
+}
+
+/** The child jobs of {@link dispatch}, one after the other, each announced once added. */
+async function addChildren(
+  ctx: RunContext,
+  incident: Incident,
+  children: RunChildren,
+  tasks: readonly { d: Delegation; task: TaskJob; attempts: number }[],
+): Promise<void> {
+  for (const { d, task, attempts } of tasks) {
+    await children.add(task, { attempts });
+    ctx.deps.events.emit({
       type: 'agent.delegated',
-      runId: state.runId,
+      runId: ctx.state.runId,
       incidentId: incident.id,
       agent: d.agent,
       data: { taskId: d.taskId, task: d.task, round: d.round, ...(d.retryOf ? { retryOf: d.retryOf } : {}) },
     });
   }
+}
+
+/** When a delegation's backstop is due: {@link DEADLINE_GRACE_MS} after its deadline (epoch ms). */
+export function backstopAt(d: Delegation): number | undefined {
+  return d.deadlineAt === undefined ? undefined : Date.parse(d.deadlineAt) + DEADLINE_GRACE_MS;
+}
+
+/**
+ * When the run's timer is next due (epoch ms): the earliest backstop of its delegations still out,
+ * or the run's deadline if that comes first; undefined when none is out.
+ */
+export function nextTimerAt(state: RunCheckpoint): number | undefined {
+  let at: number | undefined;
+  for (const d of state.delegations) {
+    const due = d.result ? undefined : backstopAt(d);
+    if (due !== undefined) at = Math.min(at ?? due, due);
+  }
+  return at === undefined ? undefined : Math.min(at, Date.parse(state.deadlineAt));
+}
+
+/**
+ * Arms the run's one deadline timer (a `run-timer`, see `handleTimer`) for its next due time,
+ * unless one still pending fires no later (it arms the next one itself). The time is kept in the
+ * state as `timerAt`, saved with the checkpoint; the run's end removes that timer. Returns whether
+ * it added one.
+ */
+export async function armTimer(ctx: RunContext): Promise<boolean> {
+  const { state, deps } = ctx;
+  const at = nextTimerAt(state);
+  if (at === undefined) return false;
+  const now = deps.clock.now();
+  if (state.timerAt !== undefined && state.timerAt <= at && state.timerAt > now) return false;
+  await deps.timers.add({ kind: 'run-timer', runId: state.runId, at }, Math.max(0, at - now));
+  state.timerAt = at;
+  return true;
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * The coordinator's timers: a task's deadline, the run's, an operator's retry of one delegation
- * and an operator's cancellation, applied to a parked run. A timer changes a run only while it is
+ * The coordinator's timers: the run's deadline timer (its delegations' backstops and its own
+ * deadline, one timer at a time), an operator's retry of one delegation and an operator's
+ * cancellation, applied to a parked run. A timer changes a run only while it is
  * parked (an active run is its processor's), and writes its checkpoint compare-and-set: when the
  * run has moved on meanwhile — resumed elsewhere, or changed by another timer — it looks again
  * instead of writing over it.
@@ -18,6 +19,7 @@ import {
 import { TaskCheckpoint } from './checkpoint.js';
 import {
   DEADLINE_GRACE_MS,
+  backstopAt,
   cancelRequested,
   denyWaitingApproval,
   dispatch,
@@ -64,8 +66,9 @@ async function saveRun(t: TimerContext): Promise<boolean> {
 }
 
 /**
- * The processor of the coordinator's timers. A task deadline (or the run's) that passes while
- * the run is parked turns the missing delegations into INCOMPLETE `timeout` results and releases
+ * The processor of the coordinator's timers. A `run-timer` (or, from earlier versions, a task
+ * deadline or the run's) that comes while the run is parked turns the delegations past their
+ * backstop (all of them past the run's deadline) into INCOMPLETE `timeout` results and releases
  * the parked run, so it never waits forever on a specialist that will not answer; `retry-task`
  * hands a delegation to its specialist again; `cancel-run` ends a parked run at once (or looks
  * again while the run is not parked). Throws {@link TimerConflictError} when the run keeps
@@ -88,23 +91,78 @@ async function timerPass(timer: TimerJob, deps: RunDeps): Promise<Pass> {
   if (state.result) return 'done';
   const parent = state.phase === 'waiting' ? await deps.jobs.parked(state.jobId) : undefined;
   // Only a parked run may be changed from here; an active one is being handled by its processor.
-  if (!parent) return notParked(timer, deps);
+  if (!parent) return notParked(timer, deps, state);
   const t: TimerContext = { deps, state, ckptId, revision: read.revision, parent };
   if (timer.kind === 'retry-task') return retryDelegation(t, timer.taskId);
   if (timer.kind === 'cancel-run') return cancelParked(t);
+  if (timer.kind === 'run-timer') return runTimerDue(t);
   return deadlinePassed(t, timer);
 }
 
 /**
- * A timer for a run that is not parked does nothing — but a cancellation: the run sees it at its
- * next step (one not started yet, as soon as it starts); in case it parks first, having checked
- * just before the cancellation came, the timer looks again a second later, {@link CANCEL_LOOKS}
+ * A timer for a run that is not parked does nothing — but a cancellation, and the run's timer
+ * while the run is `waiting`: the run sees a cancellation at its next step (one not started yet,
+ * as soon as it starts), and arms its timer again when it parks after a restart; in case it parks
+ * first, having looked just before, the timer looks again a second later, {@link CANCEL_LOOKS}
  * times at most.
  */
-async function notParked(timer: TimerJob, deps: RunDeps): Promise<Pass> {
-  if (timer.kind !== 'cancel-run') return 'done';
-  const again = (timer.again ?? 0) + 1;
-  if (again <= CANCEL_LOOKS) await deps.timers.add({ kind: 'cancel-run', runId: timer.runId, again }, 1_000);
+async function notParked(timer: TimerJob, deps: RunDeps, state?: RunCheckpoint): Promise<Pass> {
+  if (timer.kind === 'cancel-run') {
+    const again = (timer.again ?? 0) + 1;
+    if (again <= CANCEL_LOOKS) await deps.timers.add({ kind: 'cancel-run', runId: timer.runId, again }, 1_000);
+  } else if (timer.kind === 'run-timer' && state?.phase === 'waiting') {
+    const again = (timer.again ?? 0) + 1;
+    if (again <= CANCEL_LOOKS) await deps.timers.add({ ...timer, again }, 1_000);
+  }
+  return 'done';
+}
+
+/**
+ * The run's timer: the delegations past their backstop — all still out once the run's deadline
+ * has passed — become INCOMPLETE `timeout` parts and their children are released (a child that
+ * has completed keeps its result; a deadline moved by an approval wait is waited for), and the
+ * timer for the next one still out is armed, saved with the checkpoint as `timerAt`.
+ */
+async function runTimerDue(t: TimerContext): Promise<Pass> {
+  const { state, deps } = t;
+  const now = deps.clock.now();
+  const runOver = now >= Date.parse(state.deadlineAt);
+  const release: Delegation[] = [];
+  let changed = false;
+  let next: number | undefined;
+  const later = (due: number): void => {
+    next = Math.min(next ?? due, due);
+  };
+  for (const d of state.delegations) {
+    if (d.result) continue;
+    const backstop = backstopAt(d) ?? Infinity;
+    if (!runOver && now < backstop) {
+      later(backstop);
+      continue;
+    }
+    const child = await deps.jobs.childState(d.agent, d.taskId);
+    if (child === 'completed') continue;
+    const moved = runOver ? undefined : await movedByApproval(t, d);
+    if (moved !== undefined) {
+      later(moved);
+      continue;
+    }
+    changed = true;
+    const reason = runOver ? 'the run reached its deadline' : `did not report before its deadline (${d.deadlineAt ?? '?'})`;
+    await incompletePart(t, d, { kind: 'timeout', reason });
+    if (child !== 'none') release.push(d);
+  }
+  if (next !== undefined) {
+    // Every time here is still to come: past the run's deadline nothing is left out.
+    const at = Math.min(next, Date.parse(state.deadlineAt));
+    await deps.timers.add({ kind: 'run-timer', runId: state.runId, at }, at - now);
+    state.timerAt = at;
+    changed = true;
+  }
+  if (!changed) return 'done';
+  if (!(await saveRun(t))) return 'conflict';
+  // Dropping the dependency lets the parked run go back to the queue once none remain.
+  for (const d of release) await deps.jobs.release(d.agent, d.taskId);
   return 'done';
 }
 
@@ -133,11 +191,11 @@ async function deadlinePassed(t: TimerContext, timer: Extract<TimerJob, { kind: 
 
 /**
  * Time parked for an operator's approval does not count against a task's deadline (see
- * `taskDeadline`): when the task has waited, the backstop fires again at the moved deadline
- * instead of ending the task now. Returns whether it did so.
+ * `taskDeadline`): the backstop of a task that has waited, moved by its wait, when it is still to
+ * come (epoch ms); undefined when the task has not waited or its moved backstop has passed too.
  */
-async function rearmIfPaused(t: TimerContext, moved: number, d: Delegation): Promise<boolean> {
-  const { checkpoints, clock, log, timers } = t.deps;
+async function movedByApproval(t: TimerContext, d: Delegation): Promise<number | undefined> {
+  const { checkpoints, clock, log } = t.deps;
   let ckpt;
   try {
     const id = taskCheckpointId(d.taskId);
@@ -147,19 +205,30 @@ async function rearmIfPaused(t: TimerContext, moved: number, d: Delegation): Pro
       { err, taskId: d.taskId },
       'could not read the task checkpoint to see whether an approval wait moved its deadline: the deadline stands',
     );
-    return false;
+    return undefined;
   }
-  if (!ckpt || (!ckpt.approvalWaitMs && ckpt.pending?.kind !== 'approval')) return false;
+  if (!ckpt || (!ckpt.approvalWaitMs && ckpt.pending?.kind !== 'approval')) return undefined;
   const due = taskDeadline(d.deadlineAt, ckpt, clock.now()) + DEADLINE_GRACE_MS;
-  if (clock.now() >= due) return false;
+  if (clock.now() >= due) return undefined;
+  log.info(
+    { taskId: d.taskId, approvalWaitMs: ckpt.approvalWaitMs ?? 0, waitingNow: ckpt.pending?.kind === 'approval', dueAt: due },
+    'task deadline moved by its approval wait',
+  );
+  return due;
+}
+
+/**
+ * A task deadline timer of an earlier version, for a task that waited for an approval: the
+ * backstop fires again at the moved deadline instead of ending the task now. Returns whether it
+ * did so.
+ */
+async function rearmIfPaused(t: TimerContext, moved: number, d: Delegation): Promise<boolean> {
+  const due = await movedByApproval(t, d);
+  if (due === undefined) return false;
   // The timers of one task form a chain (task-deadline-<taskId>, then -m1, -m2, …), so a
   // handler that runs twice adds the same next one.
   const next: TimerJob = { kind: 'task-deadline', runId: t.state.runId, taskId: d.taskId, moved: moved + 1 };
-  await timers.add(next, due - clock.now());
-  log.info(
-    { taskId: d.taskId, approvalWaitMs: ckpt.approvalWaitMs ?? 0, waitingNow: ckpt.pending?.kind === 'approval', timer: timerJobId(next) },
-    'task deadline moved by its approval wait',
-  );
+  await t.deps.timers.add(next, due - t.deps.clock.now());
   return true;
 }
 

@@ -322,6 +322,11 @@ class World {
     this.settle(c.parent, taskId);
   }
 
+  /** The job id of the run's timer due at `at`. */
+  runTimer(at: number, runId = this.runId()): string {
+    return timerJobId({ kind: 'run-timer', runId, at });
+  }
+
   /** Fires one timer now (it is removed, as a completed timer job is). */
   async fire(id: string): Promise<void> {
     const t = this.timers.get(id);
@@ -371,9 +376,10 @@ describe('route mode', () => {
     expect(w.children.get(k8s)!.task).toMatchObject({ agent: 'kubernetes', runId: w.runId(), incidentId: 'inc-1' });
     expect(w.children.get(k8s)!.attempts).toBe(2);
     expect(w.children.get(db)!.attempts).toBe(3);
-    expect([...w.timers.keys()].sort()).toEqual([`run-deadline-${w.runId()}`, `task-deadline-${db}`, `task-deadline-${k8s}`].sort());
-    expect(w.timers.get(`task-deadline-${k8s}`)!.dueAt).toBe(T0 + 60_000 + 5_000);
-    expect((await w.checkpoint()).phase).toBe('waiting');
+    // One timer for the run, at the first backstop: kubernetes's deadline (60 s) + 5 s.
+    expect([...w.timers.keys()]).toEqual([w.runTimer(T0 + 65_000)]);
+    expect(w.timers.get(w.runTimer(T0 + 65_000))!.dueAt).toBe(T0 + 60_000 + 5_000);
+    expect(await w.checkpoint()).toMatchObject({ phase: 'waiting', timerAt: T0 + 65_000 });
     w.complete(k8s, report(k8s, 'kubernetes', 'OOM kills'));
     w.complete(db, report(db, 'database', 'slow queries'));
     const result = resultOf(await w.process());
@@ -392,8 +398,8 @@ describe('route mode', () => {
     expect(w.eventsOf('run.routed')[0]!.data).toEqual({ specialists: ['kubernetes', 'database'], unknown: [] });
     expect(w.eventsOf('run.completed')).toHaveLength(1);
     expect((await w.checkpoint()).result).toEqual(result);
-    // The run's timers are removed with its result.
-    expect(w.removedTimers.sort()).toEqual([`run-deadline-${w.runId()}`, `task-deadline-${db}`, `task-deadline-${k8s}`].sort());
+    // The run's timer is removed with its result.
+    expect(w.removedTimers).toEqual([w.runTimer(T0 + 65_000)]);
   });
 
   it("reports the run's usage: the coordinator's calls (also in the run's ledger) and every part's", async () => {
@@ -625,7 +631,7 @@ describe('INCOMPLETE parts', () => {
     const [k8s, db] = w.taskIds() as [string, string];
     w.complete(db, report(db, 'database', 'ok'));
     w.now = T0 + 65_000;
-    await w.fire(`task-deadline-${k8s}`);
+    await w.fire(w.runTimer(T0 + 65_000));
     expect(w.stopped).toEqual(new Set([k8s]));
     expect(w.deadLetters.get(`timeout-${k8s}`)).toMatchObject({
       kind: 'timeout',
@@ -634,10 +640,15 @@ describe('INCOMPLETE parts', () => {
     });
     expect(w.eventsOf('agent.stalled').map((e) => e.data.kind)).toEqual(['timeout']);
     expect(w.parents.get('inc-1')!.state).toBe('wait');
+    // The next timer is armed at the next backstop (database's, 120 s + 5 s), saved with the checkpoint.
+    expect([...w.timers.keys()]).toEqual([w.runTimer(T0 + 125_000)]);
+    expect((await w.checkpoint()).timerAt).toBe(T0 + 125_000);
     const result = resultOf(await w.process());
     expect(result.status).toBe('partial');
     expect(result.specialists.map((s) => s.status)).toEqual(['stalled', 'completed']);
-    // A timer of a finished run does nothing.
+    expect(w.removedTimers).toEqual([w.runTimer(T0 + 125_000)]);
+    // A timer of a finished run does nothing (nor does one of an earlier version).
+    await handleTimer({ kind: 'run-timer', runId: w.runId(), at: T0 + 125_000 }, w.deps());
     await handleTimer({ kind: 'task-deadline', runId: w.runId(), taskId: k8s }, w.deps());
     expect(w.eventsOf('agent.stalled')).toHaveLength(1);
   });
@@ -649,9 +660,43 @@ describe('INCOMPLETE parts', () => {
     const [k8s] = w.taskIds() as [string];
     w.complete(k8s, report(k8s, 'kubernetes', 'ok'));
     // Completed but not collected yet: the run is back in the queue, not parked.
-    await w.fire(`task-deadline-${k8s}`);
+    w.now = T0 + 65_000;
+    await w.fire(w.runTimer(T0 + 65_000));
     expect(w.deadLetters.size).toBe(0);
+    // The run is `waiting` but not parked (it may be about to park): the timer looks again a second later.
+    expect(w.timers.get(`${w.runTimer(T0 + 65_000)}-a1`)?.dueAt).toBe(T0 + 66_000);
     expect(resultOf(await w.process()).status).toBe('completed');
+  });
+
+  it("arms one timer at the run's deadline when that comes before every backstop", async () => {
+    const w = new World(routeTo('kubernetes', 'database'), clusterConfig({ runDeadlineMs: 50_000 }));
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    expect([...w.timers.keys()]).toEqual([w.runTimer(T0 + 50_000)]);
+    w.now = T0 + 50_000;
+    await w.fire(w.runTimer(T0 + 50_000));
+    expect(w.deadLetters.size).toBe(2);
+    expect(w.timers.size).toBe(0);
+    expect(resultOf(await w.process()).status).toBe('partial');
+  });
+
+  it('looks again at a waiting run its timer found not parked, and the run arms its timer again when it parks', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.publish();
+    await w.process();
+    const [k8s] = w.taskIds() as [string];
+    // The run was picked up again (its coordinator died, say) when its timer came.
+    w.parents.get('inc-1')!.state = 'active';
+    w.now = T0 + 65_000;
+    await w.fire(w.runTimer(T0 + 65_000));
+    expect(w.deadLetters.size).toBe(0);
+    expect(w.timers.has(`${w.runTimer(T0 + 65_000)}-a1`)).toBe(true);
+    // It parks again past its timer's time: the timer is armed again, and ends the task.
+    w.timers.clear();
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.timers.get(w.runTimer(T0 + 65_000))?.dueAt).toBe(T0 + 65_000);
+    await w.fire(w.runTimer(T0 + 65_000));
+    expect(w.deadLetters.get(`timeout-${k8s}`)?.kind).toBe('timeout');
   });
 
   it('writes a part whose task checkpoint or job cannot be read, and says so in the log', async () => {
@@ -662,7 +707,7 @@ describe('INCOMPLETE parts', () => {
     w.checkpoints.data.set(`task:${k8s}`, '{"v":1, broken');
     w.unreadableJobs.add(k8s);
     w.now = T0 + 65_000;
-    await w.fire(`task-deadline-${k8s}`);
+    await w.fire(w.runTimer(T0 + 65_000));
     expect(w.deadLetters.get(`timeout-${k8s}`)).toMatchObject({ lastWords: '', attempts: 0 });
     const warned = w.warnings().map((l) => [l.msg, l.taskId, (l.err as { message?: string } | undefined)?.message]);
     expect(warned).toContainEqual([
@@ -685,8 +730,9 @@ describe('deadlines', () => {
     await w.process();
     const [k8s, db] = w.taskIds() as [string, string];
     w.complete(k8s, report(k8s, 'kubernetes', 'ok'));
+    // The run's timer, late: past the run's deadline, every part still out times out.
     w.now = T0 + 600_000;
-    await w.fire(`run-deadline-${w.runId()}`);
+    await w.fire(w.runTimer(T0 + 65_000));
     expect(w.deadLetters.get(`timeout-${db}`)?.reason).toBe('database the run reached its deadline');
     expect(w.parents.get('inc-1')!.state).toBe('wait');
     const result = resultOf(await w.process());
@@ -725,13 +771,14 @@ describe('deadlines', () => {
       pending: { kind: 'approval', step: 1, approvalId: 'ap-1', at: new Date(waitingSince).toISOString() },
     });
     w.now = T0 + 65_000;
-    await w.fire(`task-deadline-${k8s}`);
+    await w.fire(w.runTimer(T0 + 65_000));
     // Waiting for 35 s so far: the deadline moves to 95 s (+5 s grace), and nothing times out.
     expect(w.deadLetters.size).toBe(0);
-    const moved = w.timers.get(`task-deadline-${k8s}-m1`)!;
-    expect(moved.timer).toEqual({ kind: 'task-deadline', runId: w.runId(), taskId: k8s, moved: 1 });
+    const moved = w.timers.get(w.runTimer(T0 + 100_000))!;
+    expect(moved.timer).toEqual({ kind: 'run-timer', runId: w.runId(), at: T0 + 100_000 });
     expect(moved.dueAt).toBe(T0 + 60_000 + 35_000 + 5_000);
-    expect(w.logs.some((l) => l.msg === 'task deadline moved by its approval wait' && l.timer === `task-deadline-${k8s}-m1`)).toBe(true);
+    expect((await w.checkpoint()).timerAt).toBe(T0 + 100_000);
+    expect(w.logs.some((l) => l.msg === 'task deadline moved by its approval wait' && l.dueAt === T0 + 100_000)).toBe(true);
     // Decided after 40 s of waiting: the deadline is 100 s; before it (+5 s), the timer moves again.
     await w.checkpoints.save(`task:${k8s}`, {
       v: 1,
@@ -744,13 +791,13 @@ describe('deadlines', () => {
       approvalWaitMs: 40_000,
     });
     w.now = moved.dueAt;
-    await w.fire(`task-deadline-${k8s}-m1`);
-    expect(w.timers.get(`task-deadline-${k8s}-m2`)?.dueAt).toBe(T0 + 105_000);
+    await w.fire(w.runTimer(T0 + 100_000));
+    expect(w.timers.get(w.runTimer(T0 + 105_000))?.dueAt).toBe(T0 + 105_000);
     expect(w.deadLetters.size).toBe(0);
-    // Silent past it: the task times out.
+    // Silent past it: the task times out, and no timer follows.
     w.now = T0 + 105_000;
-    await w.fire(`task-deadline-${k8s}-m2`);
-    expect(w.timers.has(`task-deadline-${k8s}-m3`)).toBe(false);
+    await w.fire(w.runTimer(T0 + 105_000));
+    expect(w.timers.size).toBe(0);
     expect(w.deadLetters.get(`timeout-${k8s}`)?.kind).toBe('timeout');
   });
 });
@@ -1038,7 +1085,7 @@ describe('a timer racing a run resumed elsewhere', () => {
       w.complete(db, report(db, 'database', 'ok'));
       finished = resultOf(await w.process());
     };
-    await w.fire(`task-deadline-${db}`);
+    await w.fire(w.runTimer(T0 + 65_000));
     expect(finished?.status).toBe('completed');
     const ckpt = await w.checkpoint();
     expect(ckpt.result).toEqual(finished);
@@ -1062,7 +1109,7 @@ describe('a timer racing a run resumed elsewhere', () => {
       // Another timer (kubernetes's deadline) saves its part first.
       await handleTimer({ kind: 'task-deadline', runId: w.runId(), taskId: k8s }, w.deps());
     };
-    await w.fire(`task-deadline-${db}`);
+    await w.fire(w.runTimer(T0 + 65_000));
     const ckpt = await w.checkpoint();
     expect(ckpt.delegations.map((d) => [d.agent, d.result?.status])).toEqual([
       ['kubernetes', 'stalled'],

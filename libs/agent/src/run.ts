@@ -23,6 +23,7 @@ import {
   cancelRequested,
   collect,
   denyWaitingApproval,
+  armTimer,
   dispatch,
   incompletePart,
   type RunContext,
@@ -48,8 +49,10 @@ interface LoopContext extends RunContext {
   ckptId: string;
   /** The children read beside the checkpoint (a run back from waiting), until used. */
   early?: Promise<ChildrenRead> | undefined;
-  /** The run's deadline timer and its progress, under way while it routes; awaited before the first checkpoint is written. */
+  /** The run's start recorded as job progress, under way while it routes; awaited before the first checkpoint is written. */
   startup?: Promise<unknown> | undefined;
+  /** The cancel key was read beside the step's last write: the top of the loop need not read it again. */
+  looked?: boolean;
 }
 
 const result = (r: RunResult): RunOutcome => ({ kind: 'result', result: r });
@@ -143,16 +146,13 @@ async function openRun(job: IncidentJob, deps: RunDeps, incident: Incident): Pro
 }
 
 /**
- * A run's first pass: its deadline timer and progress (awaited before the first checkpoint, which
- * is written before the first effect: a run that dies before it starts afresh, and the timer's job
- * id keeps its first deadline), and `run.started`.
+ * A run's first pass: its progress (awaited before the first checkpoint, which is written before
+ * the first effect: a run that dies before it starts afresh) and `run.started`. Its deadline needs
+ * no timer while it is active (its loop looks at it); the run's timer is armed when it parks.
  */
 function startRun(ctx: LoopContext): void {
-  const { deps, job, incident, state } = ctx;
-  ctx.startup = Promise.all([
-    deps.timers.add({ kind: 'run-deadline', runId: state.runId }, deps.config.coordinator.runDeadlineMs),
-    job.progress({ runId: state.runId, phase: 'started' }),
-  ]);
+  const { job, incident, state, deps } = ctx;
+  ctx.startup = job.progress({ runId: state.runId, phase: 'started' });
   // Awaited before the first checkpoint (and logged if the run fails first).
   ctx.startup.catch(() => undefined);
   deps.events.emit({
@@ -209,7 +209,8 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
   const { state, job, deps } = ctx;
   for (;;) {
     if (state.phase !== 'done') {
-      const cancelled = await cancelRequested(ctx);
+      const cancelled = ctx.looked ? state.cancelled : await cancelRequested(ctx);
+      ctx.looked = false;
       if (cancelled) {
         await started(ctx);
         return result(await endCancelled(ctx, cancelled));
@@ -218,6 +219,8 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
       if (deps.clock.now() >= Date.parse(state.deadlineAt)) return result(await endAtDeadline(ctx));
     }
     if (state.phase === 'waiting') {
+      // Back to waiting after a restart: its timer may have fired meanwhile, finding it not parked.
+      if (await armTimer(ctx)) await save(ctx);
       // Park until every child has finished; the job is picked up again then.
       if (await job.park()) return { kind: 'parked' };
       await collectWaiting(ctx);
@@ -252,16 +255,24 @@ async function collectWaiting(ctx: LoopContext): Promise<void> {
 /** Route mode: route (once), then the child jobs; the run waits for them, or is done when none is out. */
 async function stepRouting(ctx: LoopContext): Promise<void> {
   const { state } = ctx;
+  let cancelled: RunCancellation | undefined;
   if (!state.routed) {
     await route(ctx, ctx.incident);
     await started(ctx);
-    await save(ctx);
-  }
+    // The cancel key is read beside the write (one round trip); both come before any child job.
+    [, cancelled] = await Promise.all([save(ctx), cancelRequested(ctx)]);
+  } else cancelled = await cancelRequested(ctx);
   // A cancellation that came during routing ends the run at the top of the loop, before any child job.
-  if (await cancelRequested(ctx)) return;
+  if (cancelled) return;
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
-  await save(ctx);
+  await saveAndLook(ctx);
+}
+
+/** Saves the run and, beside it (one round trip), reads its cancel key for the top of the loop. */
+async function saveAndLook(ctx: LoopContext): Promise<void> {
+  await Promise.all([save(ctx), ctx.state.phase === 'done' ? undefined : cancelRequested(ctx)]);
+  ctx.looked = true;
 }
 
 /** Delegate mode: one model turn; its answer ends the run, its delegations become child jobs. */
@@ -269,13 +280,14 @@ async function stepThinking(ctx: LoopContext): Promise<RunResult | undefined> {
   const { state } = ctx;
   const answer = await think(ctx, ctx.incident);
   await started(ctx);
-  await save(ctx);
+  // Without an answer, the cancel key is read beside the write (one round trip), before any child job.
+  const [, cancelled] = await Promise.all([save(ctx), answer === undefined ? cancelRequested(ctx) : undefined]);
   if (answer !== undefined) return finish(ctx, answer);
-  if (await cancelRequested(ctx)) return undefined;
+  if (cancelled) return undefined;
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
   if (state.phase === 'thinking') appendDelegationResults(state);
-  await save(ctx);
+  await saveAndLook(ctx);
   return undefined;
 }
 
@@ -349,21 +361,17 @@ async function finish(ctx: LoopContext, reply: string, options: { deadlineReache
   };
   state.result = r;
   state.phase = 'done';
-  // The run is over: its deadline timers have nothing left to do (a timer that still fires
-  // finds the result and does nothing). Removed while the result is saved.
-  const timers = [
-    { kind: 'run-deadline', runId: state.runId } as const,
-    ...state.delegations.map((d) => ({ kind: 'task-deadline', runId: state.runId, taskId: d.taskId }) as const),
-  ];
+  // The run is over: its pending timer has nothing left to do (a timer that still fires finds
+  // the result and does nothing). Removed while the result is saved.
+  const timer = state.timerAt === undefined ? undefined : ({ kind: 'run-timer', runId: state.runId, at: state.timerAt } as const);
   await Promise.all([
     save(ctx),
-    ...timers.map((t) =>
+    timer &&
       deps.timers
-        .remove(t)
+        .remove(timer)
         .catch((err: unknown) =>
-          deps.log.warn({ err, timer: timerJobId(t) }, 'could not remove a deadline timer; it will find the run finished'),
+          deps.log.warn({ err, timer: timerJobId(timer) }, 'could not remove the run timer; it will find the run finished'),
         ),
-    ),
   ]);
   deps.events.emit({
     type: r.status === 'failed' ? 'run.failed' : 'run.completed',
@@ -390,7 +398,7 @@ async function finish(ctx: LoopContext, reply: string, options: { deadlineReache
 async function failRun(ctx: LoopContext, err: unknown): Promise<RunResult> {
   const { state, deps, job, incident } = ctx;
   const { runId } = state;
-  await started(ctx).catch((e: unknown) => deps.log.warn({ err: e, runId }, 'could not start the run deadline timer or progress'));
+  await started(ctx).catch((e: unknown) => deps.log.warn({ err: e, runId }, 'could not record the run start as job progress'));
   if (err instanceof ModelError && err.retryable && job.attemptsMade + 1 < job.maxAttempts) throw err;
   const reason = err instanceof Error ? err.message : String(err);
   deps.log.error({ err, runId }, 'run failed');

@@ -4,6 +4,8 @@ import { RunCheckpoint, TimerJob, runCancelKey, runCheckpointId, runCheckpointKe
 
 describe('timer jobs', () => {
   it('have one job id per timer, so that adding one twice adds it once', () => {
+    expect(timerJobId({ kind: 'run-timer', runId: 'r1', at: 1700000065000 })).toBe('run-timer-r1-1700000065000');
+    expect(timerJobId({ kind: 'run-timer', runId: 'r1', at: 1700000065000, again: 2 })).toBe('run-timer-r1-1700000065000-a2');
     expect(timerJobId({ kind: 'run-deadline', runId: 'r1' })).toBe('run-deadline-r1');
     expect(timerJobId({ kind: 'task-deadline', runId: 'r1', taskId: 'r1-d0-db' })).toBe('task-deadline-r1-d0-db');
     expect(timerJobId({ kind: 'task-deadline', runId: 'r1', taskId: 'r1-d0-db', moved: 2 })).toBe('task-deadline-r1-d0-db-m2');

@@ -60,6 +60,11 @@ export const RunCheckpoint = z.object({
   cancelled: RunCancellation.optional(),
   /** What the coordinator's own model calls have spent (its parts' usage is in their results). */
   usage: UsageTotals.optional(),
+  /**
+   * When the run's one pending deadline timer (`run-timer`) is due (epoch ms): the earliest of its
+   * delegations' backstops and its own deadline, set when the run parks (see {@link TimerJob}).
+   */
+  timerAt: z.number().int().nonnegative().optional(),
   /** The run result (a `RunResult`), once the run has ended. */
   result: z.unknown().optional(),
 });
@@ -78,14 +83,25 @@ export function runCheckpointKey(prefix: string, runId: string): string {
 /**
  * A job on {@link COORDINATOR_TIMERS_QUEUE}; its job name is its `kind`, its job id
  * {@link timerJobId}.
- * - `run-deadline`: the run's deadline passed (added when the run starts);
- * - `task-deadline`: a delegation's backstop, 5 s after its deadline (added at dispatch);
- *   `moved` is set on the timers that follow one moved by an approval wait (`-m<n>`);
+ * - `run-timer`: the run's one deadline timer, added when it parks, due at `at` (epoch ms): the
+ *   earliest of its delegations' backstops (5 s after each one's deadline, later by an approval
+ *   wait) and the run's own deadline. It ends what is due and adds the next one (`at` of the next
+ *   due); `again` is set when a run found not parked is looked at again (`-a<n>`);
+ * - `run-deadline`, `task-deadline`: the timers of earlier versions (one for the run's deadline,
+ *   one per delegation; `moved` on those moved by an approval wait, `-m<n>`), still handled;
  * - `retry-task`: an operator's `bosun dlq retry` of one delegation of a run still open;
  * - `cancel-run`: an operator's `bosun cancel` (the cancellation itself is in the run's cancel
  *   key); `again` is set when a run not parked is looked at again (`-a<n>`).
  */
 export const TimerJob = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('run-timer'),
+    runId: z.string(),
+    /** When it is due (epoch ms). */
+    at: z.number().int().nonnegative(),
+    /** A run found not parked, looked at again: the how-manieth time. */
+    again: z.number().int().positive().optional(),
+  }),
   z.object({ kind: z.literal('run-deadline'), runId: z.string() }),
   z.object({
     kind: z.literal('task-deadline'),
@@ -107,11 +123,13 @@ export type TimerJob = z.infer<typeof TimerJob>;
 export type TimerKind = TimerJob['kind'];
 
 /**
- * The job id of a timer, which makes adding it idempotent: `run-deadline-<runId>`,
+ * The job id of a timer, which makes adding it idempotent: `run-timer-<runId>-<at>` (then `-a<n>`), `run-deadline-<runId>`,
  * `task-deadline-<taskId>` (then `-m<n>`), `retry-task-<taskId>`, `cancel-run-<runId>` (then `-a<n>`).
  */
 export function timerJobId(timer: TimerJob): string {
   switch (timer.kind) {
+    case 'run-timer':
+      return `run-timer-${timer.runId}-${timer.at}${timer.again ? `-a${timer.again}` : ''}`;
     case 'run-deadline':
       return `run-deadline-${timer.runId}`;
     case 'task-deadline':

@@ -12,20 +12,25 @@ import { keys } from './keys.js';
 const PREFIX = 'unit';
 const RUN = 'r0123456789abcdef0123';
 
-/** The Redis commands the publisher uses: INCR/EXPIRE for `seq`, HINCRBY for the drop counter. */
+/** The Redis commands the publisher uses: INCRBY/EXPIRE for `seq`, HINCRBY for the drop counter. */
 class FakeRedis {
   readonly strings = new Map<string, number>();
   readonly hashes = new Map<string, Map<string, number>>();
+  /** The INCRBYs made, as `[key, increment]`. */
+  readonly incrbys: [string, number][] = [];
+  readonly expires: string[] = [];
   failIncr = false;
 
-  incr(key: string): Promise<number> {
+  incrby(key: string, by: number): Promise<number> {
     if (this.failIncr) return Promise.reject(new Error('redis is away'));
-    const n = (this.strings.get(key) ?? 0) + 1;
+    this.incrbys.push([key, by]);
+    const n = (this.strings.get(key) ?? 0) + by;
     this.strings.set(key, n);
     return Promise.resolve(n);
   }
 
-  expire(): Promise<number> {
+  expire(key: string): Promise<number> {
+    this.expires.push(key);
     return Promise.resolve(1);
   }
 
@@ -104,6 +109,37 @@ describe('EventPublisher', () => {
     expect(events.stats).toEqual({ published: 3, dropped: 0 });
   });
 
+  it('numbers the events a process emits for a run in one tick with one INCRBY, and later ones after them, with no gap', async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    const { events } = publisher(redis, nats);
+    const other = publisher(redis, nats).events;
+    emit(events, 3);
+    events.emit({ type: 'run.started', runId: 'r-other', incidentId: 'inc-2', data: {} });
+    await new Promise((r) => setImmediate(r));
+    other.emit({ type: 'agent.started', runId: RUN, incidentId: 'inc-1', data: {} });
+    emit(events, 2);
+    await Promise.all([events.flush(2_000), other.flush(2_000)]);
+    const seqKey = keys.seq(PREFIX, RUN);
+    expect(redis.incrbys).toEqual([
+      [seqKey, 3],
+      [keys.seq(PREFIX, 'r-other'), 1],
+      [seqKey, 1],
+      [seqKey, 2],
+    ]);
+    // The counter's expiry is set once, by the block that starts at 1.
+    expect(redis.expires).toEqual([seqKey, keys.seq(PREFIX, 'r-other')]);
+    const run = nats.published.filter((p) => p.event.runId === RUN);
+    expect(run.map((p) => [p.event.seq, p.event.type, p.event.data.i])).toEqual([
+      [1, 'model.called', 0],
+      [2, 'model.called', 1],
+      [3, 'model.called', 2],
+      [4, 'agent.started', undefined],
+      [5, 'model.called', 0],
+      [6, 'model.called', 1],
+    ]);
+  });
+
   it('keeps events while NATS is away and publishes them, in order, once a connection is attached', async () => {
     const redis = new FakeRedis();
     const { events } = publisher(redis, null);
@@ -131,14 +167,14 @@ describe('EventPublisher', () => {
     expect(nats.published.map((p) => p.event.seq)).toEqual([4, 5]);
   });
 
-  it('drops (and counts, and logs) an event it cannot number, without throwing at the caller', async () => {
+  it('drops (and counts, and logs) the events it cannot number, without throwing at the caller', async () => {
     const redis = new FakeRedis();
     redis.failIncr = true;
     const nats = new FakeNats();
     const { events, lines } = publisher(redis, nats);
-    expect(() => emit(events, 1)).not.toThrow();
+    expect(() => emit(events, 2)).not.toThrow();
     await events.flush(500);
-    expect(events.stats).toEqual({ published: 0, dropped: 1 });
+    expect(events.stats).toEqual({ published: 0, dropped: 2 });
     expect(nats.requests).toBe(0);
     expect(lines).toContainEqual(expect.objectContaining({ msg: 'event dropped: could not number it', runId: RUN }));
   });

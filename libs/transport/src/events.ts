@@ -107,7 +107,8 @@ export function encodeEvent(event: RunEvent, maxBytes: number): { body: string; 
 
 /**
  * Publishes run events on `<prefix>.runs.<runId>.<type>`. `seq` comes from a RedisClient counter per
- * run, so events from different processes of one run are numbered in one sequence. A run never
+ * run, so events from different processes of one run are numbered in one sequence; the events a
+ * process emits for a run in one tick take one INCRBY (a block of consecutive numbers). A run never
  * waits on this: {@link emit} returns at once, and while NATS is away events are kept up to a
  * bound and then dropped with a counter.
  */
@@ -123,6 +124,8 @@ export class EventPublisher implements EventSink {
   private readonly maxPayloadBytes: number | undefined;
   private inflight = 0;
   private pending = new Set<Promise<void>>();
+  /** Events emitted this tick, by run, waiting for their numbers (see {@link number}). */
+  private readonly unnumbered = new Map<string, EmitInput[]>();
 
   constructor(options: EventPublisherOptions) {
     this.prefix = options.prefix;
@@ -157,24 +160,47 @@ export class EventPublisher implements EventSink {
 
   emit(input: EmitInput): void {
     metrics.event(input.type);
-    const seqKey = keys.seq(this.prefix, input.runId);
+    const waiting = this.unnumbered.get(input.runId);
+    if (waiting) {
+      waiting.push(input);
+      return;
+    }
+    this.unnumbered.set(input.runId, [input]);
+    // Numbered once the code running now is done (before any I/O): the events this process emits
+    // for the run meanwhile share one INCRBY, in the order they were emitted.
+    process.nextTick(() => this.number(input.runId));
+  }
+
+  /**
+   * Numbers the run's events emitted since the last numbering with one INCRBY on the run's counter
+   * — a block of consecutive numbers, so the sequence has no gaps — and sends them in order.
+   */
+  private number(runId: string): void {
+    const batch = this.unnumbered.get(runId) ?? [];
+    this.unnumbered.delete(runId);
+    const seqKey = keys.seq(this.prefix, runId);
     const p = this.redis
-      .incr(seqKey)
-      .then((seq) => {
+      .incrby(seqKey, batch.length)
+      .then((last) => {
+        const first = last - batch.length + 1;
         // The counter's expiry is housekeeping: a failed EXPIRE leaves a key that lives on, never a lost event.
-        if (seq === 1) void this.redis.expire(seqKey, SEQ_TTL_SECONDS).catch(() => undefined);
-        const event = runEvent(input, seq);
-        this.send({
-          subject: eventSubject(this.prefix, input.runId, input.type),
-          event,
-          body: this.encode(event),
-          msgID: `${input.runId}-${seq}`,
+        if (first === 1) void this.redis.expire(seqKey, SEQ_TTL_SECONDS).catch(() => undefined);
+        batch.forEach((input, i) => {
+          const event = runEvent(input, first + i);
+          this.send({
+            subject: eventSubject(this.prefix, runId, input.type),
+            event,
+            body: this.encode(event),
+            msgID: `${runId}-${first + i}`,
+          });
         });
       })
       .catch((err: unknown) => {
-        this.stats.dropped++;
-        metrics.eventsDropped.inc();
-        this.log.warn({ err, type: input.type, runId: input.runId }, 'event dropped: could not number it');
+        for (const input of batch) {
+          this.stats.dropped++;
+          metrics.eventsDropped.inc();
+          this.log.warn({ err, type: input.type, runId }, 'event dropped: could not number it');
+        }
       })
       .finally(() => this.pending.delete(p));
     this.pending.add(p);
@@ -240,6 +266,8 @@ export class EventPublisher implements EventSink {
   /** Waits (at most `timeoutMs`) until every event emitted so far is stored or given up on. */
   async flush(timeoutMs = 10_000): Promise<void> {
     const until = Date.now() + timeoutMs;
+    // Events emitted in this tick are numbered on the next one.
+    if (this.unnumbered.size > 0) await new Promise((r) => process.nextTick(r));
     while (this.pending.size > 0 && Date.now() < until)
       await Promise.race([Promise.allSettled([...this.pending]), new Promise((r) => setTimeout(r, 100))]);
     if (this.js) this.drainBuffer();
