@@ -208,7 +208,8 @@ export function serveToolCalls(options: ToolCallResponderOptions): ToolCallRespo
   const sub = options.nc.subscribe(toolCallSubject(options.prefix), { queue: TOOL_CALL_QUEUE_GROUP });
 
   const answer = async (msg: Msg): Promise<void> => {
-    const expires = Number(msg.headers?.get(EXPIRES_HEADER) ?? NaN);
+    const header = msg.headers?.get(EXPIRES_HEADER);
+    const expires = header ? Number(header) : Infinity;
     // Too late for the first heartbeat to reach the caller before it gives up (with a heartbeat
     // of margin for the network and the clocks): leave it to the queue.
     if (closing || !(Date.now() <= expires - 2 * heartbeatMs)) {
