@@ -37,6 +37,8 @@ export interface Ctx {
   deadlineAt: number;
   /** …leaving this much for the scenarios still to come. */
   reserveMs: number;
+  /** `--tool-transport`: the `gateway.transport` of every cluster (default: the demo config's). */
+  toolTransport?: 'nats' | 'queue' | undefined;
 }
 
 /** Time this scenario may still spend (ms), for the whole bench to stay within its budget. */
@@ -302,7 +304,7 @@ export async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: Scen
     redisUrl: ctx.redisUrl,
     natsUrl: ctx.natsUrl,
     redis: ctx.redis,
-    config: buildConfig(ctx.root, cfg),
+    config: buildConfig(ctx.root, { ...cfg, toolTransport: ctx.toolTransport }),
     profile: profileFor(ctx, id, sub),
   });
   try {
