@@ -192,6 +192,31 @@ describe('tool calls over NATS', () => {
     patient.close();
   });
 
+  it('go by the queue while there is no NATS connection', async () => {
+    startWorker();
+    const offline = new NatsToolClient({ nats: () => null, prefix: ctx.prefix, fallback: queueTools, log });
+    const result = await offline.call(job('n-offline-1', 'demo__get_pods', { service: 'checkout' }));
+    expect(result).toMatchObject({ key: 'n-offline-1', status: 'ok' });
+    expect(await (await toolsQueue.getJob('n-offline-1'))?.isCompleted()).toBe(true);
+    offline.close();
+  });
+
+  it("fail a call whose own timeout passes while its gateway's heartbeats still come, without re-sending it", async () => {
+    responder = serveToolCalls({
+      nc: ctx.nats,
+      prefix: ctx.prefix,
+      concurrency: 4,
+      handle: (d) => gateway.answer(d),
+      log,
+      heartbeatMs: 150,
+    });
+    await ctx.nats.flush();
+    await expect(natsTools.call(job('n-slow-1', 'demo__get_pods', { service: 'checkout' }), { timeoutMs: 300 })).rejects.toThrow(
+      'did not finish within 300 ms',
+    );
+    expect(await toolsQueue.getJob('n-slow-1')).toBeUndefined();
+  });
+
   it('refuse a request that is not a tool call, and send it to the dead-letter queue with its data', async () => {
     responder = serveToolCalls({ nc: ctx.nats, prefix: ctx.prefix, concurrency: 4, handle: (d) => gateway.answer(d), log });
     await ctx.nats.flush();
