@@ -270,6 +270,8 @@ export interface ScenarioConfig {
   coordinatorConcurrency?: number;
   gatewayConcurrency?: number;
   workers?: { lockDurationMs?: number; stalledIntervalMs?: number; maxStalledCount?: number };
+  /** `gateway.transport`: how the specialists send tool calls. */
+  toolTransport?: 'nats' | 'queue' | undefined;
 }
 
 /** The parts of the demo config (infra/demo/bosun.yaml) that a scenario changes. */
@@ -277,7 +279,7 @@ interface DemoConfig extends Record<string, unknown> {
   mcpServers: { demo: { args?: string[] } };
   coordinator: { model?: unknown; concurrency?: number };
   specialists: Record<string, { model?: unknown; concurrency?: number }>;
-  gateway: { concurrency?: number };
+  gateway: { concurrency?: number; transport?: string };
   workers?: unknown;
 }
 
@@ -295,6 +297,7 @@ export function buildConfig(root: string, s: ScenarioConfig): Record<string, unk
   }
   if (s.kubernetesConcurrency !== undefined) demo.specialists.kubernetes!.concurrency = s.kubernetesConcurrency;
   if (s.gatewayConcurrency !== undefined) demo.gateway.concurrency = s.gatewayConcurrency;
+  if (s.toolTransport !== undefined) demo.gateway.transport = s.toolTransport;
   if (s.workers) demo.workers = { ...s.workers };
   return demo;
 }

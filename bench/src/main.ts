@@ -34,6 +34,7 @@ import { assignKeys, compareText, readResults } from './compare.js';
 
 const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
                               [--soak 10m [--soak-rate N]] [--compare old.json [new.json]]
+                              [--tool-transport nats|queue]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
                        6 observability cost, 7 codeact, 8 adk: the same incident in-process with @google/adk, 9 soak)
@@ -47,6 +48,8 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
   --profile <service>  run that service (${SERVICES.join(', ')}) under node --cpu-prof; profiles go to
                        bench/profiles/<date>/s<scenario>/ and their top self-time functions are printed
+  --tool-transport T   how specialists send tool calls (gateway.transport): nats or queue (default: the
+                       demo config's, nats)
 
 Needs Redis (REDIS_URL, default redis://127.0.0.1:6379) and NATS (NATS_URL, default nats://127.0.0.1:4222)
 on 127.0.0.1, and a build (npx tsc -b).`;
@@ -64,6 +67,7 @@ async function main(): Promise<number> {
       soak: { type: 'string' },
       'soak-rate': { type: 'string' },
       compare: { type: 'string' },
+      'tool-transport': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
     allowPositionals: true,
@@ -92,6 +96,10 @@ async function main(): Promise<number> {
   const scaleCap = values['scale-cap'] ? Number(values['scale-cap']) : undefined;
   if (scaleCap !== undefined && !(Number.isInteger(scaleCap) && scaleCap > 0 && scaleCap <= 10_000))
     throw new Error('--scale-cap: 1 to 10000');
+
+  const toolTransport = values['tool-transport'];
+  if (toolTransport !== undefined && toolTransport !== 'nats' && toolTransport !== 'queue')
+    throw new Error('--tool-transport: nats or queue');
 
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -131,6 +139,7 @@ async function main(): Promise<number> {
     // The whole bench stays under 10 minutes: 9.5 for the scenarios, the rest for start-up and clean-up.
     deadlineAt: started.getTime() + (values.quick ? 300_000 : 570_000) + (only.has(SOAK_ID) ? soakRun.durationMs + 60_000 : 0),
     reserveMs: 0,
+    toolTransport,
   };
 
   // SIGINT / SIGTERM: stop every process, clean the prefixes in use, exit.
@@ -260,6 +269,7 @@ async function main(): Promise<number> {
           scaleCap: scaleCap ?? null,
           profile: profileService ?? null,
           soak: only.has(SOAK_ID) ? soakRun : null,
+          toolTransport: toolTransport ?? null,
         },
         totalMs,
         rows,

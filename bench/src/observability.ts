@@ -73,7 +73,7 @@ async function runMode(ctx: Ctx, mode: Mode, n: number, otlpUrl: string): Promis
       redisUrl: ctx.redisUrl,
       natsUrl: ctx.natsUrl,
       redis: ctx.redis,
-      config: buildConfig(ctx.root, {}),
+      config: buildConfig(ctx.root, { toolTransport: ctx.toolTransport }),
       env,
     });
     let scrapes = 0;

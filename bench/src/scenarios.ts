@@ -37,6 +37,8 @@ export interface Ctx {
   deadlineAt: number;
   /** …leaving this much for the scenarios still to come. */
   reserveMs: number;
+  /** `--tool-transport`: the `gateway.transport` of every cluster (default: the demo config's). */
+  toolTransport?: 'nats' | 'queue' | undefined;
 }
 
 /** Time this scenario may still spend (ms), for the whole bench to stay within its budget. */
@@ -264,9 +266,9 @@ class RunTracer {
       'publish → run.started (coordinator takes the job, checkpoint read, run-deadline timer and progress)',
       'run.started → agent.delegated (route model call, checkpoint, task-deadline timer and child job)',
       'agent.delegated → agent.started (specialist takes the task, checkpoint read)',
-      'agent.started → tool.started #1 (catalog, model call 1 and cancel check, checkpoint, tool job, gateway claims it)',
+      'agent.started → tool.started #1 (catalog, model call 1 and cancel check, checkpoint, tool call sent, gateway claims it)',
       'tool.started #1 → tool.completed #1 (MCP call over stdio, record)',
-      'tool.completed #1 → tool.started #2 (result back to the specialist, model call 2, checkpoint, tool job, gateway)',
+      'tool.completed #1 → tool.started #2 (result back to the specialist, model call 2, checkpoint, tool call sent, gateway)',
       'tool.started #2 → tool.completed #2 (MCP call, record)',
       'tool.completed #2 → agent.completed (result back, model call 3: finish_task, checkpoint with the result)',
       'agent.completed → run.completed (task job completes, parent back to wait, coordinator resumes, collect, answer)',
@@ -310,7 +312,7 @@ export async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: Scen
     redisUrl: ctx.redisUrl,
     natsUrl: ctx.natsUrl,
     redis: ctx.redis,
-    config: buildConfig(ctx.root, cfg),
+    config: buildConfig(ctx.root, { ...cfg, toolTransport: ctx.toolTransport }),
     profile: profileFor(ctx, id, sub),
   });
   try {

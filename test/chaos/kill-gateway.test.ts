@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { TOOLS_QUEUE } from '@bosun/contract';
 import {
   callLog,
   openClient,
@@ -15,7 +17,10 @@ import {
 
 // Chaos 2: the gateway is killed while a slow mutating call is in progress. Nobody knows whether
 // it took effect: it is declared in doubt, never re-sent automatically, shown to operators, and
-// `bosun ack <key> --retry` sends it exactly once more.
+// `bosun ack <key> --retry` sends it exactly once more. Over both paths of the tool calls: by the
+// queue, BullMQ's stalled-job check gives the job to the new gateway; over NATS, the specialist
+// hears no heartbeat and re-sends the call by the queue. Either way the new gateway finds it in
+// flight.
 
 let t: ClusterTest;
 let ctx: TestContext;
@@ -26,22 +31,23 @@ let toolLog: CallLog;
 const logged = (tool: string) => toolLog.count(tool);
 const bosun = (args: string[]) => runCli(env, args);
 
-beforeAll(async () => {
-  t = await startClusterTest('chaos-gateway', (config, c) => {
-    toolLog = callLog(join(c.dir, 'calls.jsonl'));
-    // This test is about crashes, not approvals: let the mutating tools run unasked.
-    config.mcpServers.demo.tools = {};
-    config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
-    config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+describe.each(['nats', 'queue'])('the gateway dies during a mutating call (gateway.transport: %s)', (transport) => {
+  beforeAll(async () => {
+    t = await startClusterTest(`chaos-gateway-${transport}`, (config, c) => {
+      toolLog = callLog(join(c.dir, 'calls.jsonl'));
+      // This test is about crashes, not approvals: let the mutating tools run unasked.
+      config.mcpServers.demo.tools = {};
+      config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: toolLog.path, DEMO_MCP_SLOW_MS: '4000' };
+      config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
+      config.gateway = { ...config.gateway, transport };
+    });
+    ({ ctx, cluster, env } = t);
   });
-  ({ ctx, cluster, env } = t);
-});
 
-afterAll(async () => {
-  await t?.close();
-});
+  afterAll(async () => {
+    await t?.close();
+  });
 
-describe('the gateway dies during a mutating call', () => {
   it('declares the call in doubt, does not call it again, and lets an operator retry it once', async () => {
     const client = await openClient(ctx);
     const incident = {
@@ -59,6 +65,10 @@ describe('the gateway dies during a mutating call', () => {
     // Wait until the MCP server has received the call, then kill the gateway mid-call.
     await waitUntil(() => logged('restart_pod') > 0, 10_000, 'the MCP server received restart_pod', 20);
     expect(logged('restart_pod')).toBe(1);
+    // Over NATS the call is no job (yet); by the queue it is the job of its key.
+    const toolsQueue = new Queue(TOOLS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
+    expect(Boolean(await toolsQueue.getJob(key))).toBe(transport === 'queue');
+    await toolsQueue.close();
     cluster.get('gateway').kill('SIGKILL');
     await cluster.get('gateway').exited;
     const gateway = cluster.add(startService('gateway', env));

@@ -15,6 +15,8 @@ export interface ClusterTest {
 /**
  * Opens a context, lets `configure` change the demo config (it gets the context, e.g. for a file
  * in `ctx.dir`), writes it, starts gateway, coordinator and specialists, and opens a client.
+ * `BOSUN_TEST_TOOL_TRANSPORT=queue` (or `nats`) sets `gateway.transport` where `configure` leaves
+ * it unset, to run a file's tests over either path of the tool calls.
  */
 export async function startClusterTest(
   label: string,
@@ -26,6 +28,8 @@ export async function startClusterTest(
   try {
     const config = demoConfig();
     configure(config, ctx);
+    const transport = process.env.BOSUN_TEST_TOOL_TRANSPORT;
+    if (transport && config.gateway?.transport === undefined) config.gateway = { ...config.gateway, transport };
     const env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
     cluster = await TestCluster.start(env, { specialists: options.specialists ?? 1 });
     const client = await openClient(ctx);

@@ -220,6 +220,12 @@ const Gateway = z
   .object({
     /** Tool calls one gateway process runs at once. */
     concurrency: substitutable(z.number().int().positive().max(10_000)).default(64),
+    /**
+     * How specialists send tool calls to the gateways: `nats` (request/reply to the gateways'
+     * queue group, the queue as fallback) or `queue` (one BullMQ job per call). The gateways
+     * answer both. docs/durability.md, "Tool calls".
+     */
+    transport: z.enum(['nats', 'queue']).default('nats'),
     /** Per-call timeout. */
     callTimeoutMs: substitutable(z.number().int().positive()).default(60_000),
     /** Results longer than this many characters are truncated with an explicit marker. */
@@ -283,7 +289,7 @@ const ClusterConfigSchema = z
     }),
     specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),
-    gateway: Gateway.default({ concurrency: 64, callTimeoutMs: 60_000, maxResultChars: 100_000 }),
+    gateway: Gateway.default({ concurrency: 64, transport: 'nats', callTimeoutMs: 60_000, maxResultChars: 100_000 }),
     workers: Workers.default({ lockDurationMs: 10_000, stalledIntervalMs: 5_000, maxStalledCount: 2 }),
     /** The alert intake (`services/intake`, docs/intake-and-delivery.md); off when absent. */
     intake: IntakeConfigSchema.optional(),

@@ -21,6 +21,16 @@ export type { CheckpointStore, CheckpointRead, RevisedCheckpointStore, RedisChec
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
 export { QueueToolClient } from './tools.js';
+export {
+  NatsToolClient,
+  NotAToolCallError,
+  serveToolCalls,
+  toolCallSubject,
+  TOOL_CALL_QUEUE_GROUP,
+  TOOL_CALL_HEARTBEAT_MS,
+  TOOL_CALL_LAPSE_MS,
+} from './tools-nats.js';
+export type { NatsToolClientOptions, ToolCallResponder, ToolCallResponderOptions } from './tools-nats.js';
 export { ToolCallRecords } from './tool-records.js';
 export type { ToolCallClaim, ClaimOutcome, OperatorChange, ToolCallRecordsOptions } from './tool-records.js';
 export type { ToolClient, QueueToolClientOptions } from './tools.js';

@@ -12,6 +12,11 @@ export interface ToolClient {
   call(call: ToolCallJob, options?: { timeoutMs?: number }): Promise<ToolCallResult>;
 }
 
+/** A call's outcome as its span's `bosun.tool.outcome` shows it. */
+export function toolOutcome(result: ToolCallResult): string {
+  return result.inDoubt ? 'in_doubt' : result.status === 'error' ? 'error' : result.isError ? 'tool_error' : 'ok';
+}
+
 /** Options of {@link QueueToolClient}. */
 export interface QueueToolClientOptions {
   redis: RedisClient;
@@ -75,7 +80,12 @@ export class QueueToolClient implements ToolClient {
 
   /** Sends the call as a `tool-call` job (carrying this span's trace context) and waits for its result. */
   async call(call: ToolCallJob, options: { timeoutMs?: number } = {}): Promise<ToolCallResult> {
-    const attributes = { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': call.tool, 'bosun.tool.key': call.key };
+    const attributes = {
+      'gen_ai.operation.name': 'execute_tool',
+      'gen_ai.tool.name': call.tool,
+      'bosun.tool.key': call.key,
+      'bosun.tool.transport': 'queue',
+    };
     return inSpan(`execute_tool ${call.tool}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
       const job = await this.queue.add(
         TOOL_CALL_JOB,
@@ -90,10 +100,7 @@ export class QueueToolClient implements ToolClient {
       );
       const value: unknown = await job.waitUntilFinished(this.events, options.timeoutMs);
       const result = parseWith(ToolCallResult, value, 'tool call result');
-      span.setAttribute(
-        'bosun.tool.outcome',
-        result.inDoubt ? 'in_doubt' : result.status === 'error' ? 'error' : result.isError ? 'tool_error' : 'ok',
-      );
+      span.setAttribute('bosun.tool.outcome', toolOutcome(result));
       return result;
     });
   }

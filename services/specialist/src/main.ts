@@ -17,6 +17,7 @@ import { createModel } from '@bosun/models';
 import { buildModel, observedModel } from '@bosun/agent';
 import {
   ApprovalStore,
+  NatsToolClient,
   QueueToolClient,
   RunUsageLedger,
   TraceNotes,
@@ -91,8 +92,13 @@ runService({
     const { config, names } = load(args, env);
 
     const rt = await openRuntime(env, { service: 'specialist', log });
-    const tools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
-    await tools.ready();
+    const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
+    await queueTools.ready();
+    const natsTools =
+      config.gateway.transport === 'nats'
+        ? new NatsToolClient({ nats: () => rt.nats(), prefix: env.prefix, fallback: queueTools, log })
+        : undefined;
+    const tools = natsTools ?? queueTools;
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
     const workers: Worker[] = [];
@@ -159,7 +165,8 @@ runService({
         // Stop taking work; tasks in flight hand themselves back at their next step boundary.
         draining = true;
         await Promise.all(workers.map((w) => w.close()));
-        await tools.close();
+        natsTools?.close();
+        await queueTools.close();
         await approvals.close();
         await rt.close();
       },

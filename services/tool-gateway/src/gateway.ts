@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, type Job } from 'bullmq';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
@@ -15,6 +16,7 @@ import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config'
 import { decideCall, isReadOnlyTool, specialistCaller, type Caller } from '@bosun/policy';
 import {
   ApprovalStore,
+  NotAToolCallError,
   ToolCallRecords,
   keys,
   matchesProposedCall,
@@ -138,13 +140,28 @@ export class ToolGateway {
    * the job fails without retries.
    */
   async process(job: Job): Promise<ToolCallResult> {
-    const parsed = ToolCallJob.safeParse(job.data);
-    if (!parsed.success) {
-      const reason = `invalid tool call: ${describeIssues(parsed.error).issues.join('; ')}`;
-      await this.deps.deadLetters.add({ kind: 'poison', reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
-      throw new UnrecoverableError(reason);
-    }
-    return this.execute(parsed.data);
+    const parsed = await this.parseCall(job.data, `poison-${job.id ?? 'unknown'}`);
+    if (typeof parsed === 'string') throw new UnrecoverableError(parsed);
+    return this.execute(parsed);
+  }
+
+  /**
+   * Answers a tool-call request over NATS (`serveToolCalls`): as {@link process}, a request that
+   * is not a tool call goes to the dead-letter queue with its data, and is refused.
+   */
+  async answer(data: unknown): Promise<ToolCallResult> {
+    const parsed = await this.parseCall(data, `poison-nats-${randomUUID()}`);
+    if (typeof parsed === 'string') throw new NotAToolCallError(parsed);
+    return this.execute(parsed);
+  }
+
+  /** The call in a job's or request's data, or (after its dead letter is written) why it is not one. */
+  private async parseCall(data: unknown, deadLetterId: string): Promise<ToolCallJob | string> {
+    const parsed = ToolCallJob.safeParse(data);
+    if (parsed.success) return parsed.data;
+    const reason = `invalid tool call: ${describeIssues(parsed.error).issues.join('; ')}`;
+    await this.deps.deadLetters.add({ kind: 'poison', reason, input: data }, deadLetterId);
+    return reason;
   }
 
   /**

@@ -3,7 +3,16 @@ import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { TOOLS_QUEUE } from '@bosun/contract';
 import { ConfigError, addLogSecrets, configSecrets, createLogger, loadClusterConfig } from '@bosun/config';
-import { ApprovalStore, checkRuntime, openRuntime, runService } from '@bosun/transport';
+import {
+  ApprovalStore,
+  checkRuntime,
+  openRuntime,
+  runService,
+  serveToolCalls,
+  type Runtime,
+  type ToolCallResponder,
+} from '@bosun/transport';
+import type { Logger } from '@bosun/config';
 import { startTracing } from '@bosun/otel';
 import { ToolGateway } from './gateway.js';
 import { checkMcpServers } from './mcp.js';
@@ -61,9 +70,11 @@ runService({
       maxStalledCount: config.workers.maxStalledCount,
     });
     worker.on('error', (err) => log.error({ err }, 'tools worker error'));
+    const nats = answerOverNats(rt, gateway, { prefix: env.prefix, concurrency: config.gateway.concurrency, log });
     return {
       async close() {
         await face?.close();
+        await nats.close();
         await faceApprovals?.close();
         await worker.close();
         await gateway.close();
@@ -72,3 +83,35 @@ runService({
     };
   },
 });
+
+/**
+ * Answers tool calls over NATS too (the callers' default path, docs/durability.md "Tool calls"),
+ * from when NATS answers: the runtime may start without it.
+ */
+function answerOverNats(
+  rt: Runtime,
+  gateway: ToolGateway,
+  options: { prefix: string; concurrency: number; log: Logger },
+): { close(): Promise<void> } {
+  let responder: ToolCallResponder | undefined;
+  let closed = false;
+  let retry: NodeJS.Timeout | undefined;
+  const attach = () => {
+    if (closed) return;
+    const nc = rt.nats();
+    if (!nc) {
+      retry = setTimeout(attach, 1_000);
+      return;
+    }
+    responder = serveToolCalls({ nc, ...options, handle: (data) => gateway.answer(data) });
+    options.log.info('answering tool calls over NATS');
+  };
+  attach();
+  return {
+    async close() {
+      closed = true;
+      clearTimeout(retry);
+      await responder?.close();
+    },
+  };
+}
