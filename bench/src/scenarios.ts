@@ -618,13 +618,27 @@ async function inFlightWorkload(
   ctx: Ctx,
   prefix: string,
   id: number,
-  opts: { n: number; latencyMs: number; concurrency: number; processes: number; timeoutMs: number; sub?: string },
+  opts: {
+    n: number;
+    latencyMs: number;
+    concurrency: number;
+    processes: number;
+    timeoutMs: number;
+    sub?: string;
+    workers?: ScenarioConfig['workers'];
+  },
 ): Promise<InFlightRun> {
   const b = await startBosun(
     ctx,
     prefix,
     id,
-    { kubernetesLatencyMs: opts.latencyMs, kubernetesConcurrency: opts.concurrency, coordinatorConcurrency: 500, gatewayConcurrency: 256 },
+    {
+      kubernetesLatencyMs: opts.latencyMs,
+      kubernetesConcurrency: opts.concurrency,
+      coordinatorConcurrency: 500,
+      gatewayConcurrency: 256,
+      ...(opts.workers ? { workers: opts.workers } : {}),
+    },
     opts.processes,
     opts.sub ?? '',
   );
@@ -708,6 +722,9 @@ async function inFlightOnce(ctx: Ctx, n: number, result: ScenarioResult): Promis
   const latencyMs = 2000;
   const concurrency = Math.max(2000, n);
   const targetMb = inFlightTargetMb(n);
+  // More than 2,000 tasks in one process: a lock of 30 s (BullMQ's default) rather than the
+  // config's 10 s, so that a busy event loop renews it in time (docs/scaling.md).
+  const workers = n > 2000 ? { lockDurationMs: 30_000, stalledIntervalMs: 5_000, maxStalledCount: 2 } : undefined;
   return withPrefix(ctx, async (prefix) => {
     note(`3 in flight: ${n} incidents at once, one specialist, kubernetes concurrency ${concurrency}, model latency ${latencyMs} ms`);
     const r = await inFlightWorkload(ctx, prefix, 3, {
@@ -717,6 +734,7 @@ async function inFlightOnce(ctx: Ctx, n: number, result: ScenarioResult): Promis
       processes: 1,
       timeoutMs: within(ctx, 240_000),
       sub: `-n${n}`,
+      ...(workers ? { workers } : {}),
     });
     const s = r.specialists[0]!;
     const peakKb = Math.max(s.hwmKb, s.peakSampledKb);
@@ -751,6 +769,7 @@ async function inFlightOnce(ctx: Ctx, n: number, result: ScenarioResult): Promis
       kubernetesConcurrency: concurrency,
       coordinatorConcurrency: 500,
       gatewayConcurrency: 256,
+      workers: workers ?? 'config defaults',
       wallMs: r.wallMs,
       statuses: r.statuses,
       failed: r.failed,
