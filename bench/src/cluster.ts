@@ -347,6 +347,9 @@ export class Cluster {
       // Node names the file CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile; it is written when the service exits.
       nodeArgs.push('--cpu-prof', '--cpu-prof-dir', profile.dir);
     }
+    // Node flags for the specialist (e.g. `--require snap.cjs` to take heap snapshots; see bench/README.md).
+    const specialistArgs = process.env.BENCH_SPECIALIST_NODE_ARGS?.trim();
+    if (specialistArgs && service === 'specialist') nodeArgs.push(...specialistArgs.split(/\s+/));
     // Only what the services need: no GEMINI_API_KEY, no NODE_OPTIONS from the caller.
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,

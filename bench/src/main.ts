@@ -32,7 +32,7 @@ import { scenarioObservability } from './observability.js';
 import { SOAK_ID, scenarioSoak, soakOptions } from './soak.js';
 import { assignKeys, compareText, readResults } from './compare.js';
 
-const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--scale-cap N] [--profile <service>]
+const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--inflight-n N] [--scale-cap N] [--profile <service>]
                               [--soak 10m [--soak-rate N]] [--compare old.json [new.json]]
                               [--tool-transport nats|queue]
 
@@ -45,6 +45,7 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
                        (--compare old.json new.json) compare the two without running anything
   --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery; adk 30 + 500)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
+  --inflight-n N       incidents at once in scenario 3 (default 2000 then 10000, quick 200)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
   --profile <service>  run that service (${SERVICES.join(', ')}) under node --cpu-prof; profiles go to
                        bench/profiles/<date>/s<scenario>/ and their top self-time functions are printed
@@ -62,6 +63,7 @@ async function main(): Promise<number> {
       only: { type: 'string' },
       quick: { type: 'boolean', default: false },
       'throughput-n': { type: 'string' },
+      'inflight-n': { type: 'string' },
       'scale-cap': { type: 'string' },
       profile: { type: 'string' },
       soak: { type: 'string' },
@@ -93,6 +95,9 @@ async function main(): Promise<number> {
   const throughputN = values['throughput-n'] ? Number(values['throughput-n']) : undefined;
   if (throughputN !== undefined && !(Number.isInteger(throughputN) && throughputN > 0 && throughputN <= 20_000))
     throw new Error('--throughput-n: 1 to 20000');
+  const inflightN = values['inflight-n'] ? Number(values['inflight-n']) : undefined;
+  if (inflightN !== undefined && !(Number.isInteger(inflightN) && inflightN > 0 && inflightN <= 10_000))
+    throw new Error('--inflight-n: 1 to 10000');
   const scaleCap = values['scale-cap'] ? Number(values['scale-cap']) : undefined;
   if (scaleCap !== undefined && !(Number.isInteger(scaleCap) && scaleCap > 0 && scaleCap <= 10_000))
     throw new Error('--scale-cap: 1 to 10000');
@@ -184,7 +189,7 @@ async function main(): Promise<number> {
   const scenarios: [number, () => Promise<ScenarioResult>][] = [
     [1, () => scenarioLatency(ctx)],
     [2, () => scenarioThroughput(ctx, throughputN)],
-    [3, () => scenarioInFlight(ctx)],
+    [3, () => scenarioInFlight(ctx, inflightN)],
     [4, () => scenarioScaleOut(ctx, scaleCap)],
     [5, () => scenarioRecovery(ctx)],
     [6, () => scenarioObservability(ctx)],
@@ -266,6 +271,7 @@ async function main(): Promise<number> {
           only: [...only].sort(),
           quick: ctx.quick,
           throughputN: throughputN ?? null,
+          inflightN: inflightN ?? null,
           scaleCap: scaleCap ?? null,
           profile: profileService ?? null,
           soak: only.has(SOAK_ID) ? soakRun : null,

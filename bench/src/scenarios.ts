@@ -628,13 +628,27 @@ async function inFlightWorkload(
   ctx: Ctx,
   prefix: string,
   id: number,
-  opts: { n: number; latencyMs: number; concurrency: number; processes: number; timeoutMs: number; sub?: string },
+  opts: {
+    n: number;
+    latencyMs: number;
+    concurrency: number;
+    processes: number;
+    timeoutMs: number;
+    sub?: string;
+    workers?: ScenarioConfig['workers'];
+  },
 ): Promise<InFlightRun> {
   const b = await startBosun(
     ctx,
     prefix,
     id,
-    { kubernetesLatencyMs: opts.latencyMs, kubernetesConcurrency: opts.concurrency, coordinatorConcurrency: 500, gatewayConcurrency: 256 },
+    {
+      kubernetesLatencyMs: opts.latencyMs,
+      kubernetesConcurrency: opts.concurrency,
+      coordinatorConcurrency: 500,
+      gatewayConcurrency: 256,
+      ...(opts.workers ? { workers: opts.workers } : {}),
+    },
     opts.processes,
     opts.sub ?? '',
   );
@@ -687,14 +701,51 @@ async function inFlightWorkload(
   }
 }
 
-export async function scenarioInFlight(ctx: Ctx): Promise<ScenarioResult> {
-  const n = ctx.quick ? 200 : 2000;
+/** The peak RSS targets of scenario 3 (issue 15): < 400 MB with 2,000 runs in flight, < 500 MB with 10,000. */
+function inFlightTargetMb(n: number): number {
+  return n <= 2000 ? 400 : 500;
+}
+
+/**
+ * 3. Many in flight: `n` incidents at once on one specialist process (kubernetes concurrency `n`,
+ * at least 2,000). Without `nOverride`, 2,000 then 10,000 (quick: 200).
+ */
+export async function scenarioInFlight(ctx: Ctx, nOverride?: number): Promise<ScenarioResult> {
+  const counts = nOverride !== undefined ? [nOverride] : ctx.quick ? [200] : [2000, 10_000];
+  const result: ScenarioResult = { id: 3, name: 'many in flight', rows: [], notes: [], data: {} };
+  const runs: Record<string, unknown>[] = [];
+  for (const [k, n] of counts.entries()) {
+    checkAbort();
+    if (k > 0 && budgetLeft(ctx) < 60_000) {
+      result.notes.push(`${n} in flight: skipped, the time budget is spent`);
+      continue;
+    }
+    runs.push(await inFlightOnce(ctx, n, result));
+  }
+  // The first count's figures at the top level, as before scenario 3 ran more than one count.
+  result.data = { ...runs[0], runs };
+  return result;
+}
+
+/** One count of scenario 3: its rows and notes go into `result`; returns its data. */
+async function inFlightOnce(ctx: Ctx, n: number, result: ScenarioResult): Promise<Record<string, unknown>> {
   const latencyMs = 2000;
   const concurrency = Math.max(2000, n);
-  const result: ScenarioResult = { id: 3, name: 'many in flight', rows: [], notes: [], data: {} };
-  await withPrefix(ctx, async (prefix) => {
+  const targetMb = inFlightTargetMb(n);
+  // More than 2,000 tasks in one process: a lock of 30 s (BullMQ's default) rather than the
+  // config's 10 s, so that a busy event loop renews it in time (docs/scaling.md).
+  const workers = n > 2000 ? { lockDurationMs: 30_000, stalledIntervalMs: 5_000, maxStalledCount: 2 } : undefined;
+  return withPrefix(ctx, async (prefix) => {
     note(`3 in flight: ${n} incidents at once, one specialist, kubernetes concurrency ${concurrency}, model latency ${latencyMs} ms`);
-    const r = await inFlightWorkload(ctx, prefix, 3, { n, latencyMs, concurrency, processes: 1, timeoutMs: within(ctx, 240_000) });
+    const r = await inFlightWorkload(ctx, prefix, 3, {
+      n,
+      latencyMs,
+      concurrency,
+      processes: 1,
+      timeoutMs: within(ctx, 240_000),
+      sub: `-n${n}`,
+      ...(workers ? { workers } : {}),
+    });
     const s = r.specialists[0]!;
     const peakKb = Math.max(s.hwmKb, s.peakSampledKb);
     const perRunKb = (peakKb - s.idleKb) / n;
@@ -714,20 +765,21 @@ export async function scenarioInFlight(ctx: Ctx): Promise<ScenarioResult> {
         scenario: '',
         metric: 'specialist peak RSS (MB; VmHWM)',
         bosun: fmt(mb(peakKb)),
-        target: '< 400 MB',
-        result: mb(peakKb) < 400 ? 'met' : 'missed',
+        target: `< ${targetMb} MB`,
+        result: mb(peakKb) < targetMb ? 'met' : 'missed',
       },
       { scenario: '', metric: 'specialist idle RSS (MB)', bosun: fmt(mb(s.idleKb)), target: '—', result: 'n/a' },
       { scenario: '', metric: 'memory per in-flight run (KB)', bosun: fmt(perRunKb), target: '—', result: 'n/a' },
     );
-    if (!allDone) result.notes.push(`statuses: ${statusText(r.statuses)}; failed ${r.failed}; timed out: ${r.timedOut}`);
-    result.notes.push(cpuText(r.cpu, r.done + r.failed));
-    result.data = {
+    if (!allDone) result.notes.push(`${n}: statuses: ${statusText(r.statuses)}; failed ${r.failed}; timed out: ${r.timedOut}`);
+    result.notes.push(`${n}: ${cpuText(r.cpu, r.done + r.failed)}`);
+    return {
       n,
       latencyMs,
       kubernetesConcurrency: concurrency,
       coordinatorConcurrency: 500,
       gatewayConcurrency: 256,
+      workers: workers ?? 'config defaults',
       wallMs: r.wallMs,
       statuses: r.statuses,
       failed: r.failed,
@@ -738,7 +790,6 @@ export async function scenarioInFlight(ctx: Ctx): Promise<ScenarioResult> {
       loadavg: loadavg(),
     };
   });
-  return result;
 }
 
 export async function scenarioScaleOut(ctx: Ctx, capOverride?: number): Promise<ScenarioResult> {

@@ -97,6 +97,26 @@ describe('QueueToolClient', () => {
     }
   });
 
+  it('gives callers that ask at once one parsed catalog, and keeps that object while the text is unchanged', async () => {
+    // No cache: every call that does not overlap another reads Redis again.
+    const tools = new QueueToolClient({ redis: ctx.redis, prefix: ctx.prefix, catalogCacheMs: 0 });
+    try {
+      const catalog = { v: 1, updatedAt: new Date().toISOString(), tools: [], unavailable: {} };
+      await ctx.redis.set(keys.catalog(ctx.prefix), JSON.stringify(catalog));
+      const many = await Promise.all(Array.from({ length: 50 }, () => tools.catalog()));
+      expect(new Set(many).size).toBe(1);
+      // Read again: the same text gives the same object, a new text a new one.
+      expect(await tools.catalog()).toBe(many[0]);
+      await ctx.redis.set(keys.catalog(ctx.prefix), JSON.stringify({ ...catalog, unavailable: { demo: 'down' } }));
+      const changed = await tools.catalog();
+      expect(changed).not.toBe(many[0]);
+      expect(changed.unavailable).toEqual({ demo: 'down' });
+    } finally {
+      await ctx.redis.del(keys.catalog(ctx.prefix));
+      await tools.close();
+    }
+  });
+
   it('refuses a catalog that does not match the contract, naming the field', async () => {
     const tools = new QueueToolClient({ redis: ctx.redis, prefix: ctx.prefix });
     try {

@@ -1,4 +1,4 @@
-import { FINISH_TASK_TOOL, type CatalogTool, type TaskCheckpointData } from '@bosun/contract';
+import { FINISH_TASK_TOOL, type Catalog, type CatalogTool, type TaskCheckpointData } from '@bosun/contract';
 import { isReadOnlyTool, toolAllowed } from '@bosun/policy';
 import type { ToolCall, ToolDeclaration } from '@bosun/models';
 import { applyLoad, initialRouting, loadToolsDeclaration, routingGroups, type RoutingState } from './routing.js';
@@ -36,6 +36,16 @@ function finishDeclaration(outputSchema: Record<string, unknown>): ToolDeclarati
   };
 }
 
+/** The key of the default policy (no `deps.policy`) in {@link views}. */
+const DEFAULT_POLICY = {};
+
+/**
+ * Views already built, by catalog, policy and spec object. A view never changes once built, so the
+ * tasks of one specialist share it while the catalog is the same object (see `ToolClient.catalog`):
+ * thousands of tasks in flight hold one copy of the offered tools and their declarations.
+ */
+const views = new WeakMap<Catalog, WeakMap<object, WeakMap<TaskAgentSpec, ToolView>>>();
+
 /**
  * A task's view of the tool catalog under its policy: the tools it is offered, by name, their
  * routing groups (when routing is on), and what the model is shown of them.
@@ -50,6 +60,8 @@ export class ToolView {
   /** `finish_task`, whose parameters are the output schema. */
   readonly finishDecl: ToolDeclaration;
   private readonly spec: TaskAgentSpec;
+  /** Every tool and `finish_task`: what is offered without routing, built once (never mutate it). */
+  private everyTool: ToolDeclaration[] | undefined;
 
   private constructor(spec: TaskAgentSpec, policy: TaskPolicy, allowed: CatalogTool[]) {
     this.spec = spec;
@@ -60,11 +72,24 @@ export class ToolView {
     this.finishDecl = finishDeclaration(spec.outputSchema);
   }
 
-  /** Reads the catalog and applies the policy (the deps' policy, or the spec's patterns and mode). */
+  /**
+   * Reads the catalog and applies the policy (the deps' policy, or the spec's patterns and mode);
+   * the view of the same catalog, policy and spec objects is reused.
+   */
   static async load(spec: TaskAgentSpec, deps: Pick<TaskAgentDeps, 'tools' | 'policy'>): Promise<ToolView> {
     const catalog = await deps.tools.catalog();
-    const policy = deps.policy ?? defaultPolicy(spec);
-    return new ToolView(spec, policy, policy.offered(catalog.tools));
+    let byPolicy = views.get(catalog);
+    if (!byPolicy) views.set(catalog, (byPolicy = new WeakMap()));
+    const policyKey = deps.policy ?? DEFAULT_POLICY;
+    let bySpec = byPolicy.get(policyKey);
+    if (!bySpec) byPolicy.set(policyKey, (bySpec = new WeakMap()));
+    let view = bySpec.get(spec);
+    if (!view) {
+      const policy = deps.policy ?? defaultPolicy(spec);
+      view = new ToolView(spec, policy, policy.offered(catalog.tools));
+      bySpec.set(spec, view);
+    }
+    return view;
   }
 
   /** The routing state a task starts with: undefined when routing is off or has no group. */
@@ -75,7 +100,7 @@ export class ToolView {
 
   /** What the model is offered: with routing, the groups and what it has loaded; without, every tool. */
   declarations(routing: Routing): ToolDeclaration[] {
-    if (!this.groups || !routing) return [...this.allowed.map(declare), this.finishDecl];
+    if (!this.groups || !routing) return (this.everyTool ??= [...this.allowed.map(declare), this.finishDecl]);
     const loadedNow = new Set(routing.loaded);
     return [
       ...this.allowed.filter((t) => loadedNow.has(t.name)).map(declare),

@@ -39,7 +39,9 @@ export class QueueToolClient implements ToolClient {
   private readonly eventsConnection: RedisClient;
   private readonly catalogWaitMs: number;
   private readonly catalogCacheMs: number;
-  private cached: { at: number; catalog: Catalog } | undefined;
+  private cached: { at: number; text: string; catalog: Catalog } | undefined;
+  /** The read under way: tasks that ask at once share it (and the parsed catalog) rather than each reading their own. */
+  private reading: Promise<Catalog> | undefined;
 
   constructor(options: QueueToolClientOptions) {
     this.redis = options.redis;
@@ -58,14 +60,24 @@ export class QueueToolClient implements ToolClient {
     await this.events.waitUntilReady();
   }
 
+  /**
+   * The catalog, reused for `catalogCacheMs`. Callers that ask while it is being read share that
+   * read: thousands of tasks starting at once hold one parsed catalog, not one copy each.
+   */
   async catalog(): Promise<Catalog> {
     if (this.cached && Date.now() - this.cached.at < this.catalogCacheMs) return this.cached.catalog;
+    this.reading ??= this.readCatalog().finally(() => (this.reading = undefined));
+    return this.reading;
+  }
+
+  private async readCatalog(): Promise<Catalog> {
     const started = Date.now();
     for (;;) {
       const text = await this.redis.get(keys.catalog(this.prefix));
       if (text !== null) {
-        const catalog = parseWith(Catalog, JSON.parse(text), 'tool catalog');
-        this.cached = { at: Date.now(), catalog };
+        // An unchanged catalog stays the same object: what tasks derive from it can be shared.
+        const catalog = text === this.cached?.text ? this.cached.catalog : parseWith(Catalog, JSON.parse(text), 'tool catalog');
+        this.cached = { at: Date.now(), text, catalog };
         return catalog;
       }
       if (Date.now() - started > this.catalogWaitMs) {

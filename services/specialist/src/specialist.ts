@@ -29,6 +29,9 @@ const UNUSABLE_CHECKPOINT = new Set(['bad_checkpoint', 'corrupt_checkpoint']);
  */
 export function specialistProcessor(deps: SpecialistDeps) {
   const log = deps.log.child({ agent: deps.name });
+  // Built once for every task: thousands of tasks in flight share them (and the task loop shares
+  // what it derives from the spec object, such as the tool view).
+  const shared: SharedDeps = { ...deps, log, loopSpec: { name: deps.name, ...deps.spec } };
   return async (job: Job, token?: string): Promise<TaskResult> => {
     const parsed = TaskJob.safeParse(job.data);
     if (!parsed.success || parsed.data.agent !== deps.name) {
@@ -38,12 +41,17 @@ export function specialistProcessor(deps: SpecialistDeps) {
       await deps.deadLetters.add({ kind: 'poison', agent: deps.name, reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
       throw new UnrecoverableError(reason);
     }
-    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask({ ...deps, log }, { job, token, task: parsed.data }));
+    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, task: parsed.data }));
   };
 }
 
+/** The deps of every task of one specialist, with its logger and the spec the task loop is given. */
+interface SharedDeps extends SpecialistDeps {
+  loopSpec: SpecialistConfig & { name: string };
+}
+
 /** One attempt of a task job: the task loop, and what its park, hand-over or failure means for the job. */
-async function attemptTask(deps: SpecialistDeps, picked: { job: Job; token: string | undefined; task: TaskJob }): Promise<TaskResult> {
+async function attemptTask(deps: SharedDeps, picked: { job: Job; token: string | undefined; task: TaskJob }): Promise<TaskResult> {
   const { log } = deps;
   const { job, token, task } = picked;
   const attempt = job.attemptsMade + 1;
@@ -52,7 +60,7 @@ async function attemptTask(deps: SpecialistDeps, picked: { job: Job; token: stri
     // A specialist done by a remote A2A agent follows the remote task instead of running a model loop.
     const result = deps.remote
       ? await deps.remote.run(task, attempt)
-      : await loop(task, { name: deps.name, ...deps.spec }, { ...deps, log }, { attempt, firstPickup: job.attemptsStarted <= 1 });
+      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1 });
     // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
     return result;
