@@ -16,11 +16,33 @@ const StoredToolCall = z.object({
  * A conversation turn as stored in a checkpoint (a task's, or a delegating run's): the models'
  * `Message`. Checkpoints are stored formats, not part of the v1 wire contract.
  */
+/** What a model turn carried that its provider needs back (thinking blocks, `reasoning_content`): the models' `Reasoning`. */
+const StoredReasoning = z.object({
+  kind: z.string(),
+  text: z.string(),
+  signature: z.string().optional(),
+  redacted: z.boolean().optional(),
+});
+
 export const MessageSchema = z.discriminatedUnion('role', [
   z.object({ role: z.literal('user'), text: z.string() }),
-  z.object({ role: z.literal('model'), text: z.string().optional(), calls: z.array(StoredToolCall).optional() }),
+  z.object({
+    role: z.literal('model'),
+    text: z.string().optional(),
+    calls: z.array(StoredToolCall).optional(),
+    reasoning: z.array(StoredReasoning).optional(),
+  }),
   z.object({
     role: z.literal('tool'),
-    responses: z.array(z.object({ id: z.string(), name: z.string(), output: z.unknown(), isError: z.boolean().optional() })),
+    responses: z.array(
+      z.object({
+        id: z.string(),
+        name: z.string(),
+        output: z.unknown(),
+        isError: z.boolean().optional(),
+        /** The idempotency key of the call it answers (the context budget names it when it shortens the result). */
+        key: z.string().optional(),
+      }),
+    ),
   }),
 ]);

@@ -190,7 +190,8 @@ describe('GeminiModel', () => {
         },
         { id: 'call_1', name: 'search_logs', args: { query: 'level:error service:checkout', limit: 20 } },
       ],
-      usage: { inputTokens: 187, outputTokens: 46, totalTokens: 311 },
+      // Thinking is billed as output: 46 candidates + 78 thoughts.
+      usage: { inputTokens: 187, outputTokens: 124, totalTokens: 311, reasoningTokens: 78 },
       model: 'gemini-2.5-flash',
     });
 
@@ -265,7 +266,7 @@ describe('GeminiModel', () => {
         'The checkout service is degraded: 4.2% of requests failed in the last 15 minutes, ' +
         'all with upstream timeouts from the payment provider.',
       calls: [],
-      usage: { inputTokens: 356, outputTokens: 33, totalTokens: 512 },
+      usage: { inputTokens: 356, outputTokens: 156, totalTokens: 512, reasoningTokens: 123 },
       model: 'gemini-2.5-flash',
     });
 
@@ -396,5 +397,50 @@ describe('GeminiModel', () => {
 
   it('rejects a missing API key at construction', () => {
     expect(() => new GeminiModel({ apiKey: '' })).toThrow(/apiKey is required/);
+  });
+});
+
+/** Shapes recorded from the live Gemini API by other projects (test/fixtures/README.md). */
+describe('GeminiModel against recorded Gemini 2.5 and 3 responses', () => {
+  const ask = (name: string) => request([{ role: 'user', text: `Investigate. fixture:${name}` }]);
+
+  it('never takes text cut off at MAX_TOKENS as an answer: output_limit, not retryable', async () => {
+    const error = await failure(model().generate(ask('max-tokens')));
+    expect(error).toMatchObject({ retryable: false, reason: 'output_limit' });
+    expect(error.message).toBe('Gemini cut the answer off at the output token limit (finishReason MAX_TOKENS)');
+    // A thinking model that spent the whole budget thinking: no parts at all.
+    expect(await failure(model().generate(ask('max-tokens-no-parts')))).toMatchObject({ reason: 'output_limit' });
+  });
+
+  it('ends RECITATION, MALFORMED_FUNCTION_CALL, OTHER and an empty candidate list honestly, whatever text came', async () => {
+    expect(await failure(model().generate(ask('recitation')))).toMatchObject({ retryable: false, reason: 'refused' });
+    const malformed = await failure(model().generate(ask('malformed-function-call')));
+    expect(malformed).toMatchObject({ retryable: false, reason: 'malformed' });
+    // (@google/genai 2.32 drops the candidate's finishMessage on the Developer API: only the reason is seen.)
+    expect(malformed.message).toBe('Gemini stopped the answer (finishReason MALFORMED_FUNCTION_CALL)');
+    expect(await failure(model().generate(ask('other')))).toMatchObject({ retryable: false, reason: 'malformed' });
+    expect((await failure(model().generate(ask('empty-candidates')))).message).toBe('Gemini returned no candidates');
+  });
+
+  it('bills thinking as output: gemini-3-pro reports 15 candidate tokens for 1,816 billed', async () => {
+    const response = await model({ model: 'gemini-3-pro-preview' }).generate(ask('gemini3-pro-tool-call'));
+    expect(response.usage).toEqual({ inputTokens: 29, outputTokens: 1816, totalTokens: 1845, reasoningTokens: 1801 });
+    expect(response.calls[0]).toMatchObject({ name: 'get_service_status', signature: expect.stringMatching(/^Eqo\+/) });
+  });
+
+  it('gemini-3-flash: two turns with 190 and 235 thinking tokens are 520 output tokens, cached input apart', async () => {
+    const m = model({ model: 'gemini-3-flash-preview' });
+    const call = await m.generate(ask('gemini3-flash-call'));
+    const text = await m.generate(ask('gemini3-flash-text'));
+    expect(call.usage).toEqual({ inputTokens: 312, outputTokens: 209, totalTokens: 521, reasoningTokens: 190 });
+    expect(text.usage).toEqual({ inputTokens: 450, outputTokens: 311, totalTokens: 761, reasoningTokens: 235, cachedInputTokens: 256 });
+    expect((call.usage?.outputTokens ?? 0) + (text.usage?.outputTokens ?? 0)).toBe(520);
+  });
+
+  it('recognises the context-length error (INVALID_ARGUMENT … exceeds the maximum number of tokens)', async () => {
+    const error = await failure(model().generate(ask('error-context-length')));
+    expect(error).toMatchObject({ status: 400, retryable: false, reason: 'context_length' });
+    expect(error.message).toContain('exceeds the maximum number of tokens allowed');
+    expect((await failure(model().generate(ask('error-400')))).reason).toBeUndefined();
   });
 });

@@ -7,7 +7,8 @@
 import { ApiError, GoogleGenAI } from '@google/genai';
 import type { Content, FunctionDeclaration, GenerateContentConfig, GenerateContentResponse, Part } from '@google/genai';
 
-import { ModelError } from './types.js';
+import { isContextLengthError } from './context-errors.js';
+import { ModelError, type ModelErrorReason } from './types.js';
 import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolDeclaration, Usage } from './types.js';
 
 /** Options of {@link GeminiModel}. */
@@ -132,7 +133,7 @@ export class GeminiModel implements Model {
             ? 'Gemini returned no candidates'
             : `Gemini blocked the prompt (blockReason ${reason}${detail ? `: ${detail}` : ''})`,
         ),
-        { retryable: false },
+        { retryable: false, reason: reason === undefined ? 'malformed' : 'refused' },
       );
     }
 
@@ -145,7 +146,7 @@ export class GeminiModel implements Model {
       const call = part.functionCall;
       if (call !== undefined) {
         if (typeof call.name !== 'string' || call.name === '') {
-          throw new ModelError('Gemini returned a function call without a name', { retryable: false });
+          throw new ModelError('Gemini returned a function call without a name', { retryable: false, reason: 'malformed' });
         }
         calls.push({
           id: typeof call.id === 'string' && call.id !== '' ? call.id : `call_${priorCalls + calls.length}`,
@@ -158,11 +159,25 @@ export class GeminiModel implements Model {
     }
     const text = texts.join('');
 
+    // Only STOP (or no reason at all) is a finished answer: text cut at MAX_TOKENS, a recitation
+    // stop or a malformed call is never taken as complete, whatever text came with it.
+    const finish: string | undefined = candidate.finishReason;
+    if (finish !== undefined && finish !== 'STOP' && finish !== 'FINISH_REASON_UNSPECIFIED') {
+      const detail = candidate.finishMessage;
+      const kind = finishKind(finish);
+      const what =
+        kind === 'output_limit'
+          ? `Gemini cut the answer off at the output token limit (finishReason ${finish})`
+          : `Gemini stopped the answer (finishReason ${finish}${detail ? `: ${detail}` : ''})`;
+      throw new ModelError(this.#scrub(what), { retryable: false, reason: kind });
+    }
+
     if (text === '' && calls.length === 0) {
-      const reason = candidate.finishReason ?? 'unknown';
+      const reason = finish ?? 'unknown';
       const detail = candidate.finishMessage;
       throw new ModelError(this.#scrub(`Gemini returned no content (finishReason ${reason}${detail ? `: ${detail}` : ''})`), {
         retryable: false,
+        reason: 'malformed',
       });
     }
 
@@ -185,9 +200,12 @@ export class GeminiModel implements Model {
     if (isApiError(error)) {
       const status = error.status;
       const retryable = status === 429 || (status >= 500 && status <= 599);
-      return new ModelError(this.#scrub(`Gemini API error: HTTP ${status} ${describeApiError(error.message)}`), {
+      const described = describeApiError(error.message);
+      const tooLong = status === 400 && isContextLengthError(undefined, described);
+      return new ModelError(this.#scrub(`Gemini API error: HTTP ${status} ${described}`), {
         retryable,
         status,
+        ...(tooLong ? { reason: 'context_length' as const } : {}),
         cause,
       });
     }
@@ -273,14 +291,30 @@ function countCalls(messages: readonly Message[]): number {
   return count;
 }
 
+/**
+ * Usage as Google bills it: thinking (`thoughtsTokenCount`) at the output rate, so it is added to
+ * the candidates' tokens; the prompt of a tool-use turn (`toolUsePromptTokenCount`) as input.
+ * `cachedContentTokenCount` is part of `promptTokenCount`, reported apart.
+ */
 function toUsage(response: GenerateContentResponse): Usage | undefined {
   const meta = response.usageMetadata;
   if (meta === undefined) return undefined;
   const usage: Usage = {};
-  if (meta.promptTokenCount !== undefined) usage.inputTokens = meta.promptTokenCount;
-  if (meta.candidatesTokenCount !== undefined) usage.outputTokens = meta.candidatesTokenCount;
+  if (meta.promptTokenCount !== undefined || meta.toolUsePromptTokenCount !== undefined)
+    usage.inputTokens = (meta.promptTokenCount ?? 0) + (meta.toolUsePromptTokenCount ?? 0);
+  if (meta.candidatesTokenCount !== undefined || meta.thoughtsTokenCount !== undefined)
+    usage.outputTokens = (meta.candidatesTokenCount ?? 0) + (meta.thoughtsTokenCount ?? 0);
   if (meta.totalTokenCount !== undefined) usage.totalTokens = meta.totalTokenCount;
+  if (meta.thoughtsTokenCount) usage.reasoningTokens = meta.thoughtsTokenCount;
+  if (meta.cachedContentTokenCount) usage.cachedInputTokens = meta.cachedContentTokenCount;
   return Object.keys(usage).length > 0 ? usage : undefined;
+}
+
+/** What a finishReason other than STOP means for the answer. */
+function finishKind(reason: string): ModelErrorReason {
+  if (reason === 'MAX_TOKENS') return 'output_limit';
+  if (['SAFETY', 'RECITATION', 'BLOCKLIST', 'PROHIBITED_CONTENT', 'SPII', 'IMAGE_SAFETY', 'LANGUAGE'].includes(reason)) return 'refused';
+  return 'malformed';
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -4,6 +4,7 @@
  */
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 
+import { isContextLengthError } from './context-errors.js';
 import { ModelError } from './types.js';
 
 /** What the adapter knows about the call that failed. */
@@ -30,10 +31,14 @@ export function openAiError(error: unknown, call: FailedCall): ModelError {
     const status = api.status;
     const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
     const wait = retryAfterMs(api.headers);
+    const body = api.error as { code?: unknown } | undefined;
+    const code = typeof body?.code === 'string' ? body.code : undefined;
+    const tooLong = (status === 400 || status === 413) && isContextLengthError(code, `${describeBody(api)} ${api.message}`);
     return new ModelError(scrub(`OpenAI API error: HTTP ${status} ${describeBody(api)}`), {
       retryable,
       status,
       ...(wait === undefined ? {} : { retryAfterMs: wait }),
+      ...(tooLong ? { reason: 'context_length' as const } : {}),
       cause,
     });
   }

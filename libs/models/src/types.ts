@@ -29,6 +29,22 @@ export interface ToolCall {
   rawArgs?: string;
 }
 
+/**
+ * What a model turn carried beside its answer that the provider needs back in later requests:
+ * Anthropic's thinking blocks (with their signatures), DeepSeek's `reasoning_content` on a turn
+ * with tool calls. Never part of the answer; kept in checkpoints with the turn.
+ */
+export interface Reasoning {
+  /** The provider's field or block it came in (`reasoning_content`, `reasoning`, `thinking`). */
+  kind: string;
+  /** The reasoning text, or for a redacted block its opaque data. */
+  text: string;
+  /** Anthropic's signature of a thinking block, sent back unchanged. */
+  signature?: string;
+  /** Anthropic's `redacted_thinking`: `text` is the opaque data. */
+  redacted?: boolean;
+}
+
 /** The answer to one {@link ToolCall}. */
 export interface ToolResponse {
   /** The {@link ToolCall.id} this answers. */
@@ -38,11 +54,18 @@ export interface ToolResponse {
   output: unknown;
   /** True when the tool reported an error; the model sees it as an error result. */
   isError?: boolean;
+  /**
+   * The idempotency key the call ran under, when it went to the gateway: the context budget
+   * names it when it shortens this result, so the whole result can be found in the call record.
+   */
+  key?: string;
 }
 
 /** A turn of the conversation. */
 export type Message =
-  { role: 'user'; text: string } | { role: 'model'; text?: string; calls?: ToolCall[] } | { role: 'tool'; responses: ToolResponse[] };
+  | { role: 'user'; text: string }
+  | { role: 'model'; text?: string; calls?: ToolCall[]; reasoning?: Reasoning[] }
+  | { role: 'tool'; responses: ToolResponse[] };
 
 /**
  * How the agent uses the model:
@@ -73,11 +96,21 @@ export interface ModelRequest {
   outputSchema?: Record<string, unknown>;
 }
 
-/** Token usage, when the provider reports it. */
+/**
+ * Token usage, when the provider reports it, as the provider bills it: `inputTokens` counts every
+ * input token (cached and cache-written ones included), `outputTokens` every output token
+ * (reasoning included, which every provider bills at the output rate).
+ */
 export interface Usage {
   inputTokens?: number;
   outputTokens?: number;
   totalTokens?: number;
+  /** Of `outputTokens`: the model's reasoning (OpenAI `reasoning_tokens`, Gemini `thoughtsTokenCount`). */
+  reasoningTokens?: number;
+  /** Of `inputTokens`: read from the provider's prompt cache (billed at the cached rate). */
+  cachedInputTokens?: number;
+  /** Of `inputTokens`: written to the prompt cache (Anthropic `cache_creation_input_tokens`). */
+  cacheWriteTokens?: number;
 }
 
 /** One response from a model: text, calls, or both. */
@@ -89,6 +122,8 @@ export interface ModelResponse {
   model?: string;
   /** Set when the fallback model answered because the primary failed: which, and why. */
   fallback?: { from: string; to: string; reason: string };
+  /** What the provider needs back with this turn in later requests (see {@link Reasoning}). */
+  reasoning?: Reasoning[];
 }
 
 /** Options of one call. */
@@ -105,6 +140,17 @@ export interface Model {
 }
 
 /**
+ * Why a provider's answer cannot be used, when the adapter knows (callers branch on it, never on
+ * the message):
+ * - `output_limit`: the answer was cut off at the output token limit (OpenAI `length`, Gemini
+ *   `MAX_TOKENS`, Anthropic `max_tokens`): partial text is never an answer;
+ * - `context_length`: the request did not fit the model's context window;
+ * - `refused`: the model refused, or the provider filtered or blocked the answer or the prompt;
+ * - `malformed`: the answer is not usable as sent (no content, a call without a name).
+ */
+export type ModelErrorReason = 'output_limit' | 'context_length' | 'refused' | 'malformed';
+
+/**
  * A failure of the model provider (HTTP error, refusal, malformed response).
  * `retryable` says whether the same request may succeed later (rate limits, 5xx).
  */
@@ -114,12 +160,21 @@ export class ModelError extends BosunError {
   readonly status: number | undefined;
   /** How long the provider asked us to wait before trying again (`Retry-After`), when it said. */
   readonly retryAfterMs: number | undefined;
+  /** Why, when the adapter knows: see {@link ModelErrorReason}. */
+  readonly reason: ModelErrorReason | undefined;
 
-  constructor(message: string, options: { retryable: boolean; status?: number; retryAfterMs?: number; cause?: unknown }) {
-    super('model_error', message, { cause: options.cause, data: { retryable: options.retryable, status: options.status } });
+  constructor(
+    message: string,
+    options: { retryable: boolean; status?: number; retryAfterMs?: number; reason?: ModelErrorReason; cause?: unknown },
+  ) {
+    super('model_error', message, {
+      cause: options.cause,
+      data: { retryable: options.retryable, status: options.status, ...(options.reason ? { reason: options.reason } : {}) },
+    });
     this.name = 'ModelError';
     this.retryable = options.retryable;
     this.status = options.status;
     this.retryAfterMs = options.retryAfterMs;
+    this.reason = options.reason;
   }
 }
