@@ -2,12 +2,36 @@ import { emptyUsage, roundCost, type UsageTotals } from '@bosun/contract';
 import type { BudgetLimits, ModelPrice } from '@bosun/config';
 import type { Usage } from '@bosun/models';
 
-/** What a model call spent: its tokens, one call, and its estimated cost at `price`. */
+/**
+ * What a model call spent: its tokens as billed (reasoning in the output, cached and cache-written
+ * input in the input), one call, and its estimated cost at `price` — cached input at the cached
+ * rate and cache writes at the write rate when the price gives them.
+ */
 export function modelCallUsage(usage: Usage | undefined, price: ModelPrice | undefined, fellBack = false): UsageTotals {
   const inputTokens = usage?.inputTokens ?? 0;
   const outputTokens = usage?.outputTokens ?? 0;
-  const costUsd = price ? roundCost((inputTokens * price.inputPerMTok + outputTokens * price.outputPerMTok) / 1e6) : 0;
-  return { ...emptyUsage(), inputTokens, outputTokens, modelCalls: 1, costUsd, ...(fellBack ? { fallbacks: 1 } : {}) };
+  const cached = Math.min(inputTokens, usage?.cachedInputTokens ?? 0);
+  const written = Math.min(inputTokens - cached, usage?.cacheWriteTokens ?? 0);
+  const costUsd = price
+    ? roundCost(
+        ((inputTokens - cached - written) * price.inputPerMTok +
+          cached * (price.cachedInputPerMTok ?? price.inputPerMTok) +
+          written * (price.cacheWritePerMTok ?? price.inputPerMTok) +
+          outputTokens * price.outputPerMTok) /
+          1e6,
+      )
+    : 0;
+  return {
+    ...emptyUsage(),
+    inputTokens,
+    outputTokens,
+    modelCalls: 1,
+    costUsd,
+    ...(fellBack ? { fallbacks: 1 } : {}),
+    ...(usage?.reasoningTokens ? { reasoningTokens: usage.reasoningTokens } : {}),
+    ...(cached ? { cachedInputTokens: cached } : {}),
+    ...(written ? { cacheWriteTokens: written } : {}),
+  };
 }
 
 /** The next thing a task would spend on. */

@@ -7,6 +7,7 @@ import { NonDeterminismError, ScriptCancelled, ScriptHost, ScriptHostFailure, Sc
 import { clip, codeActSystem, describeOutcome, extractScript } from './codeact-prompt.js';
 import { stepBoundary } from './task.js';
 import { budgetStop, chargeModelCall } from './task-budget.js';
+import { contextRefused, fitTaskContext } from './context-budget.js';
 import { endIncomplete, stallUnlessCancelled, usageOf } from './task-end.js';
 import { TaskRun, openTaskRun } from './task-run.js';
 import { RetryableTaskError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
@@ -63,10 +64,12 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
   // The same budgets as the task loop, checked before the call that would cross them.
   const over = await budgetStop(run, { modelCall: true });
   if (over) return endIncomplete(run, { kind: 'budget', reason: over });
+  const system = codeActSystem(spec.instruction, tools.allowed, spec.outputSchema);
+  // The same context budget as the task loop, over the scripts and their outcomes.
+  fitTaskContext(run, { system, tools: [] }, 'estimate', 'codeact');
   const started = Date.now();
   let response: ModelResponse;
   try {
-    const system = codeActSystem(spec.instruction, tools.allowed, spec.outputSchema);
     response = await deps.model.generate({
       agent: spec.name,
       mode: 'codeact',
@@ -76,6 +79,7 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
       outputSchema: spec.outputSchema,
     });
   } catch (err) {
+    if (err instanceof ModelError && err.reason === 'context_length') return contextRefused(run, { system, tools: [] }, err, 'codeact');
     return modelFailed(run, err);
   }
   recordModelTurn(run, response, Date.now() - started);
@@ -107,8 +111,9 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
     ...(response.usage ? { usage: response.usage } : {}),
     ...(response.fallback ? { fallback: response.fallback } : {}),
   });
-  state.messages.push({ role: 'model', text: response.text ?? '' });
+  state.messages.push({ role: 'model', text: response.text ?? '', ...(response.reasoning ? { reasoning: response.reasoning } : {}) });
   delete state.pending;
+  delete state.contextRetryStep;
   run.dirty = true;
 }
 

@@ -6,8 +6,8 @@ import { RedisRateLimiter, type RedisClient } from '@bosun/transport';
 export interface ModelSetup {
   spec: ModelSpec;
   config: Pick<ClusterConfig, 'rateLimits'>;
-  /** `GEMINI_API_KEY` and `OPENAI_API_KEY`, when set. */
-  keys: { gemini?: string | undefined; openai?: string | undefined };
+  /** `GEMINI_API_KEY`, `OPENAI_API_KEY` and `ANTHROPIC_API_KEY`, when set. */
+  keys: { gemini?: string | undefined; openai?: string | undefined; anthropic?: string | undefined };
   fake?: FakeModelOptions;
   /** Where the cluster-wide rate limits live; none are applied without it. */
   redis?: RedisClient | undefined;
@@ -19,7 +19,10 @@ export interface ModelSetup {
 type Spec = Omit<ModelSpec, 'fallback'>;
 
 function build(spec: Spec, setup: ModelSetup): Model {
-  return createModel({ ...spec, apiKey: setup.keys.gemini, openaiApiKey: setup.keys.openai }, setup.fake);
+  return createModel(
+    { ...spec, apiKey: setup.keys.gemini, openaiApiKey: setup.keys.openai, anthropicApiKey: setup.keys.anthropic },
+    setup.fake,
+  );
 }
 
 function limiterFor(model: Model, setup: ModelSetup): RedisRateLimiter | undefined {

@@ -135,6 +135,7 @@ async function chatTurn(ctx: RunContext, incident: Incident): Promise<string | u
     role: 'model',
     ...(response.text ? { text: response.text } : {}),
     ...(response.calls.length ? { calls: response.calls } : {}),
+    ...(response.reasoning ? { reasoning: response.reasoning } : {}),
   });
   if (response.calls.length === 0) return response.text ?? '';
   // The round advances in the same checkpoint write as the turn that opens it.

@@ -24,11 +24,22 @@ export async function malformedArgsStep(run: TaskRun, calls: readonly ToolCall[]
     role: 'tool',
     responses: calls.map((c) =>
       c.argsError !== undefined
-        ? { id: c.id, name: c.name, isError: true, output: `Not executed: ${c.argsError}. Call it again with a JSON object as arguments.` }
+        ? {
+            id: c.id,
+            name: c.name,
+            isError: true,
+            // The turn goes back with `{}` as its arguments (strict servers refuse text that is
+            // not JSON there): what the model sent, and what is wrong with it, is said here.
+            output: `Not executed: ${c.argsError}. You sent as arguments: ${clip(c.rawArgs ?? '', 2_000)}. Call it again with a JSON object as arguments.`,
+          }
         : { id: c.id, name: c.name, isError: true, output: 'Not executed: another call of the same turn had malformed arguments.' },
     ),
   });
   run.deps.log.warn({ taskId: run.job.taskId, calls: bad.map((c) => c.name) }, 'malformed tool-call arguments: correction turn');
   await run.save();
   return undefined;
+}
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}… [${text.length - max} more characters]` : text;
 }

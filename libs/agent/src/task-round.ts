@@ -96,7 +96,8 @@ async function sendCall(run: TaskRun, round: Round, call: ToolCall, index: numbe
     return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${(err as Error).message}` };
   }
   if (result.inDoubt) round.inDoubt[index] = { key, tool: call.name };
-  return toolResponse(run, call, result);
+  // The key goes with the result: the context budget names it when it shortens the result.
+  return { ...toolResponse(run, call, result), key };
 }
 
 /** What the model is told of a call's result. */

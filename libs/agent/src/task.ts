@@ -2,6 +2,7 @@ import { FINISH_TASK_TOOL, type TaskJob, type TaskResult } from '@bosun/contract
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, ThrottledError, type ModelResponse, type ToolCall } from '@bosun/models';
 import { budgetStop, chargeModelCall } from './task-budget.js';
+import { contextRefused, fitTaskContext } from './context-budget.js';
 import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
 import { malformedArgsStep } from './task-args.js';
@@ -98,10 +99,12 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
   // The budget is checked before the call that would cross it, never after.
   const over = await budgetStop(run, { modelCall: true });
   if (over) return endIncomplete(run, { kind: 'budget', reason: over });
+  const system = withRunbook(spec.instruction ?? DEFAULT_TASK_INSTRUCTION, run.job.incident);
+  // The request must fit the model's window: the history is trimmed first when it would not.
+  fitTaskContext(run, { system, tools: offered }, 'estimate', 'task');
   const started = Date.now();
   let response: ModelResponse;
   try {
-    const system = withRunbook(spec.instruction ?? DEFAULT_TASK_INSTRUCTION, run.job.incident);
     response = await deps.model.generate({ agent: spec.name, mode: 'task', system, messages: state.messages, tools: offered });
   } catch (err) {
     // Its turn at the cluster-wide limiter is far off: hand the task back, holding no worker.
@@ -109,6 +112,7 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
       await run.saveIfDirty();
       throw err;
     }
+    if (err instanceof ModelError && err.reason === 'context_length') return contextRefused(run, { system, tools: offered }, err, 'task');
     if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
     return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
   }
@@ -135,8 +139,11 @@ function recordModelTurn(run: TaskRun, response: ModelResponse, durationMs: numb
     role: 'model',
     ...(response.text ? { text: response.text } : {}),
     ...(response.calls.length > 0 ? { calls: response.calls } : {}),
+    // Kept with the turn: some providers need it back (Anthropic's signed thinking, DeepSeek's reasoning_content).
+    ...(response.reasoning ? { reasoning: response.reasoning } : {}),
   });
   delete state.pending;
+  delete state.contextRetryStep;
   run.dirty = true;
 }
 

@@ -18,8 +18,19 @@ export type BudgetLimits = z.output<typeof BudgetLimits>;
 /** `budgets`: the defaults of every task (`task`) and of every run (`run`). */
 export const Budgets = z.object({ task: BudgetLimits.optional(), run: BudgetLimits.optional() }).strict();
 
-/** A model's price in US dollars per million tokens. */
-export const ModelPrice = z.object({ inputPerMTok: z.number().nonnegative(), outputPerMTok: z.number().nonnegative() }).strict();
+/**
+ * A model's price in US dollars per million tokens. Output (reasoning included) is priced at
+ * `outputPerMTok`; input read from the provider's prompt cache at `cachedInputPerMTok` and input
+ * written to it at `cacheWritePerMTok`, each `inputPerMTok` when absent.
+ */
+export const ModelPrice = z
+  .object({
+    inputPerMTok: z.number().nonnegative(),
+    outputPerMTok: z.number().nonnegative(),
+    cachedInputPerMTok: z.number().nonnegative().optional(),
+    cacheWritePerMTok: z.number().nonnegative().optional(),
+  })
+  .strict();
 export type ModelPrice = z.output<typeof ModelPrice>;
 
 /** `prices`: by the model's name as Bosun shows it (`openai:gpt-4.1-mini`, `gemini:gemini-2.5-flash`, `fake`). */

@@ -48,10 +48,11 @@ const FakeCall = z.object({
 
 /**
  * Which model an agent uses. `auto`: Gemini when `GEMINI_API_KEY` is set, otherwise the fake;
- * `openai`: an OpenAI-compatible endpoint (OpenAI, Azure OpenAI, Ollama, vLLM) with `OPENAI_API_KEY`.
+ * `openai`: an OpenAI-compatible endpoint (OpenAI, Azure OpenAI, Ollama, vLLM) with `OPENAI_API_KEY`;
+ * `anthropic`: Anthropic's Messages API with `ANTHROPIC_API_KEY`.
  */
 const ModelFields = {
-  provider: z.enum(['auto', 'fake', 'gemini', 'openai']).default('auto'),
+  provider: z.enum(['auto', 'fake', 'gemini', 'openai', 'anthropic']).default('auto'),
   /** Model name (for Azure OpenAI: the deployment name). */
   name: z.string().default('gemini-2.5-flash'),
   /** API base URL: the provider's when omitted (tests point it at a local server). */
@@ -59,6 +60,19 @@ const ModelFields = {
   /** `openai`: ask for JSON matching the answer's schema (`response_format`); off for endpoints that reject it. */
   structuredOutput: z.boolean().default(true),
   timeoutMs: substitutable(z.number().int().positive()).default(60_000),
+  /**
+   * The model's context window in tokens: each request is fitted into it (docs/models.md#the-context-budget).
+   * Default: the known window of the model's name (32,768 for a name Bosun does not know); the fake has none unless set.
+   */
+  contextTokens: substitutable(z.number().int().min(1024)).optional(),
+  /** `anthropic`: `max_tokens` of each answer (default 8192). */
+  maxOutputTokens: substitutable(z.number().int().positive()).optional(),
+  /** `anthropic`: extended thinking with this `budget_tokens` (at least 1024, below `maxOutputTokens`); off when absent. */
+  thinkingBudgetTokens: substitutable(z.number().int().min(1024)).optional(),
+  /** `anthropic`: cache the stable prefix (system and tools) with `cache_control` breakpoints (default true). */
+  promptCaching: z.boolean().default(true),
+  /** `fake`: the provider whose recorded context-length error the fake answers an over-limit request with (default openai). */
+  fakeContextError: z.enum(['openai', 'gemini', 'anthropic']).optional(),
   /** The fake model's simulated latency per call (benchmarks); ignored by real providers. */
   latencyMs: substitutable(z.number().int().nonnegative().max(600_000)).default(0),
   /** Retries of a failing call (429, 5xx, timeouts, connection errors): tries, first backoff, longest wait. */
@@ -163,7 +177,14 @@ const Specialist = z
     deadlineMs: substitutable(z.number().int().positive()).default(600_000),
     /** Retries of a task that failed (exponential backoff from 1 s); after the last, an INCOMPLETE `failure` result. */
     retries: substitutable(z.number().int().nonnegative().max(20)).default(2),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
+    model: ModelSpec.default({
+      provider: 'auto',
+      name: 'gemini-2.5-flash',
+      timeoutMs: 60_000,
+      latencyMs: 0,
+      structuredOutput: true,
+      promptCaching: true,
+    }),
     /** The fake model's plan when the incident gives none (`payload.fake.calls`). */
     fakePlan: z.array(FakeCall).default([]),
     /** This specialist's task limits, over `budgets.task`. */
@@ -212,7 +233,14 @@ const Coordinator = z
       })
       .strict()
       .optional(),
-    model: ModelSpec.default({ provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true }),
+    model: ModelSpec.default({
+      provider: 'auto',
+      name: 'gemini-2.5-flash',
+      timeoutMs: 60_000,
+      latencyMs: 0,
+      structuredOutput: true,
+      promptCaching: true,
+    }),
   })
   .strict();
 
@@ -285,7 +313,7 @@ const ClusterConfigSchema = z
       maxRounds: 4,
       concurrency: 50,
       runDeadlineMs: 1_800_000,
-      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true },
+      model: { provider: 'auto', name: 'gemini-2.5-flash', timeoutMs: 60_000, latencyMs: 0, structuredOutput: true, promptCaching: true },
     }),
     specialists: z.record(z.string().regex(AGENT_NAME_PATTERN, 'specialist names must match [a-z][a-z0-9-]*'), Specialist),
     mcpServers: z.record(z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'server names must match [a-z][a-z0-9-]*'), McpServer).default({}),

@@ -26,7 +26,14 @@ describe('ENV_VARS, the documented list of variables', () => {
     const secrets = Object.entries(ENV_VARS)
       .filter(([, d]) => d.secret)
       .map(([n]) => n);
-    expect(secrets.sort()).toEqual(['GEMINI_API_KEY', 'NATS_PASSWORD', 'NATS_TOKEN', 'OPENAI_API_KEY', 'REDIS_PASSWORD']);
+    expect(secrets.sort()).toEqual([
+      'ANTHROPIC_API_KEY',
+      'GEMINI_API_KEY',
+      'NATS_PASSWORD',
+      'NATS_TOKEN',
+      'OPENAI_API_KEY',
+      'REDIS_PASSWORD',
+    ]);
     expect(
       Object.entries(ENV_VARS)
         .filter(([, d]) => d.cliOnly)

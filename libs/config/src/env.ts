@@ -25,6 +25,8 @@ export interface BosunEnv {
   readonly geminiApiKey: string | undefined;
   /** `OPENAI_API_KEY`, when set: the key of `model.provider: openai`. A secret: never log it. */
   readonly openaiApiKey: string | undefined;
+  /** `ANTHROPIC_API_KEY`, when set: the key of `model.provider: anthropic`. A secret: never log it. */
+  readonly anthropicApiKey: string | undefined;
   /** `LOG_LEVEL`, default `info`. */
   readonly logLevel: string;
   /** `BOSUN_STREAM_REPLICAS`: replicas of the runs stream, default 1; set it (e.g. 3) on a NATS cluster. */
@@ -79,6 +81,7 @@ export const ENV_VARS: Readonly<Record<string, EnvVarDoc>> = Object.freeze({
   BOSUN_STREAM_REPLICAS: { about: 'replicas of the runs stream', default: '1' },
   GEMINI_API_KEY: { about: 'selects Gemini for agents whose model provider is auto', secret: true },
   OPENAI_API_KEY: { about: 'the API key of agents whose model provider is openai', secret: true },
+  ANTHROPIC_API_KEY: { about: 'the API key of agents whose model provider is anthropic', secret: true },
   LOG_LEVEL: { about: 'the pino log level', default: 'info' },
   BOSUN_GRACE_MS: { about: 'how long a service may take to stop after SIGTERM (ms)', default: '30000' },
   BOSUN_HEALTH_PORT: { about: 'port of /healthz and /readyz' },
@@ -115,6 +118,7 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
   if (!existsSync(configFile)) throw new ConfigError(`BOSUN_CONFIG: file ${configFile} does not exist`);
   const geminiApiKey = env.GEMINI_API_KEY && env.GEMINI_API_KEY.trim() !== '' ? env.GEMINI_API_KEY : undefined;
   const openaiApiKey = env.OPENAI_API_KEY && env.OPENAI_API_KEY.trim() !== '' ? env.OPENAI_API_KEY : undefined;
+  const anthropicApiKey = env.ANTHROPIC_API_KEY && env.ANTHROPIC_API_KEY.trim() !== '' ? env.ANTHROPIC_API_KEY : undefined;
   const streamReplicas = Number(env.BOSUN_STREAM_REPLICAS ?? 1);
   if (!Number.isInteger(streamReplicas) || streamReplicas < 1 || streamReplicas > 5) {
     throw new ConfigError(`BOSUN_STREAM_REPLICAS: "${env.BOSUN_STREAM_REPLICAS ?? ''}" must be 1 to 5`);
@@ -140,6 +144,7 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
     configFile,
     geminiApiKey,
     openaiApiKey,
+    anthropicApiKey,
     logLevel: env.LOG_LEVEL ?? 'info',
     streamReplicas,
     graceMs,

@@ -21,6 +21,8 @@ export const REDACT_PATHS = [
   '*.geminiApiKey',
   'openaiApiKey',
   '*.openaiApiKey',
+  'anthropicApiKey',
+  '*.anthropicApiKey',
   'apiKey',
   '*.apiKey',
   // ioredis puts the failed command's arguments on its errors; AUTH's are the user and password.

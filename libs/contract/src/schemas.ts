@@ -307,6 +307,7 @@ export const EventType = z.enum([
   'codeact.replayed',
   'codeact.limit',
   'agent.progress',
+  'model.context_trimmed',
 ]);
 export type EventType = z.infer<typeof EventType>;
 

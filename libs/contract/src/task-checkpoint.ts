@@ -61,6 +61,11 @@ export const TaskCheckpointSchema = z.object({
   result: TaskResult.optional(),
   /** CodeAct loop: the journal of the script of the model turn under way (`codeact.ts`). */
   codeact: CodeActJournal.optional(),
+  /**
+   * The step whose model call the provider refused as too long for its context window, once the
+   * history was trimmed harder for it: a second refusal at this step ends the task (context budget).
+   */
+  contextRetryStep: z.number().int().nonnegative().optional(),
 });
 
 /** The state of one task-mode delegation between steps. */

@@ -15,8 +15,19 @@ export const UsageTotals = z.object({
   costUsd: z.number().nonnegative(),
   /** Model calls the fallback model answered because the primary failed; absent when none. */
   fallbacks: z.number().int().nonnegative().optional(),
+  /** Of `outputTokens`: the models' reasoning (billed as output); absent when none. Additive in v1. */
+  reasoningTokens: z.number().int().nonnegative().optional(),
+  /** Of `inputTokens`: read from the provider's prompt cache (priced at the cached rate); absent when none. Additive in v1. */
+  cachedInputTokens: z.number().int().nonnegative().optional(),
+  /** Of `inputTokens`: written to the provider's prompt cache (Anthropic); absent when none. Additive in v1. */
+  cacheWriteTokens: z.number().int().nonnegative().optional(),
+  /** Steps the context budget took to make requests fit the model's window (`model.context_trimmed`); absent when none. Additive in v1. */
+  contextTrims: z.number().int().nonnegative().optional(),
 });
 export type UsageTotals = z.infer<typeof UsageTotals>;
+
+/** The counts of {@link UsageTotals} that are absent while they are 0. */
+const OPTIONAL_COUNTS = ['fallbacks', 'reasoningTokens', 'cachedInputTokens', 'cacheWriteTokens', 'contextTrims'] as const;
 
 /** Nothing spent yet. */
 export function emptyUsage(): UsageTotals {
@@ -33,7 +44,10 @@ export function sumUsage(...parts: (UsageTotals | undefined)[]): UsageTotals {
     total.modelCalls += p.modelCalls;
     total.toolCalls += p.toolCalls;
     total.costUsd += p.costUsd;
-    if (p.fallbacks) total.fallbacks = (total.fallbacks ?? 0) + p.fallbacks;
+    for (const k of OPTIONAL_COUNTS) {
+      const v = p[k];
+      if (v) total[k] = (total[k] ?? 0) + v;
+    }
   }
   total.costUsd = roundCost(total.costUsd);
   return total;

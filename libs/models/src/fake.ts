@@ -1,5 +1,11 @@
 import { FINISH_TASK_TOOL, callFingerprint } from '@bosun/contract';
-import { DELEGATE_TOOL_PREFIX, delegateToolName, extractIncident } from './prompt.js';
+import { APIError as AnthropicApiError } from '@anthropic-ai/sdk';
+import { APIError as OpenAiApiError } from 'openai';
+import { anthropicError } from './anthropic.js';
+import { geminiHttpError } from './gemini.js';
+import { openAiError } from './openai-errors.js';
+import { DELEGATE_TOOL_PREFIX, delegateToolName, extractFoldedCalls, extractIncident } from './prompt.js';
+import { estimateTokens } from './resilient.js';
 import {
   ModelError,
   type GenerateOptions,
@@ -26,6 +32,14 @@ export interface FakeModelOptions {
   plans?: Record<string, readonly FakePlannedCall[]>;
   /** Simulated latency of every call, in ms (benchmarks). Default 0. */
   latencyMs?: number;
+  /**
+   * A context window, in tokens (estimated as the loops estimate them): a longer request is
+   * answered with the context-length error of {@link FakeModelOptions.contextError}. No limit
+   * when absent.
+   */
+  contextTokens?: number;
+  /** Whose recorded context-length error an over-limit request gets (default `openai`). */
+  contextError?: 'openai' | 'gemini' | 'anthropic';
 }
 
 /** What an incident's `payload.fake` may say (keyed by agent names from the incident: Maps, so `constructor` is just a name). */
@@ -49,6 +63,8 @@ type Json = Record<string, unknown>;
  */
 export class FakeModel implements Model {
   readonly name = 'fake';
+  readonly contextTokens: number | undefined;
+  private readonly contextError: 'openai' | 'gemini' | 'anthropic';
   private readonly routes: ReadonlyMap<string, readonly string[]>;
   private readonly defaultRoute: readonly string[];
   private readonly plans: ReadonlyMap<string, readonly FakePlannedCall[]>;
@@ -59,12 +75,18 @@ export class FakeModel implements Model {
     this.defaultRoute = options.defaultRoute ?? [];
     this.plans = new Map(Object.entries(options.plans ?? {}));
     this.latencyMs = options.latencyMs ?? 0;
+    this.contextTokens = options.contextTokens;
+    this.contextError = options.contextError ?? 'openai';
   }
 
   private readonly latencyMs: number;
 
   async generate(request: ModelRequest, options: GenerateOptions = {}): Promise<ModelResponse> {
     if (this.latencyMs > 0) await sleep(this.latencyMs, options.signal);
+    if (this.contextTokens !== undefined) {
+      const tokens = estimateTokens(request);
+      if (tokens > this.contextTokens) throw contextLengthError(this.contextError, tokens, this.contextTokens);
+    }
     const firstUser = request.messages.find((m) => m.role === 'user');
     const incident = firstUser && firstUser.role === 'user' ? extractIncident(firstUser.text) : undefined;
     const directives = readDirectives(incident);
@@ -167,6 +189,40 @@ export class FakeModel implements Model {
 }
 
 /**
+ * The error a provider answers a request too long for its window with: the body it sends (as
+ * recorded from the live APIs, test/fixtures/README.md), mapped by that provider's own adapter
+ * code, so the loops see exactly what they would see from the provider.
+ */
+function contextLengthError(provider: 'openai' | 'gemini' | 'anthropic', tokens: number, limit: number): ModelError {
+  const failed = { apiKey: 'fake', timeoutMs: 60_000, aborted: false };
+  switch (provider) {
+    case 'openai': {
+      const body = {
+        error: {
+          message: `This model's maximum context length is ${limit} tokens. However, your messages resulted in ${tokens} tokens. Please reduce the length of the messages.`,
+          type: 'invalid_request_error',
+          param: 'messages',
+          code: 'context_length_exceeded',
+        },
+      };
+      return openAiError(OpenAiApiError.generate(400, body, undefined, new Headers()), failed);
+    }
+    case 'gemini': {
+      const message = `The input token count (${tokens}) exceeds the maximum number of tokens allowed (${limit}).`;
+      return geminiHttpError(400, JSON.stringify({ error: { code: 400, message, status: 'INVALID_ARGUMENT' } }));
+    }
+    case 'anthropic': {
+      const body = {
+        type: 'error',
+        error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${limit} maximum` },
+        request_id: 'req_fake',
+      };
+      return anthropicError(AnthropicApiError.generate(400, body, undefined, new Headers()), failed);
+    }
+  }
+}
+
+/**
  * Fills `${path}` placeholders in planned arguments from the incident (`${labels.service}`,
  * `${id}`); a path the incident lacks is left as written, so the tool reports it.
  */
@@ -253,15 +309,18 @@ function modelTurns(messages: readonly Message[]): number {
   return messages.filter((m) => m.role === 'model').length;
 }
 
-/** Calls that were made and answered, by tool and arguments. */
+/** Calls that were made and answered, by tool and arguments (those folded into a summary turn too). */
 function executedCalls(messages: readonly Message[]): Set<string> {
   const answered = new Set<string>();
+  const folded = new Set<string>();
+  for (const m of messages) if (m.role === 'user') for (const c of extractFoldedCalls(m.text)) folded.add(callFingerprint(c.tool, c.args));
   for (const m of messages) if (m.role === 'tool') for (const r of m.responses) answered.add(r.id);
   const out = new Set<string>();
   for (const m of messages) {
     if (m.role !== 'model') continue;
     for (const c of m.calls ?? []) if (answered.has(c.id)) out.add(callFingerprint(c.name, c.args));
   }
+  for (const f of folded) out.add(f);
   return out;
 }
 
@@ -279,6 +338,7 @@ function toolResults(messages: readonly Message[]): Result[] {
   for (const m of messages) if (m.role === 'model') for (const c of m.calls ?? []) calls.set(c.id, c);
   const out: Result[] = [];
   for (const m of messages) {
+    if (m.role === 'user') for (const c of extractFoldedCalls(m.text)) out.push({ tool: c.tool, output: c.result, isError: c.isError });
     if (m.role !== 'tool') continue;
     for (const r of m.responses) {
       if (r.name === FINISH_TASK_TOOL || r.name === 'load_tools') continue;

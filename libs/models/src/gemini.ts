@@ -8,6 +8,7 @@ import { ApiError, GoogleGenAI } from '@google/genai';
 import type { Content, FunctionDeclaration, GenerateContentConfig, GenerateContentResponse, Part } from '@google/genai';
 
 import { isContextLengthError } from './context-errors.js';
+import { knownContextTokens } from './context-windows.js';
 import { ModelError, type ModelErrorReason } from './types.js';
 import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolDeclaration, Usage } from './types.js';
 
@@ -23,6 +24,8 @@ export interface GeminiModelOptions {
   timeoutMs?: number;
   /** Sampling temperature; the model's default when omitted. */
   temperature?: number;
+  /** The model's context window in tokens (default: the known window of `model`, see `knownContextTokens`). */
+  contextTokens?: number;
 }
 
 const DEFAULT_MODEL = 'gemini-2.5-flash';
@@ -52,6 +55,7 @@ const NETWORK_CODES = new Set([
 /** A {@link Model} backed by Gemini. Safe to call concurrently: calls share no mutable state. */
 export class GeminiModel implements Model {
   readonly name: string;
+  readonly contextTokens: number;
 
   readonly #client: GoogleGenAI;
   readonly #model: string;
@@ -72,6 +76,7 @@ export class GeminiModel implements Model {
     this.#timeoutMs = timeoutMs;
     this.#temperature = options.temperature;
     this.name = `gemini:${this.#model}`;
+    this.contextTokens = options.contextTokens ?? knownContextTokens(this.#model);
     this.#client = new GoogleGenAI({
       apiKey: options.apiKey,
       // Explicit, so that GOOGLE_GENAI_USE_VERTEXAI in the environment cannot switch the backend.
@@ -197,18 +202,7 @@ export class GeminiModel implements Model {
     if (state.timedOut) {
       return new ModelError(`Gemini request timed out after ${this.#timeoutMs} ms`, { retryable: true, cause });
     }
-    if (isApiError(error)) {
-      const status = error.status;
-      const retryable = status === 429 || (status >= 500 && status <= 599);
-      const described = describeApiError(error.message);
-      const tooLong = status === 400 && isContextLengthError(undefined, described);
-      return new ModelError(this.#scrub(`Gemini API error: HTTP ${status} ${described}`), {
-        retryable,
-        status,
-        ...(tooLong ? { reason: 'context_length' as const } : {}),
-        cause,
-      });
-    }
+    if (isApiError(error)) return geminiHttpError(error.status, error.message, (t) => this.#scrub(t), cause);
     const message = error instanceof Error ? error.message : String(error);
     const code = networkCode(error);
     if (code !== undefined || isFetchFailure(error)) {
@@ -230,6 +224,24 @@ export class GeminiModel implements Model {
     if (error instanceof Error && error.message.includes(this.#apiKey)) return undefined;
     return error;
   }
+}
+
+/**
+ * The {@link ModelError} for an HTTP error of the Gemini API: 429 and 5xx are retryable; a 400
+ * saying the input is longer than the model's window has reason `context_length`. `raw` is the
+ * SDK's ApiError message (the JSON error body). Exported for the fake model, which answers an
+ * over-limit request exactly as Gemini does.
+ */
+export function geminiHttpError(status: number, raw: string, scrub: (text: string) => string = (t) => t, cause?: unknown): ModelError {
+  const retryable = status === 429 || (status >= 500 && status <= 599);
+  const described = describeApiError(raw);
+  const tooLong = status === 400 && isContextLengthError(undefined, described);
+  return new ModelError(scrub(`Gemini API error: HTTP ${status} ${described}`), {
+    retryable,
+    status,
+    ...(tooLong ? { reason: 'context_length' as const } : {}),
+    cause,
+  });
 }
 
 /** Maps the conversation to Gemini contents. */

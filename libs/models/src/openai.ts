@@ -14,6 +14,7 @@ import type {
   ChatCompletionTool,
 } from 'openai/resources/chat/completions';
 
+import { knownContextTokens } from './context-windows.js';
 import { openAiError } from './openai-errors.js';
 import { ModelError } from './types.js';
 import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, Reasoning, ToolCall, ToolDeclaration, Usage } from './types.js';
@@ -30,6 +31,8 @@ export interface OpenAiModelOptions {
   timeoutMs?: number;
   /** Sampling temperature; the model's default when omitted. */
   temperature?: number;
+  /** The model's context window in tokens (default: the known window of `model`, see `knownContextTokens`). */
+  contextTokens?: number;
   /**
    * Ask for JSON that matches the request's `responseSchema` (`response_format: json_schema`).
    * Default true; turn it off for an endpoint that rejects `response_format`.
@@ -42,6 +45,7 @@ const DEFAULT_TIMEOUT_MS = 60_000;
 /** A {@link Model} on an OpenAI-compatible endpoint. Safe to call concurrently. */
 export class OpenAiModel implements Model {
   readonly name: string;
+  readonly contextTokens: number;
 
   readonly #client: OpenAI;
   readonly #model: string;
@@ -61,6 +65,7 @@ export class OpenAiModel implements Model {
     this.#temperature = options.temperature;
     this.#structured = options.structuredOutput ?? true;
     this.name = `openai:${this.#model}`;
+    this.contextTokens = options.contextTokens ?? knownContextTokens(this.#model);
     this.#client = new OpenAI({
       apiKey: options.apiKey,
       maxRetries: 0,

@@ -29,3 +29,53 @@ export const DELEGATE_TOOL_PREFIX = 'delegate_';
 export function delegateToolName(agent: string): string {
   return `${DELEGATE_TOOL_PREFIX}${agent.replace(/-/g, '_')}`;
 }
+
+/** One call of an earlier round that the context budget folded into a summary turn. */
+export interface FoldedCall {
+  tool: string;
+  args: Record<string, unknown>;
+  /** The idempotency key it ran under, when it went to the gateway: the whole result is in its call record. */
+  key?: string;
+  isError: boolean;
+  /** The start of its result. */
+  result: string;
+}
+
+const FOLDED_FENCE = '```json folded-calls\n';
+
+/**
+ * The summary turn that stands for earlier rounds folded to fit the model's context window: what
+ * the model said, and every call with its arguments, its key and the start of its result, in a
+ * fenced `json folded-calls` block. The fake model reads the calls back ({@link extractFoldedCalls})
+ * and counts them as made, as a real model reads them as done.
+ */
+export function renderFolded(rounds: number, calls: readonly FoldedCall[], notes: readonly string[]): string {
+  return [
+    `Earlier rounds of this task (${rounds} model turns) were folded into this summary to fit the model's context window.`,
+    'Do not repeat these calls; the whole results are in the call records, by key.',
+    ...(notes.length > 0 ? ['', 'What you said then:', ...notes.map((n) => `- ${n}`)] : []),
+    '',
+    'The calls made, with the start of each result:',
+    `${FOLDED_FENCE}${JSON.stringify(calls, null, 1)}\n\`\`\``,
+  ].join('\n');
+}
+
+/** The calls of a summary turn written by {@link renderFolded} (none when `text` is not one). */
+export function extractFoldedCalls(text: string): FoldedCall[] {
+  const start = text.indexOf(FOLDED_FENCE);
+  if (start < 0) return [];
+  const body = text.slice(start + FOLDED_FENCE.length);
+  const end = body.indexOf('\n```');
+  if (end < 0) return [];
+  try {
+    const value = JSON.parse(body.slice(0, end)) as unknown;
+    if (!Array.isArray(value)) return [];
+    return value.filter(
+      (c): c is FoldedCall =>
+        !!c && typeof c === 'object' && typeof (c as FoldedCall).tool === 'string' && typeof (c as FoldedCall).args === 'object',
+    );
+  } catch {
+    // Not a summary this code wrote: nothing folded.
+    return [];
+  }
+}

@@ -73,6 +73,8 @@ export function estimateTokens(request: ModelRequest): number {
  */
 export class ResilientModel implements Model {
   readonly name: string;
+  /** The primary's context window (the loops fit their requests into it). */
+  readonly contextTokens: number | undefined;
   /** The fallback model's name, when there is one. */
   readonly fallbackName: string | undefined;
   readonly #o: ResilientModelOptions;
@@ -82,6 +84,7 @@ export class ResilientModel implements Model {
   constructor(options: ResilientModelOptions) {
     this.#o = options;
     this.name = options.primary.name;
+    this.contextTokens = options.primary.contextTokens;
     this.fallbackName = options.fallback?.name;
     this.#sleep = options.sleep ?? sleepFor;
     this.#random = options.random ?? Math.random;
@@ -93,7 +96,8 @@ export class ResilientModel implements Model {
     try {
       return await this.#withRetries(primary, this.#o.limiter, request, options);
     } catch (err) {
-      if (!(err instanceof ModelError) || fallback === undefined) throw err;
+      // A request too long for the window goes back to the loop, which trims it and asks again.
+      if (!(err instanceof ModelError) || fallback === undefined || err.reason === 'context_length') throw err;
       primaryError = err;
     }
     const response = await this.#withRetries(fallback, this.#o.fallbackLimiter, request, options);

@@ -136,6 +136,11 @@ export interface GenerateOptions {
 export interface Model {
   /** A name for logs and events, e.g. `fake` or `gemini:gemini-2.5-flash`. */
   readonly name: string;
+  /**
+   * The model's context window in tokens: what the agent loops fit each request into (see the
+   * context budget in docs/models.md). Absent: no limit is known and nothing is trimmed.
+   */
+  readonly contextTokens?: number | undefined;
   generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse>;
 }
 

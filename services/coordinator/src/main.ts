@@ -37,7 +37,7 @@ function load(env: BosunEnv) {
   addLogSecrets(log, configSecrets(config));
   const c = config.coordinator;
   const model = createModel(
-    { ...c.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey },
+    { ...c.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey, anthropicApiKey: env.anthropicApiKey },
     {
       routes: c.routes,
       defaultRoute: c.defaultRoute,
@@ -143,7 +143,7 @@ function newCoordinator(
   const resilient = buildModel({
     spec: c.model,
     config,
-    keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey },
+    keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey, anthropic: env.anthropicApiKey },
     fake: { routes: c.routes, defaultRoute: c.defaultRoute },
     redis: rt.redis,
     prefix: env.prefix,

@@ -83,7 +83,7 @@ runService({
     const { config, names } = load(args, env);
     const models = names.map(
       (name) =>
-        `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey }).name})`,
+        `${name} (${createModel({ ...specialistConfig(config, name)!.model, apiKey: env.geminiApiKey, openaiApiKey: env.openaiApiKey, anthropicApiKey: env.anthropicApiKey }).name})`,
     );
     const connections = await checkRuntime(env, { service: 'specialist' });
     return `config ${env.configFile} (specialists ${models.join(', ')}); ${connections}`;
@@ -112,7 +112,7 @@ runService({
       const model = buildModel({
         spec: spec.model,
         config,
-        keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey },
+        keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey, anthropic: env.anthropicApiKey },
         fake: { plans: { [name]: spec.fakePlan } },
         redis: rt.redis,
         prefix: env.prefix,
