@@ -14,7 +14,7 @@ import {
   type TimerJob,
 } from '@bosun/contract';
 import { createLogger, parseClusterConfig, type ClusterConfig } from '@bosun/config';
-import { ModelError, type Model, type ModelRequest, type ModelResponse } from '@bosun/models';
+import { GeminiModel, ModelError, OpenAiModel, type Model, type ModelRequest, type ModelResponse } from '@bosun/models';
 import {
   ApprovalError,
   MemoryCheckpointStore,
@@ -24,6 +24,8 @@ import {
   type Decision,
 } from '@bosun/transport';
 
+import { startGeminiServer } from '../../../test/helpers/gemini-server.js';
+import { completion, openAiFixture, startOpenAiServer } from '../../../test/helpers/openai-server.js';
 import { runIncident, type RunOutcome } from './run.js';
 import type { ChildState, ChildrenRead, IncidentJob, ParkedRun, RunChildren, RunDeps } from './run-ports.js';
 import { CANCEL_LOOKS, handleTimer } from './run-timers.js';
@@ -1003,6 +1005,56 @@ describe('rejected input and failed runs', () => {
     expect(result.status).toBe('failed');
     expect(result.answer).toBe('The run failed before it could answer: 429 rate limited');
     expect(w.deadLetters.get(`failure-${w.runId()}`)?.reason).toBe('429 rate limited');
+  });
+});
+
+describe('an answer the provider cut off', () => {
+  it('never ends the run completed with it: the last turn cut at the output limit fails the run, naming the limit', async () => {
+    // The real OpenAI adapter against recorded answers: the delegation, then a last turn with finish_reason length.
+    const server = await startOpenAiServer((req) =>
+      req.body.messages.some((m) => m.role === 'tool')
+        ? openAiFixture('finish-length')
+        : completion({ calls: [['delegate_kubernetes', { task: 'check pods' }]] }),
+    );
+    try {
+      const model = new OpenAiModel({ apiKey: 'sk-test', model: 'gpt-4.1-mini', baseUrl: server.baseUrl });
+      const w = new World((request) => model.generate(request), clusterConfig({ mode: 'delegate' }));
+      w.publish();
+      expect((await w.process()).kind).toBe('parked');
+      const [k8s] = w.taskIds() as [string];
+      w.complete(k8s, report(k8s, 'kubernetes', 'pods fine'));
+      const result = resultOf(await w.process());
+      expect(result.status).toBe('failed');
+      expect(result.answer).toBe(
+        'The run failed before it could answer: OpenAI cut the answer off at the output token limit (finish_reason length)',
+      );
+      expect(result.specialists).toEqual([expect.objectContaining({ name: 'kubernetes', status: 'completed' })]);
+    } finally {
+      await server.close();
+    }
+  });
+  it('Gemini: "The capital of France is" with finishReason MAX_TOKENS as the last turn fails the run, naming the limit', async () => {
+    const server = await startGeminiServer((i) => (i === 0 ? 'function-call-with-id' : 'max-tokens'));
+    try {
+      const model = new GeminiModel({ apiKey: 'AIza-test', baseUrl: server.baseUrl });
+      const delegate = (request: ModelRequest) =>
+        request.messages.some((m) => m.role === 'tool')
+          ? model.generate(request)
+          : { calls: [{ id: 'c0', name: 'delegate_kubernetes', args: { task: 'check pods' } }] };
+      const w = new World(delegate, clusterConfig({ mode: 'delegate' }));
+      w.publish();
+      expect((await w.process()).kind).toBe('parked');
+      const [k8s] = w.taskIds() as [string];
+      w.complete(k8s, report(k8s, 'kubernetes', 'pods fine'));
+      const result = resultOf(await w.process());
+      expect(result.status).toBe('failed');
+      expect(result.answer).not.toContain('The capital of France is');
+      expect(result.answer).toBe(
+        'The run failed before it could answer: Gemini cut the answer off at the output token limit (finishReason MAX_TOKENS)',
+      );
+    } finally {
+      await server.close();
+    }
   });
 });
 
