@@ -78,7 +78,7 @@ const K8S_CONNECTION_ENV = [
 const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
 // OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
-const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', ...CONNECTION_ENV];
+const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
 const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a', 'console'];
 /** The entry points that are not `services/<dir>/dist/main.js`: the console lives in the CLI's package. */
@@ -1123,6 +1123,7 @@ describe('infra/k8s', () => {
   it('one ScaledObject per specialist, on its Deployment and its BullMQ wait list', () => expect(checkScaledObjects(model)).toEqual([]));
   it('the Secret ships with an empty GEMINI_API_KEY', () => expect(checkSecret(model)).toEqual([]));
   it('the Secret ships with an empty OPENAI_API_KEY', () => expect(checkSecret(model, 'OPENAI_API_KEY')).toEqual([]));
+  it('the Secret ships with an empty ANTHROPIC_API_KEY', () => expect(checkSecret(model, 'ANTHROPIC_API_KEY')).toEqual([]));
   it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () =>
     expect(checkConnectionFiles(model)).toEqual([]));
   it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));
