@@ -84,6 +84,8 @@ const DETAIL: Partial<Record<RunEvent['type'], (d: EventData) => string>> = {
   'agent.delegated': (d) => short(d.task, 100),
   'model.called': (d) =>
     `${text(d.model)} ${text(d.durationMs)}ms${Array.isArray(d.calls) && d.calls.length ? ` calls ${d.calls.join(', ')}` : ''}`,
+  'model.context_trimmed': (d) =>
+    `${text(d.action)} (${text(d.cause)}) ${text(d.beforeTokens)} → ${text(d.afterTokens)} tokens of ${text(d.contextTokens)}`,
   'tool.started': (d) => `${text(d.tool)} ${short(d.args, 80)}`,
   'tool.completed': (d) => `${text(d.tool)} ${text(d.durationMs)}ms${d.isError ? ' (tool error)' : ''}`,
   'tool.failed': (d) => `${text(d.tool)} ${short(d.error ?? '', 120)}`,
