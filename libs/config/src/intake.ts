@@ -183,16 +183,15 @@ export const RESERVED_ID_PREFIXES = ['am', 'amg', 'a2a', 'demo'] as const;
  * name, followed by `-`, may begin another's, nor one of {@link RESERVED_ID_PREFIXES}.
  */
 function idSpaceClash(generic: readonly string[]): string | undefined {
-  const spaces = [
-    ...RESERVED_ID_PREFIXES.map((p) => ({ name: p, what: 'an id prefix Bosun reserves' })),
-    ...generic.map((name) => ({ name, what: 'a generic source' })),
-  ];
-  for (const g of generic)
-    for (const other of spaces) {
-      if (other.name === g && other.what === 'a generic source') continue;
-      if (g === other.name || g.startsWith(`${other.name}-`) || other.name.startsWith(`${g}-`))
-        return `generic source ${g} and ${other.what} ${other.name} would share incident ids (${g}-… and ${other.name}-…): rename the source so that neither name followed by "-" begins the other`;
-    }
+  const overlaps = (a: string, b: string) => a === b || a.startsWith(`${b}-`) || b.startsWith(`${a}-`);
+  for (const g of generic) {
+    const reserved = RESERVED_ID_PREFIXES.find((p) => overlaps(g, p));
+    if (reserved)
+      return `generic source ${g}: its incident ids (${g}-…) could be those Bosun gives with the prefix ${reserved}- (${RESERVED_ID_PREFIXES.join('-, ')}- are reserved): rename the source`;
+    const other = generic.find((o) => o !== g && overlaps(g, o));
+    if (other)
+      return `generic sources ${g} and ${other} could give the same incident id (${g}-… and ${other}-…): rename one so that neither name followed by "-" begins the other`;
+  }
   return undefined;
 }
 
