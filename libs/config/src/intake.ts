@@ -158,12 +158,42 @@ export const IntakeConfigSchema = z
     /** Tried in order: the first that matches an incident is its runbook. */
     runbooks: z.array(Runbook).default([]),
     /** Sources by name; each is served at `POST /alerts/<name>`. */
-    sources: z.record(
-      z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'source names must match [a-z][a-z0-9-]*'),
-      z.discriminatedUnion('format', [AlertmanagerSource, GenericSource]),
-    ),
+    sources: z
+      .record(
+        z.string().regex(/^[a-z][a-z0-9-]{0,31}$/, 'source names must match [a-z][a-z0-9-]*'),
+        z.discriminatedUnion('format', [AlertmanagerSource, GenericSource]),
+      )
+      .superRefine((sources, ctx) => {
+        const clash = idSpaceClash(Object.entries(sources).flatMap(([name, s]) => (s.format === 'generic' ? [name] : [])));
+        if (clash) ctx.addIssue({ code: 'custom', message: clash });
+      }),
   })
   .strict();
+
+/**
+ * Prefixes of incident ids other producers in Bosun give: `am-` and `amg-` (the intake's
+ * Alertmanager sources), `a2a-` (the A2A face), `demo-` (`bosun demo`).
+ */
+export const RESERVED_ID_PREFIXES = ['am', 'amg', 'a2a', 'demo'] as const;
+
+/**
+ * Why two generic sources (or one and another producer) could give the same incident id, or
+ * undefined. A generic source's ids are `<name>-<sender's id>`: with sources `pager` and
+ * `pager-eu`, the id `pager-eu-1` would be both `pager`'s `eu-1` and `pager-eu`'s `1`. So no
+ * name, followed by `-`, may begin another's, nor one of {@link RESERVED_ID_PREFIXES}.
+ */
+function idSpaceClash(generic: readonly string[]): string | undefined {
+  const overlaps = (a: string, b: string) => a === b || a.startsWith(`${b}-`) || b.startsWith(`${a}-`);
+  for (const g of generic) {
+    const reserved = RESERVED_ID_PREFIXES.find((p) => overlaps(g, p));
+    if (reserved)
+      return `generic source ${g}: its incident ids (${g}-…) could be those Bosun gives with the prefix ${reserved}- (${RESERVED_ID_PREFIXES.join('-, ')}- are reserved): rename the source`;
+    const other = generic.find((o) => o !== g && overlaps(g, o));
+    if (other)
+      return `generic sources ${g} and ${other} could give the same incident id (${g}-… and ${other}-…): rename one so that neither name followed by "-" begins the other`;
+  }
+  return undefined;
+}
 
 export type IntakeConfig = z.output<typeof IntakeConfigSchema>;
 export type IntakeSource = IntakeConfig['sources'][string];

@@ -82,6 +82,7 @@ export {
 export type { TimerKind } from './run-state.js';
 export { TRUNCATION_MARKER, TRUNCATED_KEYS_FIELD, jsonDepth, jsonBytes, boundJson } from './json-bounds.js';
 export type { JsonBounds, BoundedJson } from './json-bounds.js';
+export { dataRecord } from './data-record.js';
 export {
   ProposedCall,
   Approval,
@@ -113,6 +114,7 @@ export {
   intakeResolvedKey,
   intakeGroupKey,
   intakeJoinedKey,
+  intakeJoinedIdsKey,
   intakeRateKey,
   JoinedAlert,
   IncidentRunbook,

@@ -31,9 +31,14 @@ export function intakeGroupKey(prefix: string, source: string, groupHash: string
   return `${prefix}:intake:group:${source}:${groupHash}`;
 }
 
-/** `<prefix>:intake:joined:<incidentId>`: a list of the alerts that joined the incident (JSON `{ incidentId, summary, at }`). */
+/** `<prefix>:intake:joined:<incidentId>`: a list of the alerts that joined the incident (JSON `{ incidentId, summary, at }`), each once, in the order they first joined. */
 export function intakeJoinedKey(prefix: string, incidentId: string): string {
   return `${prefix}:intake:joined:${incidentId}`;
+}
+
+/** `<prefix>:intake:joined-ids:<incidentId>`: the ids of the alerts in {@link intakeJoinedKey}, so that each is listed once. */
+export function intakeJoinedIdsKey(prefix: string, incidentId: string): string {
+  return `${prefix}:intake:joined-ids:${incidentId}`;
 }
 
 /** `<prefix>:intake:rate:<source>`: the source's rate limit state (the next start time, ms). */

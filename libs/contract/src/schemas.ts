@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { UsageTotals } from './usage.js';
 import { AGENT_NAME_PATTERN, INCIDENT_ID_PATTERN } from './names.js';
 import { jsonBytes, jsonDepth } from './json-bounds.js';
+import { dataRecord } from './data-record.js';
 
 /**
  * Limits of the incident envelope (docs/protocol.md#the-incident-envelope). They keep every
@@ -58,11 +59,11 @@ export const Incident = z
     reason: z.string().min(1, 'must not be empty').max(INCIDENT_LIMITS.reasonChars, tooLong(INCIDENT_LIMITS.reasonChars)),
     summary: z.string().max(INCIDENT_LIMITS.summaryChars, tooLong(INCIDENT_LIMITS.summaryChars)),
     severity: Severity.default('warning'),
-    labels: z
-      .record(
-        z.string().max(INCIDENT_LIMITS.labelKeyChars, `label names ${tooLong(INCIDENT_LIMITS.labelKeyChars)}`),
-        z.string().max(INCIDENT_LIMITS.labelValueChars, tooLong(INCIDENT_LIMITS.labelValueChars)),
-      )
+    // Every label is data, `__proto__` too (a plain z.record would drop it without a word).
+    labels: dataRecord(
+      z.string().max(INCIDENT_LIMITS.labelKeyChars, `label names ${tooLong(INCIDENT_LIMITS.labelKeyChars)}`),
+      z.string().max(INCIDENT_LIMITS.labelValueChars, tooLong(INCIDENT_LIMITS.labelValueChars)),
+    )
       .refine((l) => Object.keys(l).length <= INCIDENT_LIMITS.labels, { message: `must have at most ${INCIDENT_LIMITS.labels} labels` })
       .optional(),
     payload: jsonValue.optional().superRefine((p, ctx) => {

@@ -5,9 +5,11 @@
 import { z } from 'zod';
 import type { AlertmanagerSourceConfig } from '@bosun/config';
 import type { IncidentInput } from '@bosun/contract';
-import { boundLabels, boundReason, boundSummary, incidentIdFrom, severityOf, shortHash, type IntakeBatch } from './mapping.js';
+import { dataRecord } from '@bosun/contract';
+import { HASHED_MARK, boundLabels, boundReason, boundSummary, inputHash, severityOf, type IntakeBatch } from './mapping.js';
 
-const Labels = z.record(z.string(), z.string());
+// Labels and annotations are the sender's data: `__proto__` is kept like any other name.
+const Labels = dataRecord(z.string(), z.string());
 const Time = z.string().refine((s) => !Number.isNaN(Date.parse(s)), 'must be an RFC 3339 time');
 
 const AmAlert = z.object({
@@ -15,7 +17,7 @@ const AmAlert = z.object({
   labels: Labels,
   annotations: Labels.default({}),
   startsAt: Time,
-  endsAt: z.string().optional(),
+  endsAt: Time.optional(),
   generatorURL: z.string().optional(),
   fingerprint: z.string().optional(),
 });
@@ -41,30 +43,47 @@ export function looksLikeAlertmanager(body: unknown): boolean {
   return typeof body === 'object' && body !== null && 'alerts' in body && 'groupKey' in body;
 }
 
-/** The alert's fingerprint as sent, or (older senders) a hash of its labels. */
-function fingerprintOf(alert: AmAlert): string {
-  const fp = alert.fingerprint?.replace(/[^A-Za-z0-9]/g, '') ?? '';
-  if (fp !== '') return fp.slice(0, 64);
-  const sorted = Object.keys(alert.labels)
+/** A fingerprint used as it is in an incident id: Alertmanager's own are 16 hex digits. */
+const LITERAL_FINGERPRINT = /^[A-Za-z0-9]{1,64}$/;
+
+/**
+ * The alert's piece of its incident id: its fingerprint as sent when that is a
+ * {@link LITERAL_FINGERPRINT}; any other fingerprint hashed whole; for a sender without
+ * fingerprints, a hash of its labels. A hashed piece starts with `_`, which no literal one holds,
+ * and a fingerprint's hash never equals a label set's (each hash names what it is of).
+ */
+function fingerprintPiece(alert: { fingerprint?: string | undefined; labels: Record<string, string> }): string {
+  const fp = alert.fingerprint;
+  if (fp !== undefined) return LITERAL_FINGERPRINT.test(fp) ? fp : `${HASHED_MARK}${inputHash('fingerprint', fp)}`;
+  const pairs = Object.keys(alert.labels)
     .sort()
-    .map((k) => `${k}=${alert.labels[k]}`)
-    .join(',');
-  return shortHash(sorted);
+    .flatMap((k) => [k, alert.labels[k]!]);
+  return `${HASHED_MARK}${inputHash('labels', ...pairs)}`;
 }
 
 /**
- * The incident id of one alert: `am-<fingerprint>-<startsAt in ms>`. Alertmanager sends the same
- * alert again (repeat interval, retries, a group that changed) with the same fingerprint and
- * start, so it is the same incident — the same job id — and runs once.
+ * The incident id of one alert: `am-<fingerprint>-<startsAt in ms>` (see {@link fingerprintPiece}).
+ * Alertmanager sends the same alert again (repeat interval, retries, a group that changed) with
+ * the same fingerprint and start, so it is the same incident — the same job id — and runs once.
+ * Different fingerprints, or starts in different milliseconds, never give one id: the piece has
+ * no `-`, so the id splits back into its two parts.
  */
-export function alertIncidentId(alert: { fingerprint?: string; labels: Record<string, string>; startsAt: string }): string {
-  return incidentIdFrom('am', `${fingerprintOf(alert as AmAlert)}-${Date.parse(alert.startsAt)}`);
+export function alertIncidentId(alert: { fingerprint?: string | undefined; labels: Record<string, string>; startsAt: string }): string {
+  return `am-${fingerprintPiece(alert)}-${Date.parse(alert.startsAt)}`;
 }
 
-/** The incident id of a whole group: its key's hash and the earliest start of its firing alerts. */
+/** The incident id of a group from its source, its key and the earliest of `startsAt`: `amg-_<hash>-<ms>`. */
+function groupId(source: string, groupKey: string, startsAt: readonly string[]): string {
+  return `amg-${HASHED_MARK}${inputHash('group', source, groupKey)}-${Math.min(...startsAt.map((s) => Date.parse(s)))}`;
+}
+
+/** The incident id of a whole group: its source and key hashed, and the earliest start of its firing alerts. */
 export function groupIncidentId(source: string, payload: AlertmanagerPayload): string {
-  const starts = payload.alerts.filter((a) => a.status === 'firing').map((a) => Date.parse(a.startsAt));
-  return incidentIdFrom('amg', `${shortHash(`${source}\n${payload.groupKey}`)}-${Math.min(...starts)}`);
+  return groupId(
+    source,
+    payload.groupKey,
+    payload.alerts.filter((a) => a.status === 'firing').map((a) => a.startsAt),
+  );
 }
 
 function summaryOf(annotations: Record<string, string>, fallback: string): string {
@@ -153,6 +172,13 @@ export function alertmanagerBatch(name: string, config: AlertmanagerSourceConfig
 
 /** A group whose every alert resolved: its incident, keyed by the earliest start among them. */
 function groupResolved(name: string, payload: AlertmanagerPayload): IntakeBatch['resolved'] {
-  const starts = payload.alerts.map((a) => Date.parse(a.startsAt));
-  return [{ incidentId: incidentIdFrom('amg', `${shortHash(`${name}\n${payload.groupKey}`)}-${Math.min(...starts)}`) }];
+  return [
+    {
+      incidentId: groupId(
+        name,
+        payload.groupKey,
+        payload.alerts.map((a) => a.startsAt),
+      ),
+    },
+  ];
 }

@@ -13,7 +13,10 @@ export function signatureHeader(secret: string, body: string, t: number): string
   return `t=${t},v1=${createHmac('sha256', secret).update(`${t}.${body}`, 'utf8').digest('hex')}`;
 }
 
-/** A delivery that did not get a 2xx. `permanent`: retrying cannot help (a 4xx other than 408 and 429). */
+/**
+ * A delivery that did not get a 2xx. `permanent`: retrying cannot help — a 4xx other than 408
+ * and 429, or a 3xx (redirects are never followed, so asking again is answered the same).
+ */
 export class DeliveryError extends BosunError {
   constructor(
     message: string,
@@ -65,13 +68,16 @@ export function deliveryRequest(
 
 /**
  * Sends one delivery; resolves on a 2xx. Anything else is a {@link DeliveryError} that names the
- * sink and the status or network error — never the URL, which may hold a token.
+ * sink and the status or network error — never the URL, which may hold a token. A redirect is not
+ * followed: the signed answer would go to a place the config does not name (and a 303 would turn
+ * the POST into a GET). A 3xx is a permanent failure, dead-lettered at once with a reason that
+ * says to point the sink's `url` at the final address.
  */
 export async function send(job: Deliverable, sink: DeliverySink, attempt: number): Promise<number> {
   const { body, headers } = deliveryRequest(job, sink, attempt, Date.now());
   let res: Response;
   try {
-    res = await fetch(sink.url, { method: 'POST', body, headers, signal: AbortSignal.timeout(sink.timeoutMs), redirect: 'error' });
+    res = await fetch(sink.url, { method: 'POST', body, headers, signal: AbortSignal.timeout(sink.timeoutMs), redirect: 'manual' });
   } catch (err) {
     const why =
       (err as Error).name === 'TimeoutError'
@@ -82,6 +88,12 @@ export async function send(job: Deliverable, sink: DeliverySink, attempt: number
   // The body is not needed: read it off so that the connection can be reused.
   await res.arrayBuffer().catch(() => undefined);
   if (res.ok) return res.status;
+  // The Location is not named: the sink's own address may hold a token, and so may the one it redirects to.
+  if (res.status >= 300 && res.status < 400)
+    throw new DeliveryError(
+      `sink ${job.sink}: HTTP ${res.status} (a redirect, not followed: set the sink's url to the final address)`,
+      true,
+    );
   const permanent = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
   throw new DeliveryError(`sink ${job.sink}: HTTP ${res.status}`, permanent);
 }

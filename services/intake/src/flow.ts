@@ -1,7 +1,7 @@
 /** What happens to a webhook's incidents between parsing and the queue: runbooks, grouping, the rate limit. */
 import type { IntakeSource } from '@bosun/config';
 import type { IncidentInput } from '@bosun/contract';
-import { shortHash, type IntakeBatch } from './mapping.js';
+import { inputHash, type IntakeBatch } from './mapping.js';
 import type { IntakeQueue, Queued } from './queue.js';
 
 /** One group of a batch: the incident that stands for it, and the alerts that join it. */
@@ -11,17 +11,21 @@ export interface BatchGroup {
   members: IncidentInput[];
 }
 
-/** The group key of an incident: the values of the `by` labels (`alertname` is the reason when absent). */
-export function groupValues(incident: IncidentInput, by: readonly string[]): string {
+/**
+ * The values of an incident's `by` labels, in order (`alertname` is the reason when absent, any
+ * other absent label is empty). Own labels only: a label named `constructor` is not Object's.
+ */
+export function groupValues(incident: IncidentInput, by: readonly string[]): string[] {
   const labels = incident.labels ?? {};
-  return by.map((l) => `${l}=${labels[l] ?? (l === 'alertname' ? incident.reason : '')}`).join('\n');
+  return by.map((l) => (Object.hasOwn(labels, l) ? labels[l]! : l === 'alertname' ? incident.reason : ''));
 }
 
 /** Groups a batch's incidents by `by`: the first of each group stands for it, and lists the others in `payload.grouped`. */
 export function groupBatch(incidents: readonly IncidentInput[], by: readonly string[]): BatchGroup[] {
   const groups = new Map<string, BatchGroup>();
   for (const incident of incidents) {
-    const key = shortHash(groupValues(incident, by));
+    // Hashed as a list: a value holding a newline or `=` cannot pass for two labels.
+    const key = inputHash(...groupValues(incident, by));
     const g = groups.get(key);
     if (g) g.members.push(incident);
     else groups.set(key, { key, primary: incident, members: [] });

@@ -1,6 +1,6 @@
 /** The generic JSON webhook: JSON paths from the config pick the incident's fields out of the body. */
 import type { GenericSourceConfig } from '@bosun/config';
-import { BosunError, type IncidentInput } from '@bosun/contract';
+import { BosunError, INCIDENT_LIMITS, jsonBytes, jsonDepth, type IncidentInput } from '@bosun/contract';
 import { boundLabels, boundReason, boundSummary, incidentIdFrom, severityOf, type IntakeBatch } from './mapping.js';
 
 /** The steps of a JSON path (`$.a[0]['b.c']` → `a`, 0, `b.c`); the config has checked its form. */
@@ -45,31 +45,48 @@ function mappedLabels(body: unknown, path: string | undefined): Record<string, s
   const v = atPath(body, path);
   if (v === undefined) return undefined;
   if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new MappingError(`mapping.labels: ${path} must be an object`);
-  const out: Record<string, string> = {};
+  const pairs: [string, string][] = [];
   for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
     const s = text(x);
-    if (s !== undefined) out[k] = s;
+    if (s !== undefined) pairs.push([k, s]);
   }
-  return boundLabels(out);
-}
-
-/** The body as the incident's `payload.webhook`, when it is small enough to travel with it. */
-function webhookCopy(body: unknown): Record<string, unknown> {
-  const bytes = Buffer.byteLength(JSON.stringify(body));
-  return bytes <= WEBHOOK_COPY_MAX
-    ? { webhook: body }
-    : { webhookOmitted: `the body (${bytes} bytes) is larger than ${WEBHOOK_COPY_MAX} bytes` };
+  // fromEntries defines its keys: a tag named `__proto__` stays a label.
+  return boundLabels(Object.fromEntries(pairs));
 }
 
 /** Largest body copied into the incident's payload (the payload may hold 256 KiB in all). */
 const WEBHOOK_COPY_MAX = 128 * 1024;
 
+/** Deepest body copied into the payload: `payload.webhook` adds a level, and the payload may nest 32. */
+const WEBHOOK_COPY_DEPTH = INCIDENT_LIMITS.payloadDepth - 1;
+
+/**
+ * Deepest body a generic source takes: deeper is a 400, kept as poison (whole up to the dead
+ * letter's own depth limit, 64). Measured without recursion, as everything that touches the body
+ * is: a body 5,000 levels deep is an ordinary rejection, not a stack overflow.
+ */
+export const GENERIC_MAX_DEPTH = 64;
+
+/** The body as the incident's `payload.webhook`, when it is small and shallow enough to travel with it. */
+function webhookCopy(body: unknown): Record<string, unknown> {
+  const depth = jsonDepth(body, WEBHOOK_COPY_DEPTH);
+  if (depth > WEBHOOK_COPY_DEPTH)
+    return { webhookOmitted: `the body nests objects and arrays more than ${WEBHOOK_COPY_DEPTH} levels deep` };
+  const bytes = jsonBytes(body, WEBHOOK_COPY_DEPTH);
+  return bytes !== undefined && bytes <= WEBHOOK_COPY_MAX
+    ? { webhook: body }
+    : { webhookOmitted: `the body (${bytes} bytes) is larger than ${WEBHOOK_COPY_MAX} bytes` };
+}
+
 /** The incident (or the resolution) a generic webhook's body maps to. */
 export function genericBatch(name: string, config: GenericSourceConfig, body: unknown): IntakeBatch {
   const m = config.mapping;
+  if (jsonDepth(body, GENERIC_MAX_DEPTH) > GENERIC_MAX_DEPTH)
+    throw new MappingError(`body: nests objects and arrays more than ${GENERIC_MAX_DEPTH} levels deep`);
   const rawId = text(atPath(body, m.id));
   if (rawId === undefined || rawId.trim() === '') throw new MappingError(`mapping.id: ${m.id} found no string or number in the body`);
-  const incidentId = incidentIdFrom(name, rawId.trim());
+  // The id as sent, whole: one with spaces (or anything an incident id cannot hold) is hashed, never trimmed into another's.
+  const incidentId = incidentIdFrom(name, rawId);
   const status = m.status !== undefined ? text(atPath(body, m.status)) : undefined;
   if (status !== undefined && status.toLowerCase() === config.resolvedValue.toLowerCase())
     return { incidents: [], resolved: [{ incidentId }] };

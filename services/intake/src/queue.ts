@@ -7,6 +7,7 @@ import {
   intakeResolvedKey,
   intakeGroupKey,
   intakeJoinedKey,
+  intakeJoinedIdsKey,
   intakeRateKey,
   runIdFor,
   type IncidentInput,
@@ -42,6 +43,24 @@ if delay < 0 then delay = 0 end
 tat = tat + interval
 redis.call('SET', KEYS[1], tostring(tat), 'PX', math.ceil(tat - now + tolerance + 1000))
 return tostring(delay)
+`;
+
+/**
+ * Appends each joined alert (ARGV pairs: its incident id, its entry) to the list KEYS[1] unless
+ * the set KEYS[2] already holds its id, so that Alertmanager's repeats of a group list each alert
+ * once; both keys live ARGV[1] seconds from the last write.
+ */
+const JOIN_SCRIPT = `
+local added = 0
+for i = 2, #ARGV - 1, 2 do
+  if redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('RPUSH', KEYS[1], ARGV[i + 1])
+    added = added + 1
+  end
+end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[2], ARGV[1])
+return added
 `;
 
 /** One incident as queued: its run, and whether a job of that id was already there (then it runs once). */
@@ -141,17 +160,26 @@ export class IntakeQueue {
     });
   }
 
-  /** Records alerts that joined an incident (its group's), for operators: `<prefix>:intake:joined:<incidentId>`. */
+  /**
+   * Records alerts that joined an incident (its group's), for operators:
+   * `<prefix>:intake:joined:<incidentId>`, each alert once however often its group is sent again.
+   */
   recordJoined(incidentId: string, alerts: readonly IncidentInput[]): Promise<void> {
     const { redis, prefix } = this.options;
-    const key = intakeJoinedKey(prefix, incidentId);
     const at = new Date().toISOString();
-    const entries = alerts.map((a) =>
+    const pairs = alerts.flatMap((a) => [
+      a.id,
       JSON.stringify({ incidentId: a.id, summary: a.summary.split('\n')[0] ?? '', at } satisfies JoinedAlert),
-    );
+    ]);
     return this.within(`the alerts joining ${incidentId}`, async () => {
-      await redis.rpush(key, ...entries);
-      await redis.expire(key, INTAKE_RESOLUTION_TTL_SECONDS);
+      await redis.eval(
+        JOIN_SCRIPT,
+        2,
+        intakeJoinedKey(prefix, incidentId),
+        intakeJoinedIdsKey(prefix, incidentId),
+        INTAKE_RESOLUTION_TTL_SECONDS,
+        ...pairs,
+      );
     });
   }
 

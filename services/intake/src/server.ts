@@ -7,6 +7,7 @@
  *   401 {"error": reason}   missing or wrong bearer token or signature
  *   404                     no such source
  *   413 {"error": reason}   body past the source's `maxBodyBytes` (its first bytes are a `poison` dead letter)
+ *   415 {"error": reason}   a declared `content-type` that is not JSON (the body is a `poison` dead letter)
  *   503 {"error": reason}   Redis did not take it: nothing was queued, the sender should retry
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -35,13 +36,25 @@ export interface IntakeServerOptions {
 /** A webhook Bosun cannot take: answered with `status` and `reason`, its body kept as poison. */
 class Rejected {
   constructor(
-    readonly status: 400 | 413,
+    readonly status: 400 | 413 | 415,
     readonly reason: string,
     readonly input: unknown,
   ) {}
 }
 
 const REALM = 'bosun-intake';
+
+/**
+ * Whether a request's `content-type` says JSON: `application/json` or `application/<x>+json`
+ * (any parameters), or no `content-type` at all (RFC 9110 lets the recipient look at the data;
+ * it is parsed as JSON). Anything else (`text/plain`, a form) is a 415: a sender that declares
+ * another type is misconfigured, and guessing would hide it.
+ */
+export function declaresJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return true;
+  const type = (contentType.split(';')[0] ?? '').trim().toLowerCase();
+  return type === 'application/json' || /^application\/[a-z0-9!#$&^_.-]+\+json$/.test(type);
+}
 
 /** The incidents and resolutions of a parsed body, per the source's format (a {@link Rejected} when it is not that format). */
 function batchOf(name: string, source: IntakeSource, body: unknown): IntakeBatch | Rejected {
@@ -99,6 +112,11 @@ class IntakeRoutes {
     }
     const bodyCheck = auth.checkBody(req.headers, body.text);
     if (!bodyCheck.ok) return this.unauthorized(req, res, bodyCheck);
+    const contentType = req.headers['content-type'];
+    if (!declaresJson(contentType)) {
+      const why = `content-type ${JSON.stringify((contentType ?? '').slice(0, 100))} is not JSON: send application/json`;
+      return this.reject(res, name, new Rejected(415, why, body.text), { accept: 'application/json' });
+    }
     let parsed: unknown;
     try {
       parsed = JSON.parse(body.text) as unknown;
