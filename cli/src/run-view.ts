@@ -15,7 +15,7 @@ import {
   type Delegation,
   type TaskCheckpointData,
 } from '@bosun/contract';
-import { ToolCallRecords, type RedisClient } from '@bosun/transport';
+import { ToolCallRecords, toolOutcome, type RedisClient, type ToolOutcome } from '@bosun/transport';
 import { OperatorError, readCheckpoint, storedProblem, type OperatorDeps } from './operator.js';
 
 /** One tool call of a task, from its record. */
@@ -30,6 +30,12 @@ export interface ToolCallView {
   status?: string;
   isError?: boolean;
   error?: string;
+  /**
+   * What the call came to, in the words of `bosun_tool_calls_total{outcome}` (`toolOutcome`):
+   * `ok`, `tool_error` (it ran and reported its own error), `error`, `in_doubt`. Absent while it
+   * has no result (running, or unreadable).
+   */
+  outcome?: ToolOutcome;
   resolution?: unknown;
 }
 
@@ -128,6 +134,7 @@ async function toolCallsOf(deps: OperatorDeps, taskId: string, problems: string[
         ...(readOnly !== undefined ? { readOnly } : {}),
         ...(result ? { status: result.status, isError: result.isError } : {}),
         ...(result?.error !== undefined ? { error: result.error } : {}),
+        ...(result ? { outcome: toolOutcome(result) } : state === 'in-doubt' ? { outcome: 'in_doubt' as const } : {}),
         ...(resolution !== undefined ? { resolution } : {}),
       });
     } catch (err) {

@@ -152,7 +152,7 @@ function runsPage(main: HTMLElement): () => void {
     body,
   );
   const note = h('p');
-  main.append(h('h2', { text: 'Runs' }), h('label', {}, 'Status ', filter), table, note);
+  main.append(h('h1', { text: 'Runs' }), h('label', {}, 'Status ', filter), table, note);
   const load = async () => {
     try {
       const runs = await api<RunSummary[]>(`/api/runs${filter.value ? `?status=${encodeURIComponent(filter.value)}` : ''}`);
@@ -176,9 +176,10 @@ function runsPage(main: HTMLElement): () => void {
 
 // ---- One run ----------------------------------------------------------------------------------
 
+/** One event's line in the timeline; its number is the list item's own (its `seq`), not repeated here. */
 function eventLine(e: RunEvent): string {
   const d = e.data ?? {};
-  const bits = [`#${e.seq}`, e.at.slice(11, 23), e.type, e.agent ?? ''];
+  const bits = [e.at.slice(11, 23), e.type, e.agent ?? ''];
   if (typeof d.tool === 'string') bits.push(d.tool);
   if (typeof d.model === 'string') bits.push(`model ${d.model}`);
   if (typeof d.durationMs === 'number') bits.push(`${d.durationMs} ms`);
@@ -192,21 +193,96 @@ function asText(v: unknown): string {
   return typeof v === 'string' ? v : JSON.stringify(v ?? '');
 }
 
+/** A string that holds a JSON object or array (a tool's answer quoted in a finding), parsed; else undefined. */
+function embeddedJson(text: string): unknown {
+  const t = text.trim();
+  if (!((t.startsWith('{') && t.endsWith('}')) || (t.startsWith('[') && t.endsWith(']')))) return undefined;
+  try {
+    return JSON.parse(t) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A value of a specialist's output as a person reads it: an object as a list of its fields (name,
+ * then value), an array as a list, text as paragraphs (JSON quoted in a string is shown as the
+ * value it holds), numbers and booleans as they are. Past a few levels, indented JSON.
+ */
+/**
+ * JSON text that does not parse (a tool's answer cut to a length, ending in "…"), indented as far
+ * as it goes: a line per member, nested members indented, strings left as they are.
+ */
+function indentJsonText(text: string): string {
+  let out = '';
+  let indent = 0;
+  let inString = false;
+  let escaped = false;
+  const line = () => `\n${'  '.repeat(Math.max(0, indent))}`;
+  for (const c of text.trim()) {
+    if (inString) {
+      out += c;
+      if (escaped) escaped = false;
+      else if (c === '\\') escaped = true;
+      else if (c === '"') inString = false;
+    } else if (c === '"') {
+      inString = true;
+      out += c;
+    } else if (c === '{' || c === '[') {
+      indent++;
+      out += c + line();
+    } else if (c === '}' || c === ']') {
+      indent--;
+      out += line() + c;
+    } else if (c === ',') out += c + line();
+    else if (c === ':') out += ': ';
+    else if (c.trim() !== '') out += c;
+  }
+  return out;
+}
+
+function valueView(v: unknown, depth = 0): HTMLElement {
+  if (typeof v === 'string') {
+    const inner = embeddedJson(v);
+    if (inner !== undefined) return valueView(inner, depth);
+    // JSON cut short: indented, as code.
+    if (/^\s*[[{]\s*"/.test(v)) return h('pre', { class: 'json', text: indentJsonText(v) });
+    return h('p', { class: 'text', text: v });
+  }
+  if (v === null || typeof v !== 'object') return h('span', { text: String(v) });
+  if (depth >= 5) return h('pre', { text: JSON.stringify(v, null, 2) });
+  if (Array.isArray(v))
+    return v.length === 0 ? h('span', { class: 'none', text: 'none' }) : h('ul', {}, ...v.map((x) => h('li', {}, valueView(x, depth + 1))));
+  const fields = Object.entries(v as Json);
+  if (fields.length === 0) return h('span', { class: 'none', text: 'none' });
+  return h('dl', { class: 'fields' }, ...fields.flatMap(([k, x]) => [h('dt', { text: k }), h('dd', {}, valueView(x, depth + 1))]));
+}
+
 function specialistBlock(s: Json): HTMLElement {
   const ok = s.status === 'completed';
   return h(
-    'div',
-    { class: `specialist${ok ? '' : ' incomplete'}` },
+    'section',
+    { class: `specialist${ok ? '' : ' incomplete'}`, 'data-specialist': String(s.name) },
     h(
-      'h4',
+      'h3',
       {},
       String(s.name),
       ' ',
       h('span', { class: 'badge', text: String(s.status) }),
       ok ? null : h('span', { class: 'badge INCOMPLETE', text: 'INCOMPLETE' }),
     ),
-    h('pre', { text: typeof s.output === 'string' ? s.output : JSON.stringify(s.output, null, 2) }),
+    h('div', { class: 'output' }, valueView(s.output)),
   );
+}
+
+/** How an outcome (`bosun_tool_calls_total{outcome}`'s words) reads on the page. */
+const OUTCOME_LABEL: Record<string, string> = { ok: 'ok', tool_error: 'tool error', error: 'error', in_doubt: 'in doubt' };
+
+/** A table cell with a call's outcome: its label (and the error's text), its metric word in `data-outcome`; else what the call is doing. */
+function outcomeCell(outcome: string | undefined, otherwise: string, error?: string): HTMLElement {
+  if (outcome === undefined) return h('td', { text: otherwise });
+  const label = OUTCOME_LABEL[outcome] ?? outcome;
+  return h('td', { 'data-outcome': outcome, text: error && outcome === 'error' ? `${label}: ${error}` : label });
 }
 
 function toolCallsBlock(view: Json): HTMLElement {
@@ -219,8 +295,12 @@ function toolCallsBlock(view: Json): HTMLElement {
           {},
           h('td', { text: String(d.agent) }),
           h('td', { text: asText(c.tool ?? '?') }),
-          h('td', { text: JSON.stringify(c.args ?? null) }),
-          h('td', { text: String(c.status ?? c.state) }),
+          h('td', { class: 'args', text: JSON.stringify(c.args ?? null) }),
+          outcomeCell(
+            typeof c.outcome === 'string' ? c.outcome : undefined,
+            String(c.state),
+            typeof c.error === 'string' ? c.error : undefined,
+          ),
         ),
       );
   return h(
@@ -248,32 +328,53 @@ function renderRun(info: HTMLElement, d: Json): void {
       ' ago',
     ),
     h('p', {}, 'Summary: ', h('span', { id: 'incident-summary', text: asText(incident.summary ?? '') })),
-    h('h3', { text: 'Answer' }),
+    h('h2', { text: 'Answer' }),
     h('pre', { id: 'answer', text: result ? String(result.answer) : '(not finished yet)' }),
-    h('h3', { text: 'Specialists' }),
+    h('h2', { text: 'Specialists' }),
     h('div', { id: 'specialists' }, ...((result?.specialists as Json[] | undefined) ?? []).map(specialistBlock)),
-    h('h3', { text: 'Tool calls' }),
+    h('h2', { text: 'Tool calls' }),
     toolCallsBlock((d.view ?? {}) as Json),
   );
 }
 
-const CALL_EVENTS = new Set(['model.called', 'tool.completed', 'tool.failed']);
+const CALL_EVENTS = new Set(['model.called', 'tool.completed', 'tool.failed', 'tool.in_doubt']);
+
+/** A tool event's outcome, in the words of the metric and of the "Tool calls" table (`toolOutcome` on the server). */
+function eventOutcome(e: RunEvent): string {
+  if (e.type === 'tool.in_doubt') return 'in_doubt';
+  if (e.type === 'tool.failed') return 'error';
+  return e.data.isError === true ? 'tool_error' : 'ok';
+}
 
 /** Each agent's model calls and tool calls, with their durations, in seq order. */
 function callsTable(events: RunEvent[]): HTMLElement[] {
   return events
     .filter((e) => CALL_EVENTS.has(e.type))
     .map((e) => {
-      const name = e.type === 'model.called' ? asText(e.data.model ?? '') : asText(e.data.tool ?? '');
-      const outcome = e.type === 'tool.failed' ? asText(e.data.error ?? 'failed') : e.data.isError === true ? 'tool error' : 'ok';
+      const model = e.type === 'model.called';
+      const name = model ? asText(e.data.model ?? '') : asText(e.data.tool ?? '');
+      const error = typeof e.data.error === 'string' ? e.data.error : undefined;
       return h(
         'tr',
         { 'data-seq': String(e.seq) },
-        ...[e.agent ?? '', e.type === 'model.called' ? 'model' : 'tool', name, `${asText(e.data.durationMs ?? '?')} ms`, outcome].map((t) =>
-          h('td', { text: t }),
-        ),
+        ...[e.agent ?? '', model ? 'model' : 'tool', name, `${asText(e.data.durationMs ?? '?')} ms`].map((t) => h('td', { text: t })),
+        model ? h('td', { text: 'ok' }) : outcomeCell(eventOutcome(e), '', error),
       );
     });
+}
+
+/**
+ * One event of the timeline: numbered by its `seq` (the list item's value, so gaps show), its line
+ * as the summary of a disclosure that opens to the event's data.
+ */
+function timelineItem(e: RunEvent): HTMLElement {
+  const li = h(
+    'li',
+    { 'data-seq': String(e.seq), class: e.type === 'agent.stalled' || e.type === 'agent.failed' ? 'incomplete' : '' },
+    h('details', {}, h('summary', { text: eventLine(e) }), h('pre', { class: 'event-data', text: JSON.stringify(e.data ?? {}, null, 2) })),
+  ) as HTMLLIElement;
+  li.value = e.seq;
+  return li;
 }
 
 function runPage(main: HTMLElement, runId: string): () => void {
@@ -286,11 +387,11 @@ function runPage(main: HTMLElement, runId: string): () => void {
     h('tr', {}, ...['agent', 'call', 'model or tool', 'duration', 'outcome'].map((t) => h('th', { text: t }))),
   );
   main.append(
-    h('h2', { text: `Run ${runId}` }),
+    h('h1', { text: `Run ${runId}` }),
     info,
-    h('h3', { text: 'Model and tool calls' }),
+    h('h2', { text: 'Model and tool calls' }),
     h('table', { id: 'calls' }, callsHead, calls),
-    h('h3', { text: 'Timeline' }),
+    h('h2', { text: 'Timeline' }),
     timeline,
   );
   const events = new Map<number, RunEvent>();
@@ -307,15 +408,7 @@ function runPage(main: HTMLElement, runId: string): () => void {
     events.set(e.seq, e);
     const sorted = [...events.values()].sort((a, b) => a.seq - b.seq);
     calls.replaceChildren(...callsTable(sorted));
-    timeline.replaceChildren(
-      ...sorted.map((x) =>
-        h('li', {
-          'data-seq': String(x.seq),
-          class: x.type === 'agent.stalled' || x.type === 'agent.failed' ? 'incomplete' : '',
-          text: eventLine(x),
-        }),
-      ),
-    );
+    timeline.replaceChildren(...sorted.map(timelineItem));
     reload();
   });
   void load();
@@ -347,7 +440,12 @@ function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
       ),
     );
   });
-  const reason = h('input', { type: 'text', placeholder: 'reason for denying', class: 'deny-reason' }) as HTMLInputElement;
+  const reason = h('input', {
+    type: 'text',
+    placeholder: 'reason for denying',
+    'aria-label': `reason for denying ${a.id}`,
+    class: 'deny-reason',
+  }) as HTMLInputElement;
   const approve = h('button', { class: 'approve', text: 'Approve selected' });
   const deny = h('button', { class: 'deny', text: 'Deny' });
   const msg = h('p', { class: 'msg' });
@@ -365,7 +463,7 @@ function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
     'section',
     { class: 'approval', 'data-approval-id': a.id },
     h(
-      'h3',
+      'h2',
       {},
       h('span', { text: a.id }),
       '  run ',
@@ -387,7 +485,7 @@ function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
 function approvalsPage(main: HTMLElement): () => void {
   const list = h('div', { id: 'approvals' });
   const note = h('p', { class: 'msg', id: 'approvals-msg' });
-  main.append(h('h2', { text: 'Approvals' }), note, list);
+  main.append(h('h1', { text: 'Approvals' }), note, list);
   const load = async () => {
     try {
       const pending = await api<Approval[]>('/api/approvals');
@@ -450,10 +548,10 @@ function deadLettersPage(main: HTMLElement): () => void {
   const kind = h('select', { id: 'kind-filter' }, h('option', { value: '', text: 'all' })) as HTMLSelectElement;
   for (const k of DEAD_LETTER_KINDS) kind.append(h('option', { value: k, text: k }));
   const body = h('tbody');
-  const heads = ['id', 'at', 'kind', 'run', 'agent', 'mark', 'reason', ''].map((t) => h('th', { text: t }));
+  const heads = ['id', 'at', 'kind', 'run', 'agent', 'mark', 'reason', 'actions'].map((t) => h('th', { text: t }));
   const note = h('p', { class: 'msg', id: 'dead-letters-msg' });
   main.append(
-    h('h2', { text: 'Dead letters' }),
+    h('h1', { text: 'Dead letters' }),
     h('label', {}, 'Kind ', kind),
     note,
     h('table', { id: 'dead-letters' }, h('thead', {}, h('tr', {}, ...heads)), body),
@@ -512,7 +610,7 @@ function bars(values: number[]): HTMLElement {
 function renderStats(where: HTMLElement, s: Stats): void {
   const ms = (v: number | null) => (v === null ? '-' : `${(v / 1000).toFixed(1)} s`);
   where.replaceChildren(
-    h('h3', { text: 'Runs started per minute (last 10 minutes)' }),
+    h('h2', { text: 'Runs started per minute (last 10 minutes)' }),
     bars(s.perMinute),
     h('p', {
       id: 'durations',
@@ -525,7 +623,7 @@ function renderStats(where: HTMLElement, s: Stats): void {
           .join(', ') || 'none'
       }`,
     }),
-    h('h3', { text: 'Degraded results by agent' }),
+    h('h2', { text: 'Degraded results by agent' }),
     h(
       'table',
       {},
@@ -541,7 +639,7 @@ function renderStats(where: HTMLElement, s: Stats): void {
 
 function statsPage(main: HTMLElement): () => void {
   const body = h('div', { id: 'stats' });
-  main.append(h('h2', { text: 'Stats' }), body);
+  main.append(h('h1', { text: 'Stats' }), body);
   const load = () =>
     api<Stats>('/api/stats').then(
       (s) => renderStats(body, s),

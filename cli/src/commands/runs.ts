@@ -78,7 +78,8 @@ function delegationLines(d: DelegationView): string[] {
     else lines.push(`    pending: ${d.pending.kind}${at}`);
   }
   for (const c of d.toolCalls) {
-    const outcome = c.status ? ` ${c.status}${c.isError ? ' (tool error)' : ''}` : '';
+    // The metric's word for it (ok, tool_error, error, in_doubt): the same as the console's.
+    const outcome = c.outcome ? ` ${c.outcome}` : '';
     lines.push(`    ${c.state.padEnd(9)} ${c.key}  ${c.tool ?? '?'}${outcome}${c.error ? `: ${oneLine(c.error, 80)}` : ''}`);
   }
   return lines;

@@ -3,7 +3,7 @@
  * time (cli/web, compiled by tsc) and a JSON + Server-Sent Events API over the shared operator
  * code. See docs/observability.md, "The console".
  *
- *   GET  /login, POST /login     the login page; the operator token → session cookie
+ *   GET  /login, POST /login     the login page (`?failed=1`: says the token was wrong); the operator token → session cookie
  *   POST /logout
  *   GET  /healthz                liveness/readiness (no session needed)
  *   GET  /, /app.js, /style.css  the single-page console (session needed, else → /login)
@@ -69,11 +69,21 @@ interface Asset {
   body: Buffer;
 }
 
+/** Where login.html takes the message of a refused login. */
+const LOGIN_MESSAGE_SLOT = '<!-- bosun:login-message -->';
+/** The message of a refused login: fixed text (nothing from the request), announced to screen readers. */
+const LOGIN_REFUSED =
+  '<p class="error" id="login-error" role="alert">Wrong token: that is not this console\'s operator token (BOSUN_CONSOLE_TOKEN). Try again.</p>';
+
 function loadAssets(): Map<string, Asset> {
   const asset = (dir: string, file: string, type: string): Asset => ({ type, body: readFileSync(join(dir, file)) });
+  const login = asset(PAGES, 'login.html', 'text/html; charset=utf-8');
+  if (!login.body.includes(LOGIN_MESSAGE_SLOT)) throw new Error(`cli/web/login.html has no ${LOGIN_MESSAGE_SLOT}`);
+  const refused = { type: login.type, body: Buffer.from(login.body.toString('utf8').replace(LOGIN_MESSAGE_SLOT, LOGIN_REFUSED)) };
   return new Map([
     ['/', asset(PAGES, 'index.html', 'text/html; charset=utf-8')],
-    ['/login', asset(PAGES, 'login.html', 'text/html; charset=utf-8')],
+    ['/login', login],
+    ['/login?failed=1', refused],
     ['/style.css', asset(PAGES, 'style.css', 'text/css; charset=utf-8')],
     ['/app.js', asset(SCRIPTS, 'app.js', 'text/javascript; charset=utf-8')],
   ]);
@@ -106,25 +116,30 @@ class ConsoleRoutes {
   router(): Router {
     const page = (path: string) => (c: { req: IncomingMessage; res: ServerResponse }) =>
       this.sessions.csrfOf(c.req) === null ? redirect(c.res, '/login') : sendAsset(c.res, this.assets.get(path)!);
-    return new Router()
-      .on('GET', '/healthz', ({ res }) => sendJson(res, 200, { ok: true }))
-      .on('GET', '/login', ({ res }) => sendAsset(res, this.assets.get('/login')!))
-      .on('POST', '/login', ({ req, res }) => this.login(req, res))
-      .on('POST', '/logout', ({ req, res }) => this.logout(req, res))
-      .on('GET', '/style.css', ({ res }) => sendAsset(res, this.assets.get('/style.css')!))
-      .on('GET', '/', page('/'))
-      .on('GET', '/app.js', page('/app.js'))
-      .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => sendJson(res, 200, { csrf: this.sessions.csrfOf(req) })))
-      .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run'))))
-      .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c)))
-      .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c)))
-      .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c)))
-      .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c)))
-      .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
-      .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
-      .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
-      .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c)))
-      .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)));
+    return (
+      new Router()
+        .on('GET', '/healthz', ({ res }) => sendJson(res, 200, { ok: true }))
+        // After a refused login (`/login?failed=1`), the same page says why.
+        .on('GET', '/login', ({ res, query }) =>
+          sendAsset(res, this.assets.get(query.get('failed') === '1' ? '/login?failed=1' : '/login')!),
+        )
+        .on('POST', '/login', ({ req, res }) => this.login(req, res))
+        .on('POST', '/logout', ({ req, res }) => this.logout(req, res))
+        .on('GET', '/style.css', ({ res }) => sendAsset(res, this.assets.get('/style.css')!))
+        .on('GET', '/', page('/'))
+        .on('GET', '/app.js', page('/app.js'))
+        .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => sendJson(res, 200, { csrf: this.sessions.csrfOf(req) })))
+        .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run'))))
+        .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c)))
+        .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c)))
+        .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c)))
+        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c)))
+        .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
+        .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
+        .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
+        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c)))
+        .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)))
+    );
   }
 
   /** bull-board at /queues: a page without a session goes to /login; read-only. */

@@ -20,7 +20,7 @@ export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } f
 export type { CheckpointStore, CheckpointRead, RevisedCheckpointStore, RedisCheckpointStoreOptions } from './checkpoints.js';
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
-export { QueueToolClient } from './tools.js';
+export { QueueToolClient, toolOutcome } from './tools.js';
 export {
   NatsToolClient,
   NotAToolCallError,

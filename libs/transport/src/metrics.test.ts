@@ -15,6 +15,7 @@ const SNAPSHOT: ClusterSnapshot = {
 describe('BosunMetrics', () => {
   it('names every metric bosun_…, counters …_total, durations …_seconds', async () => {
     const m = new BosunMetrics();
+    m.setClusterProbe(async () => SNAPSHOT);
     const metrics = await m.registry.getMetricsAsJSON();
     expect(metrics.length).toBeGreaterThan(15);
     for (const metric of metrics) {
@@ -22,6 +23,51 @@ describe('BosunMetrics', () => {
       if (metric.type === 'counter') expect(metric.name).toMatch(/_total$/);
       if (metric.type === 'histogram') expect(metric.name).toMatch(/_seconds$/);
     }
+  });
+
+  it("keeps Prometheus' suffixes to their types, Node's process metrics included (what promtool checks)", async () => {
+    const m = new BosunMetrics();
+    m.setClusterProbe(async () => SNAPSHOT);
+    m.collectProcessMetrics();
+    const metrics = await m.registry.getMetricsAsJSON();
+    const names = metrics.map((x) => x.name);
+    expect(names).toContain('bosun_nodejs_active_handles');
+    expect(names).toContain('bosun_process_cpu_seconds_total');
+    expect(new Set(names).size).toBe(names.length);
+    const misnamed = metrics.filter(
+      (x) => (x.type !== 'counter' && /_total$/.test(x.name)) || (x.type !== 'histogram' && /_(count|sum|bucket)$/.test(x.name)),
+    );
+    expect(misnamed.map((x) => `${x.name} (${x.type})`)).toEqual([]);
+    // The health server calls it once per process; a second call must not throw "already registered".
+    m.collectProcessMetrics();
+  });
+
+  it("exports the cluster's figures and the runs started only in the process that reads the cluster", async () => {
+    const CLUSTER = [
+      'bosun_approvals_pending',
+      'bosun_approval_oldest_pending_seconds',
+      'bosun_tool_calls_in_doubt',
+      'bosun_queue_jobs',
+      'bosun_queue_workers',
+      'bosun_metrics_probe_errors_total',
+      'bosun_runs_started_total',
+    ];
+    const names = async (x: BosunMetrics) => (await x.registry.getMetricsAsJSON()).map((metric) => metric.name);
+    // A gateway, a specialist or the console: none of them, not even as 0.
+    const other = new BosunMetrics();
+    other.event('tool.completed');
+    expect((await names(other)).filter((n) => CLUSTER.includes(n))).toEqual([]);
+    expect(await other.text()).not.toMatch(/bosun_(approvals_pending|tool_calls_in_doubt|runs_started_total)/);
+    // The coordinator: all of them from its first scrape, the counters at 0.
+    const coordinator = new BosunMetrics();
+    coordinator.setClusterProbe(async () => SNAPSHOT);
+    expect((await names(coordinator)).filter((n) => CLUSTER.includes(n)).sort()).toEqual([...CLUSTER].sort());
+    const text = await coordinator.text();
+    expect(text).toContain('bosun_runs_started_total 0');
+    expect(text).toContain('bosun_metrics_probe_errors_total 0');
+    coordinator.event('run.started');
+    coordinator.setClusterProbe(async () => SNAPSHOT);
+    expect(await coordinator.text()).toContain('bosun_runs_started_total 1');
   });
 
   it('records runs, tasks, model and tool calls, approvals and events with their labels', async () => {

@@ -7,6 +7,16 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * tool names from the config and catalog), never run, task or incident ids.
  */
 
+/**
+ * prom-client's default gauges whose names end in `_total`, which Prometheus reserves for
+ * counters; left out (the by-type gauge beside each holds the same count).
+ */
+const COUNTER_NAMED_GAUGES = [
+  'bosun_nodejs_active_handles_total',
+  'bosun_nodejs_active_requests_total',
+  'bosun_nodejs_active_resources_total',
+];
+
 /** Buckets of run and task durations: 1 s to 1 h. */
 const LONG_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600];
 /** Buckets of model and tool calls: 10 ms to 2 min. */
@@ -35,7 +45,16 @@ export type ToolOutcome = 'ok' | 'tool_error' | 'error' | 'in_doubt';
 /** The metrics of one process, in a registry of their own. */
 export class BosunMetrics {
   readonly registry = new Registry();
-  readonly runsStarted = this.counter('bosun_runs_started_total', 'Runs started (first pass of an incident job).', []);
+  /**
+   * Runs started: recorded and exported by the coordinator only (registered by
+   * {@link setClusterProbe}, or at the first `run.started` a process emits), so that the
+   * gateway, specialists and console do not export a 0 of their own (docs/observability.md).
+   */
+  readonly runsStarted = new Counter({
+    name: 'bosun_runs_started_total',
+    help: 'Runs started (first pass of an incident job).',
+    registers: [],
+  });
   readonly runsFinished = this.counter('bosun_runs_finished_total', 'Runs finished, by the run result status.', ['status']);
   readonly runDuration = this.histogram('bosun_run_duration_seconds', 'Run duration, start to result.', ['status'], LONG_BUCKETS);
   readonly tasksFinished = this.counter('bosun_tasks_finished_total', 'Task results returned by specialists.', ['specialist', 'status']);
@@ -79,22 +98,32 @@ export class BosunMetrics {
   readonly deadLetters = this.counter('bosun_dead_letters_total', 'Dead letters written.', ['kind']);
   readonly events = this.counter('bosun_events_total', 'Run events emitted, by type.', ['type']);
   readonly eventsDropped = this.counter('bosun_events_dropped_total', 'Events dropped (NATS away too long, or never acknowledged).', []);
-  readonly probeErrors = this.counter(
-    'bosun_metrics_probe_errors_total',
-    'Scrapes whose read of the queues and keys failed (their gauges kept old values).',
-    [],
-  );
+  /** Failed reads of the cluster: exported with the cluster's gauges, by the process that reads them. */
+  readonly probeErrors = new Counter({
+    name: 'bosun_metrics_probe_errors_total',
+    help: 'Scrapes whose read of the queues and keys failed (their gauges kept old values).',
+    registers: [],
+  });
   private probe: ClusterProbe | undefined;
   /** The snapshot of the scrape under way, shared by its gauges. */
   private snapshot: Promise<ClusterSnapshot | undefined> | undefined;
 
+  /**
+   * The cluster's figures, read from Redis on scrape: made now, exported only once a process
+   * says it reads them ({@link setClusterProbe}: the coordinator).
+   */
+  private readonly clusterMetrics: (Counter | Gauge)[];
+  /** The metrics of {@link clusterMetrics} registered so far. */
+  private readonly registered = new Set<Counter | Gauge>();
+  private processMetrics = false;
+
   constructor() {
     const scrape = this.scrape.bind(this);
-    new Gauge({
+    const queueJobs = new Gauge({
       name: 'bosun_queue_jobs',
       help: 'Jobs of each Bosun queue, by state.',
       labelNames: ['queue', 'state'],
-      registers: [this.registry],
+      registers: [],
       async collect() {
         const snap = await scrape();
         this.reset();
@@ -102,34 +131,57 @@ export class BosunMetrics {
           for (const state of ['waiting', 'active', 'delayed', 'failed'] as const) this.set({ queue: q.queue, state }, q[state]);
       },
     });
-    new Gauge({
+    const queueWorkers = new Gauge({
       name: 'bosun_queue_workers',
       help: 'Workers connected to each Bosun queue.',
       labelNames: ['queue'],
-      registers: [this.registry],
+      registers: [],
       async collect() {
         const snap = await scrape();
         this.reset();
         for (const q of snap?.queues ?? []) this.set({ queue: q.queue }, q.workers);
       },
     });
-    this.snapshotGauge('bosun_approvals_pending', 'Approval requests waiting for a decision.', (s) => s.approvalsPending);
-    this.snapshotGauge(
-      'bosun_approval_oldest_pending_seconds',
-      'Age of the oldest approval request waiting for a decision.',
-      (s) => s.oldestApprovalSeconds,
-    );
-    this.snapshotGauge('bosun_tool_calls_in_doubt', 'Tool calls in doubt, waiting for bosun ack.', (s) => s.inDoubt);
+    this.clusterMetrics = [
+      queueJobs,
+      queueWorkers,
+      this.snapshotGauge('bosun_approvals_pending', 'Approval requests waiting for a decision.', (s) => s.approvalsPending),
+      this.snapshotGauge(
+        'bosun_approval_oldest_pending_seconds',
+        'Age of the oldest approval request waiting for a decision.',
+        (s) => s.oldestApprovalSeconds,
+      ),
+      this.snapshotGauge('bosun_tool_calls_in_doubt', 'Tool calls in doubt, waiting for bosun ack.', (s) => s.inDoubt),
+      this.probeErrors,
+      this.runsStarted,
+    ];
   }
 
-  /** Adds Node's process metrics (CPU, memory, event loop lag, GC) under `bosun_process_…`/`bosun_nodejs_…`. */
+  /**
+   * Adds Node's process metrics (CPU, memory, open handles, event loop lag, GC) under
+   * `bosun_process_…`/`bosun_nodejs_…`, from prom-client's defaults, less the three gauges that
+   * prom-client names like counters (`bosun_nodejs_active_handles_total`, `…_requests_total`,
+   * `…_resources_total`: `promtool check metrics` refuses them). Their value is the sum of the
+   * by-type gauge beside each (`sum without (type) (bosun_nodejs_active_handles)`). A second call
+   * adds nothing.
+   */
   collectProcessMetrics(): void {
+    if (this.processMetrics) return;
+    this.processMetrics = true;
     collectDefaultMetrics({ register: this.registry, prefix: 'bosun_' });
+    for (const name of COUNTER_NAMED_GAUGES) this.registry.removeSingleMetric(name);
   }
 
-  /** Sets what reads the cluster's queues, approvals and in-doubt calls on scrape (one process of the cluster is enough). */
+  /**
+   * Sets what reads the cluster's queues, approvals and in-doubt calls on scrape. The first
+   * probe also makes this process export the cluster's figures (the queue, approval and in-doubt
+   * gauges, the failed reads, and the runs started): the coordinator calls it, so no other process
+   * exports them, not even as 0 (docs/observability.md, "Where to scrape"). `undefined` stops the
+   * reads (the gauges then keep no value; the counters stay).
+   */
   setClusterProbe(probe: ClusterProbe | undefined): void {
     this.probe = probe;
+    if (probe) for (const metric of this.clusterMetrics) this.register(metric);
   }
 
   /** The Prometheus text exposition of every metric; the cluster is read once for it. */
@@ -151,8 +203,11 @@ export class BosunMetrics {
   /** An event was emitted: counted by type, and a run started or approval requested counted too. */
   event(type: string): void {
     this.events.inc({ type });
-    if (type === 'run.started') this.runsStarted.inc();
-    else if (type === 'approval.requested') this.approvalsRequested.inc();
+    if (type === 'run.started') {
+      // Counted where it happens: a process that runs incidents without a probe still counts them.
+      this.register(this.runsStarted);
+      this.runsStarted.inc();
+    } else if (type === 'approval.requested') this.approvalsRequested.inc();
   }
 
   /** A run ended with `status` after `seconds`. */
@@ -203,12 +258,19 @@ export class BosunMetrics {
     return new Histogram({ name, help, labelNames, buckets, registers: [this.registry] });
   }
 
-  private snapshotGauge(name: string, help: string, pick: (s: ClusterSnapshot) => number): void {
+  /** Adds `metric` to the registry, once. */
+  private register(metric: Counter | Gauge): void {
+    if (this.registered.has(metric)) return;
+    this.registered.add(metric);
+    this.registry.registerMetric(metric);
+  }
+
+  private snapshotGauge(name: string, help: string, pick: (s: ClusterSnapshot) => number): Gauge {
     const scrape = this.scrape.bind(this);
-    new Gauge({
+    return new Gauge({
       name,
       help,
-      registers: [this.registry],
+      registers: [],
       async collect() {
         const snap = await scrape();
         if (snap) this.set(pick(snap));

@@ -2,6 +2,7 @@ import { Queue, QueueEvents } from 'bullmq';
 import type { RedisClient } from './connections.js';
 import { BosunError, Catalog, TOOLS_QUEUE, TOOL_CALL_JOB, ToolCallResult, parseWith, type ToolCallJob } from '@bosun/contract';
 import { keys } from './keys.js';
+import type { ToolOutcome } from './metrics.js';
 import { SpanKind, inSpan, traceCarrier } from './tracing.js';
 
 /** How agents reach tools. The real one goes through the gateway; tests may use a fake. */
@@ -12,8 +13,12 @@ export interface ToolClient {
   call(call: ToolCallJob, options?: { timeoutMs?: number }): Promise<ToolCallResult>;
 }
 
-/** A call's outcome as its span's `bosun.tool.outcome` shows it. */
-export function toolOutcome(result: ToolCallResult): string {
+/**
+ * A call's outcome, the one definition behind `bosun_tool_calls_total{outcome}`, the spans'
+ * `bosun.tool.outcome` and what `bosun runs show` and the console show: `in_doubt`; `error` (it
+ * could not run); `tool_error` (it ran and reported its own error, MCP `isError`); `ok`.
+ */
+export function toolOutcome(result: Pick<ToolCallResult, 'status' | 'isError' | 'inDoubt'>): ToolOutcome {
   return result.inDoubt ? 'in_doubt' : result.status === 'error' ? 'error' : result.isError ? 'tool_error' : 'ok';
 }
 

@@ -1,5 +1,5 @@
 import { WaitingChildrenError, type Job } from 'bullmq';
-import { INCIDENTS_QUEUE, runIdFor, type RunResult } from '@bosun/contract';
+import { INCIDENTS_QUEUE, INCIDENT_ID_PATTERN, runIdFor, type RunResult } from '@bosun/contract';
 import { SpanKind, carriedContext, inSpan, type TraceNotes } from '@bosun/transport';
 
 /**
@@ -12,11 +12,13 @@ export async function inRunSpan(notes: TraceNotes, job: Job, pass: () => Promise
   const runId = runIdFor(String(job.id), job.timestamp);
   const { first, link } = await notes.previous(runId, 'pass');
   const parent = first ?? carriedContext(job.data);
+  const incidentId = carriedIncidentId(job.data);
   const attributes = {
     'bosun.run.id': runId,
-    'bosun.incident.id': String(job.id),
+    ...(incidentId !== undefined ? { 'bosun.incident.id': incidentId } : {}),
     'messaging.system': 'bullmq',
     'messaging.destination.name': INCIDENTS_QUEUE,
+    'messaging.message.id': String(job.id),
   };
   return inSpan(
     first ? 'run.resume' : 'run',
@@ -35,4 +37,14 @@ export async function inRunSpan(notes: TraceNotes, job: Job, pass: () => Promise
       return result;
     },
   );
+}
+
+/**
+ * The incident id a job's data carries, when it is one (a string of the incident id's form); else
+ * undefined. A poison job is not named by its job id as if that were its incident's: the span then
+ * has no `bosun.incident.id` (its `messaging.message.id` is the job id).
+ */
+export function carriedIncidentId(data: unknown): string | undefined {
+  const id = typeof data === 'object' && data !== null ? (data as { id?: unknown }).id : undefined;
+  return typeof id === 'string' && INCIDENT_ID_PATTERN.test(id) ? id : undefined;
 }

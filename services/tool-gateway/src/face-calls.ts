@@ -106,6 +106,6 @@ export class FaceCalls {
       args: c.args,
       ...(under.approvalId ? { approvalId: under.approvalId } : {}),
     };
-    return this.options.gateway.execute(call);
+    return this.options.gateway.execute(call, { via: 'mcp' });
   }
 }

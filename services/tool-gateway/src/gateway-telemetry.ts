@@ -1,16 +1,39 @@
 import { TOOLS_QUEUE, type CatalogTool, type ToolCallJob, type ToolCallResult } from '@bosun/contract';
-import { SpanKind, carriedContext, inSpan, metrics, type ToolOutcome } from '@bosun/transport';
+import { SpanKind, carriedContext, inSpan, metrics, toolOutcome } from '@bosun/transport';
 
 /** A span, as the gateway uses it (`@opentelemetry/api`'s, through `inSpan`). */
 export type Span = Parameters<Parameters<typeof inSpan>[2]>[0];
 
 /**
+ * How a call reached the gateway: a job of the `tools` queue, a NATS request on
+ * `<prefix>.tools.call` (its subject), or the gateway's own MCP face (an HTTP request).
+ */
+export type CallArrival = { via: 'queue' } | { via: 'nats'; subject: string } | { via: 'mcp' };
+
+/** The span attributes that name the way a call came (OpenTelemetry's messaging conventions for the two messaging ones). */
+function arrivalAttributes(arrival: CallArrival): Record<string, string> {
+  switch (arrival.via) {
+    case 'queue':
+      return { 'bosun.tool.transport': 'queue', 'messaging.system': 'bullmq', 'messaging.destination.name': TOOLS_QUEUE };
+    case 'nats':
+      return { 'bosun.tool.transport': 'nats', 'messaging.system': 'nats', 'messaging.destination.name': arrival.subject };
+    case 'mcp':
+      // Not a message: an MCP client's HTTP request to the face.
+      return { 'bosun.tool.transport': 'mcp' };
+  }
+}
+
+/**
  * Runs the gateway's handling of one call in its span (`execute_tool <tool>`), under the
  * specialist's tool-call span whose context the job carries (a call through the MCP face starts
- * a trace of its own). The span holds the tool's name, the key, the decision and the outcome,
- * never the arguments.
+ * a trace of its own). The span holds the tool's name, the key, the way the call came
+ * ({@link CallArrival}), the decision and the outcome, never the arguments.
  */
-export function inGatewaySpan(call: ToolCallJob, fn: (span: Span) => Promise<ToolCallResult>): Promise<ToolCallResult> {
+export function inGatewaySpan(
+  call: ToolCallJob,
+  arrival: CallArrival,
+  fn: (span: Span) => Promise<ToolCallResult>,
+): Promise<ToolCallResult> {
   const parent = carriedContext(call);
   const attributes = {
     'gen_ai.operation.name': 'execute_tool',
@@ -18,8 +41,7 @@ export function inGatewaySpan(call: ToolCallJob, fn: (span: Span) => Promise<Too
     'gen_ai.agent.name': call.agent,
     'bosun.tool.key': call.key,
     'bosun.run.id': call.runId,
-    'messaging.system': 'bullmq',
-    'messaging.destination.name': TOOLS_QUEUE,
+    ...arrivalAttributes(arrival),
   };
   return inSpan(`execute_tool ${call.tool}`, { kind: SpanKind.CONSUMER, attributes, ...(parent ? { parent } : {}) }, fn);
 }
@@ -28,13 +50,6 @@ export function inGatewaySpan(call: ToolCallJob, fn: (span: Span) => Promise<Too
 export function inMcpSpan<T>(tool: CatalogTool, fn: () => Promise<T>): Promise<T> {
   const attributes = { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': tool.remoteName, 'bosun.mcp.server': tool.server };
   return inSpan(`tools/call ${tool.remoteName}`, { kind: SpanKind.CLIENT, attributes }, fn);
-}
-
-/** A call's outcome as counted: in doubt, could not run, ran with the tool's own error, or ok. */
-export function toolOutcome(result: ToolCallResult): ToolOutcome {
-  if (result.inDoubt) return 'in_doubt';
-  if (result.status === 'error') return 'error';
-  return result.isError ? 'tool_error' : 'ok';
 }
 
 /**

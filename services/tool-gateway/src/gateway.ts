@@ -24,9 +24,10 @@ import {
   type DeadLetters,
   type EventSink,
   type RedisClient,
+  toolCallSubject,
 } from '@bosun/transport';
 import { CallNotSentError, McpServerConnection, type McpCallOutcome } from './mcp.js';
-import { inGatewaySpan, inMcpSpan, observeToolCall, type Span } from './gateway-telemetry.js';
+import { inGatewaySpan, inMcpSpan, observeToolCall, type CallArrival, type Span } from './gateway-telemetry.js';
 
 /** The ports of the gateway. */
 export interface GatewayDeps {
@@ -142,7 +143,7 @@ export class ToolGateway {
   async process(job: Job): Promise<ToolCallResult> {
     const parsed = await this.parseCall(job.data, `poison-${job.id ?? 'unknown'}`);
     if (typeof parsed === 'string') throw new UnrecoverableError(parsed);
-    return this.execute(parsed);
+    return this.execute(parsed, { via: 'queue' });
   }
 
   /**
@@ -152,7 +153,7 @@ export class ToolGateway {
   async answer(data: unknown): Promise<ToolCallResult> {
     const parsed = await this.parseCall(data, `poison-nats-${randomUUID()}`);
     if (typeof parsed === 'string') throw new NotAToolCallError(parsed);
-    return this.execute(parsed);
+    return this.execute(parsed, { via: 'nats', subject: toolCallSubject(this.deps.prefix) });
   }
 
   /** The call in a job's or request's data, or (after its dead letter is written) why it is not one. */
@@ -168,10 +169,11 @@ export class ToolGateway {
    * Executes one call, from the tools queue or the gateway's MCP face: policy, approval check,
    * claim, the MCP call, record, events and audit (docs/durability.md, "Tool calls"). It always
    * answers with a result: an unexpected failure (Redis unreachable, a corrupt record) too, see
-   * {@link unexpected}.
+   * {@link unexpected}. `arrival` is how the call came, named on its span: by default the MCP
+   * face (its own trace); {@link process} and {@link answer} name the queue and NATS.
    */
-  async execute(call: ToolCallJob): Promise<ToolCallResult> {
-    return inGatewaySpan(call, (span) => this.executeCall(call, span));
+  async execute(call: ToolCallJob, arrival: CallArrival = { via: 'mcp' }): Promise<ToolCallResult> {
+    return inGatewaySpan(call, arrival, (span) => this.executeCall(call, span));
   }
 
   private async executeCall(call: ToolCallJob, span: Span): Promise<ToolCallResult> {
