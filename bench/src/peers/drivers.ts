@@ -55,7 +55,16 @@ export async function langGraphDriver(o: { root: string; durability: Durability;
   const url = pgUrl();
   const pg = peerModule<PgModule>(o.root, 'pg');
   const monitor = new pg.Pool({ connectionString: url, application_name: `${appName}-monitor`, max: 1 });
-  let h: LangGraphHarness;
+  const dropSchema = async () => {
+    try {
+      await monitor.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    } finally {
+      await monitor.end();
+    }
+  };
+  let h: LangGraphHarness | undefined;
+  let serverVersion: string;
+  let pgSources: Awaited<ReturnType<typeof postgresSources>>;
   try {
     h = await startLangGraph({
       root: o.root,
@@ -65,12 +74,15 @@ export async function langGraphDriver(o: { root: string; durability: Durability;
       durability: o.durability,
       ...(o.pgOptions ? { pgOptions: o.pgOptions } : {}),
     });
+    serverVersion = (await monitor.query<{ v: string }>('SELECT current_setting($$server_version$$) AS v')).rows[0]?.v ?? '?';
+    pgSources = await postgresSources(monitor, appName);
   } catch (err) {
-    await monitor.end().catch(() => undefined); // the start failed; its error is the one to report
+    // The start failed; its error is the one to report, after closing what was opened and dropping the schema.
+    await h?.close().catch(() => undefined); // see above
+    await dropSchema().catch(() => undefined); // see above
     throw err;
   }
-  const serverVersion = (await monitor.query<{ v: string }>('SELECT current_setting($$server_version$$) AS v')).rows[0]?.v ?? '?';
-  const pgSources = await postgresSources(monitor, appName);
+  const harness = h;
   let n = 0;
   return {
     versions: {
@@ -81,7 +93,7 @@ export async function langGraphDriver(o: { root: string; durability: Durability;
       pg: peerVersion(o.root, 'pg'),
       PostgreSQL: serverVersion,
     },
-    run: (incident) => h.run(`${incident.id}-${++n}`, incident),
+    run: (incident) => harness.run(`${incident.id}-${++n}`, incident),
     async meter() {
       await pgSources.refresh();
       const sources: Record<string, CpuSource> = {
@@ -104,11 +116,10 @@ export async function langGraphDriver(o: { root: string; durability: Durability;
       'MCP server': childPids(process.pid).reduce((a, p) => a + (pidStatusKb(p, 'VmRSS') || 0), 0),
     }),
     async close() {
-      await h.close();
       try {
-        await monitor.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+        await harness.close();
       } finally {
-        await monitor.end();
+        await dropSchema();
       }
     },
   };
