@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -60,14 +61,39 @@ export class ManagedProcess {
   }
 }
 
+/**
+ * Children that are not Node.js scripts (the Restate server of the peer scenarios), started by
+ * their own code: stopped and killed with the launcher's processes.
+ */
+const otherChildren = new Set<ChildProcess>();
+
+/** Adds a child that the launcher did not start to those {@link stopAllProcesses} and the exit handler stop. */
+export function trackChild(child: ChildProcess): void {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  otherChildren.add(child);
+  child.once('exit', () => otherChildren.delete(child));
+}
+
+/** SIGTERM, then SIGKILL after `timeoutMs`; resolves once the child has exited. */
+export async function stopChild(child: ChildProcess, timeoutMs = 20_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  timer.unref();
+  await exited;
+  clearTimeout(timer);
+}
+
 /** Stops every child still running: SIGTERM, up to `timeoutMs`, then SIGKILL. */
 export async function stopAllProcesses(timeoutMs = 20_000): Promise<void> {
-  await processes.stopAll(timeoutMs);
+  await Promise.all([processes.stopAll(timeoutMs), ...[...otherChildren].map((c) => stopChild(c, timeoutMs))]);
 }
 
 /** Last resort at process exit: SIGKILL whatever is left (synchronous). */
 export function killAllProcessesSync(): void {
   processes.killAll();
+  for (const c of otherChildren) c.kill('SIGKILL');
 }
 
 export type StatusField = 'VmRSS' | 'VmHWM';
@@ -218,7 +244,8 @@ function findProcess(comm: string): number | undefined {
   return undefined;
 }
 
-function childPids(pid: number): number[] {
+/** The direct children of a process (/proc/<pid>/task/<pid>/children); none once it is gone. */
+export function childPids(pid: number): number[] {
   try {
     return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
   } catch {
@@ -227,7 +254,7 @@ function childPids(pid: number): number[] {
 }
 
 /** USER_HZ: 100 on every Linux this runs on. */
-const CLOCK_TICKS = 100;
+export const CLOCK_TICKS = 100;
 
 function machineTicks(): { total: number; idle: number } {
   try {
@@ -241,14 +268,26 @@ function machineTicks(): { total: number; idle: number } {
 }
 
 /** utime + stime of a process in clock ticks; NaN once it is gone. */
-function processTicks(pid: number): number {
+export function processTicks(pid: number): number {
+  return statFields(pid).own;
+}
+
+/**
+ * cutime + cstime of a process in clock ticks: the CPU of its children that ended and that it
+ * waited for (a server's exited workers); NaN once it is gone.
+ */
+export function reapedTicks(pid: number): number {
+  return statFields(pid).reaped;
+}
+
+function statFields(pid: number): { own: number; reaped: number } {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
-    // After the command: state(0) ppid(1) … utime(11) stime(12)
-    return Number(f[11]) + Number(f[12]);
+    // After the command: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14)
+    return { own: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) };
   } catch {
-    return Number.NaN;
+    return { own: Number.NaN, reaped: Number.NaN };
   }
 }
 

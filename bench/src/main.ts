@@ -27,6 +27,8 @@ import {
 } from './scenarios.js';
 import { scenarioCodeAct } from './scenario-codeact.js';
 import { scenarioAdk } from './scenario-adk.js';
+import { PEER_SCENARIOS, scenarioPeer } from './peers/scenario.js';
+import { PEER_KILL_ID, scenarioPeerKill } from './peers/kill.js';
 import { abort, fmt, note } from './util.js';
 import { scenarioObservability } from './observability.js';
 import { SOAK_ID, scenarioSoak, soakOptions } from './soak.js';
@@ -37,13 +39,16 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
                               [--tool-transport nats|queue]
 
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
-                       6 observability cost, 7 codeact, 8 adk: the same incident in-process with @google/adk, 9 soak)
+                       6 observability cost, 7 codeact, 8 adk: the same incident in-process with @google/adk, 9 soak;
+                       the durable peers, installed from bench/peers on first use: 10 LangGraph + PostgreSQL with
+                       durability "sync", 11 the same with the default "async", 12 Restate, 13 their kill tests)
   --soak 10m           run the soak (scenario 9) for that long (90s, 10m, 1h; default 2m): the standard incident
                        at a steady rate, RSS of every process and latency over time; alone unless --only is given
   --soak-rate N        incidents/s during the soak (default 20)
   --compare old.json   after the run, print each figure's change against that results file; with a second file
                        (--compare old.json new.json) compare the two without running anything
-  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery; adk 30 + 500)
+  --quick              small counts (30 latency runs, 500 throughput, 200 in flight, 40 recovery; adk and peers 30 + 500;
+                       peers' kill tests 2 incidents each)
   --throughput-n N     incidents in scenario 2 (default 5000, quick 500)
   --inflight-n N       incidents at once in scenario 3 (default 2000 then 10000, quick 200)
   --scale-cap N        kubernetes concurrency per specialist process in scenario 4 (default 125, quick 50)
@@ -53,7 +58,8 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
                        demo config's, nats)
 
 Needs Redis (REDIS_URL, default redis://127.0.0.1:6379) and NATS (NATS_URL, default nats://127.0.0.1:4222)
-on 127.0.0.1, and a build (npx tsc -b).`;
+on 127.0.0.1, and a build (npx tsc -b). Scenarios 10, 11 and 13 need PostgreSQL (BENCH_PG_URL, default
+postgres://postgres@127.0.0.1:5432/test); 12 and 13 run the Restate server under unshare (root).`;
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
@@ -86,8 +92,8 @@ async function main(): Promise<number> {
       : undefined;
   const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set(soak ? [] : [1, 2, 3, 4, 5, 6, 8]);
   for (const n of only)
-    if (!Number.isInteger(n) || ((n < 1 || n > 8) && n !== SOAK_ID))
-      throw new Error(`--only: "${values.only}" must list scenarios 1 to 8 or ${SOAK_ID}`);
+    if (!Number.isInteger(n) || n < 1 || n > PEER_KILL_ID)
+      throw new Error(`--only: "${values.only}" must list scenarios 1 to ${PEER_KILL_ID} (${SOAK_ID}: the soak)`);
   if (soak) only.add(SOAK_ID);
   const soakRun = soak ?? soakOptions(undefined, undefined, values.quick ?? false);
   const profileService = values.profile as ServiceName | undefined;
@@ -141,8 +147,13 @@ async function main(): Promise<number> {
       ? { service: profileService, dir: join(root, 'bench', 'profiles', started.toISOString().replace(/[:.]/g, '-')) }
       : undefined,
     prefixes: new Set(),
-    // The whole bench stays under 10 minutes: 9.5 for the scenarios, the rest for start-up and clean-up.
-    deadlineAt: started.getTime() + (values.quick ? 300_000 : 570_000) + (only.has(SOAK_ID) ? soakRun.durationMs + 60_000 : 0),
+    // The whole bench stays under 10 minutes: 9.5 for the scenarios, the rest for start-up and clean-up;
+    // the soak and the peer scenarios (never in the default run) add their own time.
+    deadlineAt:
+      started.getTime() +
+      (values.quick ? 300_000 : 570_000) +
+      (only.has(SOAK_ID) ? soakRun.durationMs + 60_000 : 0) +
+      peerBudgetMs(only, values.quick ?? false),
     reserveMs: 0,
     toolTransport,
   };
@@ -197,6 +208,11 @@ async function main(): Promise<number> {
     // Runs after 1 and 2, and reads Bosun's figures from their results.
     [8, () => scenarioAdk(ctx, results)],
     [SOAK_ID, () => scenarioSoak(ctx, soakRun)],
+    // After 1 and 2 as well: Bosun's figures beside each peer's.
+    [10, () => scenarioPeer(ctx, 10, results)],
+    [11, () => scenarioPeer(ctx, 11, results)],
+    [12, () => scenarioPeer(ctx, 12, results)],
+    [PEER_KILL_ID, () => scenarioPeerKill(ctx)],
   ];
   const results: ScenarioResult[] = [];
   const errors: { id: number; error: string; skipped?: boolean }[] = [];
@@ -295,6 +311,12 @@ async function main(): Promise<number> {
   await nc.close().catch(() => undefined);
   redis.disconnect();
   return errors.some((e) => !e.skipped) ? 1 : 0;
+}
+
+/** The time the peer scenarios add to the bench's budget: each runs longer than the 35 s a scenario is given. */
+function peerBudgetMs(only: ReadonlySet<number>, quick: boolean): number {
+  const perf = Object.keys(PEER_SCENARIOS).filter((id) => only.has(Number(id))).length;
+  return perf * (quick ? 90_000 : 240_000) + (only.has(PEER_KILL_ID) ? 120_000 : 0);
 }
 
 /** `--compare old.json new.json`: the comparison of two files, without a run. */

@@ -18,6 +18,8 @@ import { dirname, join } from 'node:path';
 import type * as AdkModule from '@google/adk';
 import type { BaseLlmConnection, BaseTool, LlmRequest, LlmResponse, MCPConnectionParams } from '@google/adk';
 import { within, type Ctx, type Row, type ScenarioResult } from './scenarios.js';
+import { bosunFigures, ratio } from './beside-bosun.js';
+import { STANDARD_CALLS } from './peers/plan.js';
 import { checkAbort, fmt, note, percentile } from './util.js';
 
 /** The ADK module, loaded with import() only when scenario 8 runs (it is large). */
@@ -25,10 +27,7 @@ type Adk = typeof AdkModule;
 type McpClient = Awaited<ReturnType<InstanceType<Adk['MCPSessionManager']>['createSession']>>;
 
 /** The two read-only calls of the standard incident, as Bosun's fake model makes them. */
-export const ADK_PLAN: readonly { tool: string; args: Record<string, unknown> }[] = [
-  { tool: 'get_pods', args: { service: 'checkout' } },
-  { tool: 'get_deployments', args: { service: 'checkout' } },
-];
+export const ADK_PLAN: readonly { tool: string; args: Record<string, unknown> }[] = STANDARD_CALLS;
 
 /** The incident text the agent receives (what Bosun's coordinator puts in its first message). */
 const INCIDENT_TEXT = JSON.stringify({
@@ -311,41 +310,6 @@ async function throughput(h: AdkHarness, n: number, concurrency: number, budgetM
     rss: rss.stop(),
   };
 }
-
-/** Bosun's figures from scenarios 1 and 2 of this run, when they ran. */
-interface BosunFigures {
-  p50?: number;
-  p99?: number;
-  perSecond?: number;
-  /** CPU ms per incident: services, the gateway's MCP server, Redis and NATS. */
-  cpuMs?: number;
-  /** The same without Redis and NATS (shared with anything else on this machine). */
-  servicesCpuMs?: number;
-}
-
-function bosunFigures(earlier: readonly ScenarioResult[]): BosunFigures {
-  const out: BosunFigures = {};
-  const s1 = earlier.find((r) => r.id === 1)?.data.bosun as { p50?: number; p99?: number } | undefined;
-  if (s1) {
-    out.p50 = s1.p50;
-    out.p99 = s1.p99;
-  }
-  const s2 = earlier.find((r) => r.id === 2)?.data.bosun as
-    { perSecond?: number; statuses?: Record<string, number>; failed?: number; cpu?: { cpuSeconds: Record<string, number> } } | undefined;
-  if (s2) {
-    out.perSecond = s2.perSecond;
-    const incidents = Object.values(s2.statuses ?? {}).reduce((a, b) => a + b, 0) + (s2.failed ?? 0);
-    if (s2.cpu && incidents > 0) {
-      const entries = Object.entries(s2.cpu.cpuSeconds).filter(([k, v]) => k !== 'bench (this process)' && v > 0);
-      const sum = (keep: (k: string) => boolean) => (1000 * entries.filter(([k]) => keep(k)).reduce((a, [, v]) => a + v, 0)) / incidents;
-      out.cpuMs = sum(() => true);
-      out.servicesCpuMs = sum((k) => k !== 'redis' && k !== 'nats-server');
-    }
-  }
-  return out;
-}
-
-const ratio = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && b > 0 ? `${fmt(a / b, 2)}×` : '—');
 
 /**
  * Scenario 8. The rows put Bosun in the `bosun` column and ADK (one MCP session) in the floor
