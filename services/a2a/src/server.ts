@@ -94,6 +94,8 @@ export function envelopeProblem(body: unknown): string | undefined {
  * which answers some of these with -32602 in protocol 1.0.
  */
 const jsonRpcEnvelope: express.RequestHandler = (req, res, next) => {
+  // A body of another content type was not parsed: the SDK answers it (-32005).
+  if (req.body === undefined) return next();
   const problem = envelopeProblem(req.body);
   if (problem === undefined) return next();
   const raw = (req.body as { id?: unknown } | undefined)?.id;
