@@ -75,6 +75,11 @@ describe('an approval answered through A2A', () => {
     const answer = (decision: unknown) => userMessage([dataPart(decision)], { taskId: task.id, contextId: task.contextId });
     await expect(viewer.sendMessage(sendRequest(answer({ decision: 'approve' })))).rejects.toThrow(/operator right/);
     await expect(operator.sendMessage(sendRequest(answer({ decision: 'maybe' })))).rejects.toThrow(/decision/);
+    // A decision that names the task with a foreign context is refused (spec: a mismatch MUST be rejected), and runs nothing.
+    const foreign = userMessage([dataPart({ decision: 'approve' })], { taskId: task.id, contextId: 'someone-elses-context' });
+    await expect(operator.sendMessage(sendRequest(foreign))).rejects.toThrow(/contextId/);
+    expect(await approvals.get(approvalId)).toMatchObject({ status: 'pending' });
+    expect(toolLog.count('restart_pod')).toBe(0);
 
     const done = (await operator.sendMessage(sendRequest(answer({ decision: 'approve' })))) as Task;
     expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED);

@@ -15,8 +15,9 @@ import {
   type ClusterTest,
 } from '../helpers/index.js';
 
-// Push notifications: a task's updates are POSTed to a URL its client registered, only when
-// the URL is on the config's allowlist, with the registration's token; a URL off the list is
+// Push notifications: a task's updates are POSTed to a URL its client registered (with
+// CreateTaskPushNotificationConfig, or on the send), only when the URL is on the config's
+// allowlist, with the registration's token and its authentication; a URL off the list is
 // refused (and a send that carries one starts no run).
 
 const TOKEN = 'push-token-0001';
@@ -25,7 +26,7 @@ let t: ClusterTest;
 let client: Client;
 let receiver: Server;
 let hook: string;
-const received: { token: string | undefined; body: string }[] = [];
+const received: { token: string | undefined; authorization: string | undefined; url: string; body: string }[] = [];
 
 beforeAll(async () => {
   const [port, hookPort] = [await freePort(), await freePort()];
@@ -34,7 +35,12 @@ beforeAll(async () => {
     let body = '';
     req.on('data', (b: Buffer) => (body += b.toString()));
     req.on('end', () => {
-      received.push({ token: req.headers['x-a2a-notification-token'] as string | undefined, body });
+      received.push({
+        token: req.headers['x-a2a-notification-token'] as string | undefined,
+        authorization: req.headers.authorization,
+        url: req.url ?? '',
+        body,
+      });
       res.writeHead(200).end();
     });
   });
@@ -79,10 +85,33 @@ describe('push notifications', () => {
       60_000,
       'the completed task was pushed',
     );
-    expect(received.every((r) => r.token === 'hook-secret')).toBe(true);
+    expect(received.filter((r) => r.url === '/hook/a').every((r) => r.token === 'hook-secret')).toBe(true);
     // One replica, one push per event: no event was pushed twice.
-    const bodies = received.map((r) => r.body);
+    const bodies = received.filter((r) => r.url === '/hook/a').map((r) => r.body);
     expect(new Set(bodies).size).toBe(bodies.length);
+  }, 90_000);
+
+  it('a registration made on the send, with authentication: every push from the run’s start carries Authorization and the token', async () => {
+    const request = sendRequest(userMessage([dataPart(slow)]), { returnImmediately: true });
+    request.configuration!.taskPushNotificationConfig = {
+      tenant: '',
+      id: '',
+      taskId: '',
+      url: `${hook}/on-send`,
+      token: 'send-secret',
+      authentication: { scheme: 'Bearer', credentials: 'receiver-credential' },
+    };
+    const task = (await client.sendMessage(request)) as Task;
+    await waitUntil(
+      () => received.some((r) => r.url === '/hook/on-send' && r.body.includes('TASK_STATE_COMPLETED')),
+      60_000,
+      'the completed task was pushed to the URL registered on the send',
+    );
+    const mine = received.filter((r) => r.url === '/hook/on-send');
+    expect(mine.every((r) => r.body.includes(task.id))).toBe(true);
+    // Registered before the run was published: the push of its start (a working task) is there too.
+    expect(mine.some((r) => r.body.includes('TASK_STATE_WORKING') || r.body.includes('TASK_STATE_SUBMITTED'))).toBe(true);
+    expect(mine.every((r) => r.authorization === 'Bearer receiver-credential' && r.token === 'send-secret')).toBe(true);
   }, 90_000);
 
   it('a URL off the allowlist is refused, and a send that carries one starts no run', async () => {

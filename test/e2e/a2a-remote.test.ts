@@ -6,8 +6,10 @@ import { launchProcess, type ServiceProcess } from '@bosun/transport';
 import { ROOT, callLog, startClusterTest, startService, waitUntil, type CallLog, type ClusterTest } from '../helpers/index.js';
 
 // Remote A2A agents as specialists: a fixture agent built with the SDK's server
-// (test/fixtures/a2a/agent.mjs) does the work of specialists `remote` (an instance that
-// streams) and `remote-hang` (one that is polled). A
+// (test/fixtures/a2a/agent.mjs, @a2a-js/sdk 1.3) does the work of specialists `remote` (an
+// instance that streams) and `remote-hang` (one that is polled); a protocol 0.3 fixture
+// (test/fixtures/a2a/agent-03.mjs, @a2a-js/sdk 0.3.14's A2AExpressApp) that of `remote03`
+// (streams) and `remote03-hang` (polled). A
 // normal completion; a remote failure and a remote question become INCOMPLETE parts; a remote
 // that hangs is cancelled at the deadline (INCOMPLETE timeout); a specialist SIGKILLed while it
 // follows a remote task is resumed elsewhere and the message is sent once.
@@ -20,8 +22,17 @@ let sends: CallLog;
 let fixtureDir: string;
 
 /** The fixture's log lines (sends and cancels), read afresh. */
-const logged = (event: 'send' | 'cancel' | 'subscribe') =>
-  sends.calls().filter((l) => (l as unknown as { event: string }).event === event) as unknown as { messageId: string; taskId: string }[];
+const logged = (event: 'send' | 'cancel' | 'subscribe' | 'list', fixture?: '0.3') =>
+  sends
+    .calls()
+    .filter(
+      (l) =>
+        (l as unknown as { event: string }).event === event &&
+        (fixture === undefined || (l as unknown as { fixture?: string }).fixture === fixture),
+    ) as unknown as {
+    messageId: string;
+    taskId: string;
+  }[];
 
 const incident = (id: string, reason: string, remote: string, extra: Record<string, unknown> = {}) => ({
   id,
@@ -37,10 +48,10 @@ beforeAll(async () => {
   const fixtureLog = join(fixtureDir, 'sends.jsonl');
   // Two instances of the fixture: one whose card says it streams (followed with
   // SubscribeToTask), one that does not (polled). Both append to the same log.
-  const start = async (name: string, streaming: boolean) => {
+  const start = async (name: string, streaming: boolean, script = 'agent.mjs') => {
     const p = launchProcess({
       name,
-      script: join(ROOT, 'test/fixtures/a2a/agent.mjs'),
+      script: join(ROOT, 'test/fixtures/a2a', script),
       env: { ...process.env, FIXTURE_PORT: '0', FIXTURE_LOG: fixtureLog, FIXTURE_TOKEN: TOKEN, FIXTURE_STREAMING: streaming ? '1' : '0' },
     });
     fixtures.push(p);
@@ -48,6 +59,8 @@ beforeAll(async () => {
   };
   const streamingPort = await start('a2a-fixture-streaming', true);
   const pollingPort = await start('a2a-fixture-polling', false);
+  const streaming03Port = await start('a2a-fixture-03-streaming', true, 'agent-03.mjs');
+  const polling03Port = await start('a2a-fixture-03-polling', false, 'agent-03.mjs');
   sends = callLog(fixtureLog);
   process.env.BOSUN_TEST_REMOTE_TOKEN = TOKEN;
   t = await startClusterTest('a2a-remote', (config) => {
@@ -63,6 +76,10 @@ beforeAll(async () => {
     config.specialists['remote-hang'] = remote(3_000, pollingPort);
     config.coordinator.routes.RemoteCheck = ['remote'];
     config.coordinator.routes.RemoteHang = ['remote-hang'];
+    config.specialists.remote03 = remote(60_000, streaming03Port);
+    config.specialists['remote03-hang'] = remote(3_000, polling03Port);
+    config.coordinator.routes.Remote03Check = ['remote03'];
+    config.coordinator.routes.Remote03Hang = ['remote03-hang'];
     config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   });
 }, 120_000);
@@ -135,4 +152,40 @@ describe('a remote A2A agent as a specialist', () => {
     expect(result.specialists[0]).toMatchObject({ name: 'remote', status: 'completed' });
     expect(logged('send').filter((s) => s.messageId.startsWith(runId))).toHaveLength(1);
   }, 120_000);
+});
+
+describe('a remote A2A agent that speaks protocol 0.3 (@a2a-js/sdk 0.3.14 A2AExpressApp) as a specialist', () => {
+  it('a completion: its card is read as a 0.3 card, the task is sent once, followed on its stream, and its DataPart is the output', async () => {
+    const { job } = await t.client.publish(incident('remote03-ok', 'Remote03Check', 'complete'));
+    const result = await t.client.result(job, 60_000);
+    expect(result.status).toBe('completed');
+    expect(result.specialists[0]).toMatchObject({ name: 'remote03', status: 'completed', output: { evidence: ['fixture-0.3'] } });
+    const mine = logged('send', '0.3').filter((s) => s.messageId.startsWith(result.runId));
+    expect(mine).toHaveLength(1);
+    expect(logged('subscribe', '0.3').filter((x) => x.taskId === mine[0]!.taskId).length).toBeGreaterThan(0);
+  }, 90_000);
+
+  it('a failure and a question are INCOMPLETE parts with the remote’s words', async () => {
+    const failed = await t.client.publish(incident('remote03-fail', 'Remote03Check', 'fail'));
+    const asked = await t.client.publish(incident('remote03-ask', 'Remote03Check', 'ask'));
+    const [f, a] = await Promise.all([t.client.result(failed.job, 60_000), t.client.result(asked.job, 60_000)]);
+    expect(f.specialists[0]).toMatchObject({ name: 'remote03', status: 'failed' });
+    expect((await t.client.deadLetters(failed.runId)).find((d) => d.kind === 'failure')?.lastWords).toBe(
+      'the remote database is unreachable',
+    );
+    expect(a.specialists[0]).toMatchObject({ name: 'remote03', status: 'stalled' });
+    expect((await t.client.deadLetters(asked.runId)).find((d) => d.kind === 'stall')?.reason).toContain(
+      'Which cluster does checkout run in?',
+    );
+  }, 90_000);
+
+  it('one that hangs, polled: at the deadline its task is cancelled (tasks/cancel) and the part is an INCOMPLETE timeout', async () => {
+    const { job, runId } = await t.client.publish(incident('remote03-hang', 'Remote03Hang', 'hang'));
+    const result = await t.client.result(job, 60_000);
+    expect(result.specialists[0]).toMatchObject({ name: 'remote03-hang', status: 'stalled' });
+    expect((await t.client.deadLetters(runId)).find((d) => d.kind === 'timeout')?.reason).toMatch(/deadline/);
+    const sent = logged('send', '0.3').find((s) => s.messageId.startsWith(runId))!;
+    await waitUntil(() => logged('cancel', '0.3').some((c) => c.taskId === sent.taskId), 10_000, 'the remote task was cancelled');
+    expect(logged('subscribe', '0.3').filter((x) => x.taskId === sent.taskId)).toEqual([]);
+  }, 90_000);
 });

@@ -11,5 +11,17 @@ export { makeCertificates, secretFile, type TestCertificates } from './tls.js';
 export type { OwnServerOptions, RedisClusterOptions } from './servers.js';
 export type { Client, ClientOptions, CliRun, CallLog, LoggedCall } from './harness.js';
 export { reap } from './reaper.js';
-export { a2aClient, tokenEntry, userMessage, sendRequest, collect, text as textPart, data as dataPart } from './a2a.js';
+export {
+  a2aClient,
+  a2aClient03,
+  bearerFetch,
+  schema03,
+  tokenEntry,
+  userMessage,
+  userMessage03,
+  sendRequest,
+  collect,
+  text as textPart,
+  data as dataPart,
+} from './a2a.js';
 export { openBrowser, consoleLogin, CHROMIUM } from './browser.js';

@@ -7,9 +7,10 @@ import { z } from 'zod';
  * | key | type | what |
  * |---|---|---|
  * | `<prefix>:a2a:<tenant>:task:<taskId>` | string (JSON, {@link A2aTaskRecord}) | one A2A task: its run, incident, context and message history |
- * | `<prefix>:a2a:<tenant>:msg:<messageId>` | string | the task a message id started (`SET NX`: a repeat starts no second run) |
+ * | `<prefix>:a2a:<tenant>:msg:<messageId>` | string | the task a message id started: claimed once, atomically with the task record and its indexes, so racing sends of one message id give one task |
  * | `<prefix>:a2a:<tenant>:tasks` | sorted set | the tenant's task ids, scored by creation time in ms |
  * | `<prefix>:a2a:<tenant>:context:<contextId>` | sorted set | the session: task ids of one context, scored by creation time |
+ * | `<prefix>:a2a:run-approval:<runId>` | string | the last approval of the run a task showed as `input-required` (its decision time stamps the `working` that follows) |
  */
 export const A2A_TTL_SECONDS = 30 * 24 * 3600;
 
@@ -40,4 +41,5 @@ export const a2aKeys = {
   message: (prefix: string, tenant: string, messageId: string) => `${prefix}:a2a:${tenant}:msg:${messageId}`,
   tasks: (prefix: string, tenant: string) => `${prefix}:a2a:${tenant}:tasks`,
   context: (prefix: string, tenant: string, contextId: string) => `${prefix}:a2a:${tenant}:context:${contextId}`,
+  runApproval: (prefix: string, runId: string) => `${prefix}:a2a:run-approval:${runId}`,
 };

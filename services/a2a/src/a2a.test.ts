@@ -6,7 +6,8 @@ import type { A2aTaskRecord, RunResult } from '@bosun/contract';
 import { Caller, TokenTable } from './auth.js';
 import { incidentFrom, incidentIdFor } from './intake.js';
 import { runModeOf } from './modes.js';
-import { allowedPushUrl } from './push.js';
+import { allowedPushUrl, headerProblem } from './push.js';
+import { envelopeProblem } from './server.js';
 import { artifactsOf, stateOf, taskOf } from './view.js';
 
 const text = (value: string): Part => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
@@ -122,26 +123,26 @@ describe('the task of a run', () => {
   });
 
   it('maps the job state and the result status to A2A states', () => {
-    expect(stateOf({ jobState: 'waiting' })).toBe(TaskState.TASK_STATE_SUBMITTED);
-    expect(stateOf({ jobState: 'active' })).toBe(TaskState.TASK_STATE_WORKING);
-    expect(stateOf({ jobState: 'waiting-children' })).toBe(TaskState.TASK_STATE_WORKING);
-    const approval = { id: 'ap-1', agent: 'k', reason: 'r', timeoutAt: '', calls: [] };
-    expect(stateOf({ jobState: 'waiting-children', approval })).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
-    expect(stateOf({ jobState: 'completed', result: result('partial') })).toBe(TaskState.TASK_STATE_COMPLETED);
-    expect(stateOf({ jobState: 'completed', result: result('cancelled') })).toBe(TaskState.TASK_STATE_CANCELED);
-    expect(stateOf({ jobState: 'completed', result: result('failed') })).toBe(TaskState.TASK_STATE_FAILED);
-    expect(stateOf({ jobState: 'failed' })).toBe(TaskState.TASK_STATE_FAILED);
-    expect(stateOf({ jobState: 'missing' })).toBe(TaskState.TASK_STATE_FAILED);
+    expect(stateOf({ since: '', jobState: 'waiting' })).toBe(TaskState.TASK_STATE_SUBMITTED);
+    expect(stateOf({ since: '', jobState: 'active' })).toBe(TaskState.TASK_STATE_WORKING);
+    expect(stateOf({ since: '', jobState: 'waiting-children' })).toBe(TaskState.TASK_STATE_WORKING);
+    const approval = { id: 'ap-1', agent: 'k', reason: 'r', createdAt: '', timeoutAt: '', calls: [] };
+    expect(stateOf({ since: '', jobState: 'waiting-children', approval })).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
+    expect(stateOf({ since: '', jobState: 'completed', result: result('partial') })).toBe(TaskState.TASK_STATE_COMPLETED);
+    expect(stateOf({ since: '', jobState: 'completed', result: result('cancelled') })).toBe(TaskState.TASK_STATE_CANCELED);
+    expect(stateOf({ since: '', jobState: 'completed', result: result('failed') })).toBe(TaskState.TASK_STATE_FAILED);
+    expect(stateOf({ since: '', jobState: 'failed' })).toBe(TaskState.TASK_STATE_FAILED);
+    expect(stateOf({ since: '', jobState: 'missing' })).toBe(TaskState.TASK_STATE_FAILED);
   });
 
   it('a partial run says plainly which parts are INCOMPLETE, in its status message and its artifacts', () => {
-    const task = taskOf(record, { jobState: 'completed', result: result('partial') });
+    const task = taskOf(record, { since: '', jobState: 'completed', result: result('partial') });
     const said = task.status?.message?.parts[0]?.content;
     expect(said?.$case === 'text' && said.value).toContain('PARTIAL. INCOMPLETE parts: database (stalled)');
     const artifacts = artifactsOf(result('partial'));
     expect(artifacts.map((a) => a.metadata?.incomplete)).toEqual([['database (stalled)'], ['database (stalled)']]);
     expect(task.history).toHaveLength(2);
-    expect(taskOf(record, { jobState: 'active' }, 0).history).toEqual([]);
+    expect(taskOf(record, { since: '', jobState: 'active' }, 0).history).toEqual([]);
   });
 });
 
@@ -154,5 +155,29 @@ describe('the push allowlist', () => {
     expect(allowedPushUrl(settings, 'http://169.254.169.254/latest')).toBe(false);
     expect(allowedPushUrl(settings, 'file:///etc/passwd')).toBe(false);
     expect(allowedPushUrl(settings, 'not a url')).toBe(false);
+  });
+});
+
+describe('push header values', () => {
+  it('refuses a token or credentials that would break a header, and an auth scheme that is not a token; accepts the rest', () => {
+    expect(headerProblem({ token: 'ok-token', authentication: { scheme: 'Bearer', credentials: 'c' } })).toBeUndefined();
+    expect(headerProblem({ token: '', authentication: undefined })).toBeUndefined();
+    expect(headerProblem({ token: 'a\r\nX-Evil: 1', authentication: undefined })).toMatch(/^token: /);
+    expect(headerProblem({ token: 't', authentication: { scheme: 'Bearer', credentials: 'c\nd' } })).toMatch(
+      /^authentication.credentials: /,
+    );
+    expect(headerProblem({ token: 't', authentication: { scheme: 'Bea rer', credentials: 'c' } })).toMatch(/^authentication.scheme: /);
+  });
+});
+
+describe('the JSON-RPC envelope', () => {
+  it('names what makes a body not a request object (JSON-RPC 2.0 §4): those get -32600', () => {
+    expect(envelopeProblem({ jsonrpc: '2.0', id: 1, method: 'GetTask', params: {} })).toBeUndefined();
+    expect(envelopeProblem({ jsonrpc: '2.0', id: null, method: 'GetTask' })).toBeUndefined();
+    expect(envelopeProblem({ jsonrpc: '1.0', id: 1, method: 'GetTask' })).toMatch(/jsonrpc/);
+    expect(envelopeProblem({ jsonrpc: '2.0', id: 1 })).toMatch(/method/);
+    expect(envelopeProblem({ jsonrpc: '2.0', id: { bad: 1 }, method: 'GetTask' })).toMatch(/id/);
+    expect(envelopeProblem([{ jsonrpc: '2.0', id: 1, method: 'GetTask' }])).toMatch(/batch/);
+    expect(envelopeProblem('GetTask')).toMatch(/request object/);
   });
 });

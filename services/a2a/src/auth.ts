@@ -61,9 +61,11 @@ export function requestCaller(req: Request): Caller {
 
 /**
  * Express middleware: admits a request whose token resolves to a caller, else answers 401 with
- * a bearer challenge (RFC 6750) and a JSON body; nothing of the request is read.
+ * a bearer challenge (RFC 6750) and nothing of the request read. The body is in the binding's
+ * error shape: HTTP+JSON's AIP-193 error (spec §11.6), a plain `{error}` on JSON-RPC (no JSON-RPC
+ * code means "unauthenticated").
  */
-export function requireCaller(tokens: TokenTable) {
+export function requireCaller(tokens: TokenTable, binding: 'jsonrpc' | 'rest' = 'jsonrpc') {
   return (req: Request, res: Response, next: NextFunction): void => {
     const caller = tokens.resolve(req.headers.authorization);
     if (caller instanceof Caller) {
@@ -75,6 +77,9 @@ export function requireCaller(tokens: TokenTable) {
       caller === 'missing'
         ? `Bearer realm="${A2A_REALM}"`
         : `Bearer realm="${A2A_REALM}", error="invalid_token", error_description="the bearer token is not valid"`;
-    res.status(401).set('www-authenticate', challenge).json({ error: 'unauthorized' });
+    const message = caller === 'missing' ? 'a bearer token is required' : 'the bearer token is not valid';
+    const body =
+      binding === 'rest' ? { error: { code: 401, status: 'UNAUTHENTICATED', message, details: [] } } : { error: 'unauthorized', message };
+    res.status(401).set('www-authenticate', challenge).json(body);
   };
 }

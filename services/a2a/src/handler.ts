@@ -6,11 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
-  ExtendedAgentCardNotConfiguredError,
   PushNotificationNotSupportedError,
   RequestMalformedError,
   TaskNotCancelableError,
   TaskNotFoundError,
+  UnsupportedOperationError,
 } from '@a2a-js/sdk/errors';
 import type {
   AgentCard,
@@ -31,7 +31,7 @@ import type {
 } from '@a2a-js/sdk';
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { A2aConfig, Logger } from '@bosun/config';
-import type { A2aTaskRecord } from '@bosun/contract';
+import { runIdFor, type A2aTaskRecord } from '@bosun/contract';
 import { RunControlError, type RunControl } from '@bosun/transport';
 import { TaskState } from '@a2a-js/sdk';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -41,6 +41,7 @@ import { replyOf, runModeOf } from './modes.js';
 import type { PushConfigs } from './push.js';
 import type { RunReader } from './runs.js';
 import type { A2aTaskStore } from './store.js';
+import { followRun } from './follow.js';
 import { RunStream } from './stream.js';
 import { isTerminal, stateOf, taskOf } from './view.js';
 import type { ApprovalAnswers } from './answers.js';
@@ -62,6 +63,29 @@ export interface HandlerDeps {
 
 const CANCEL_WAIT_MS = 30_000;
 const LIST_PAGE_MAX = 100;
+const LIST_PAGE_DEFAULT = 50;
+/** How many tasks' runs a filtered `ListTasks` reads at once. */
+const LIST_READ_BATCH = 20;
+/** The states a `ListTasks` status filter may name (UNSPECIFIED: no filter). */
+const FILTER_STATES = new Set<TaskState>([
+  TaskState.TASK_STATE_UNSPECIFIED,
+  TaskState.TASK_STATE_SUBMITTED,
+  TaskState.TASK_STATE_WORKING,
+  TaskState.TASK_STATE_COMPLETED,
+  TaskState.TASK_STATE_FAILED,
+  TaskState.TASK_STATE_CANCELED,
+  TaskState.TASK_STATE_INPUT_REQUIRED,
+  TaskState.TASK_STATE_REJECTED,
+  TaskState.TASK_STATE_AUTH_REQUIRED,
+]);
+
+/** `historyLength` as the spec allows it: absent, or a non-negative integer. */
+function historyLengthOf(value: number | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  if (!Number.isInteger(value) || value < 0)
+    throw new RequestMalformedError(`historyLength: must be a non-negative integer (got ${value})`);
+  return value;
+}
 const NO_PUSH = 'push notifications are not offered by this server';
 
 /** The caller the auth middleware put on the request (the tenant comes from it, never from the request). */
@@ -75,15 +99,16 @@ export class BosunA2AHandler implements A2ARequestHandler {
   readonly streams: RunStream;
 
   constructor(private readonly deps: HandlerDeps) {
-    this.streams = new RunStream(deps);
+    this.streams = new RunStream({ runs: deps.runs, events: (runId, signal) => followRun(deps.nats, deps.prefix, runId, signal) });
   }
 
   getAgentCard(): Promise<AgentCard> {
     return Promise.resolve(this.deps.card);
   }
 
+  /** The card says `extendedAgentCard: false`: the method is not supported (spec: UnsupportedOperationError, -32004). */
   getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
-    return Promise.reject(new ExtendedAgentCardNotConfiguredError('this agent has no extended card'));
+    return Promise.reject(new UnsupportedOperationError('this agent has no extended agent card (capabilities.extendedAgentCard is false)'));
   }
 
   /** A new message starts a run (a repeated message id finds the same one); a message on an existing task answers its approval. */
@@ -95,6 +120,9 @@ export class BosunA2AHandler implements A2ARequestHandler {
     const message = params.message;
     if (message?.taskId) {
       const record = await this.mustGet(caller.tenant, message.taskId);
+      // A message names one task in one context: a foreign context id is refused, not ignored.
+      if (message.contextId && message.contextId !== record.contextId)
+        throw new RequestMalformedError(`message.contextId: task ${record.taskId} belongs to another context than ${message.contextId}`);
       return { record: await this.deps.answers.answer(record, message, caller), mode: 'task' };
     }
     const incident = incidentFrom(message, { tenant: caller.tenant, maxBytes: this.deps.config.maxMessageBytes });
@@ -103,26 +131,58 @@ export class BosunA2AHandler implements A2ARequestHandler {
     const existing = await this.deps.store.byMessage(caller.tenant, m.messageId);
     if (existing) return { record: existing, mode };
     const pushConfig = params.configuration?.taskPushNotificationConfig;
-    // Checked before anything is published: a refused registration starts no run.
-    if (pushConfig?.url) this.pushConfigs().check(pushConfig.url);
-    const { runId, createdAt } = await this.deps.runs.publish(incident);
+    // Checked before anything is claimed or published: a refused registration starts no run.
+    if (pushConfig) this.pushConfigs().check(pushConfig);
+    return { record: await this.claimAndPublish(caller.tenant, incident, m, pushConfig), mode };
+  }
+
+  /**
+   * Decides the task of a new message id once, whatever the race (an atomic claim in Redis), then
+   * registers its push config (before the run can start) and publishes its run. A send that lost
+   * the race returns the winner's task.
+   */
+  private async claimAndPublish(
+    tenant: string,
+    incident: ReturnType<typeof incidentFrom>,
+    m: Message,
+    pushConfig: TaskPushNotificationConfig | undefined,
+  ): Promise<A2aTaskRecord> {
+    // The run id follows from the job's creation time, chosen here and given to the job; a job
+    // already under this incident id (an earlier task's, expired since) keeps its own.
+    const createdAtMs = Date.now();
+    const runId = (await this.deps.runs.existingRun(incident.id)) ?? runIdFor(incident.id, createdAtMs);
     const contextId = m.contextId || randomUUID();
-    const stored = await this.deps.store.create({
+    const record: A2aTaskRecord = {
       v: 1,
-      tenant: caller.tenant,
+      tenant,
       taskId: runId,
       runId,
       incidentId: incident.id,
       contextId,
       messageId: m.messageId,
-      createdAt,
+      createdAt: new Date(createdAtMs).toISOString(),
       history: [{ ...m, taskId: runId, contextId }],
-    });
-    this.deps.log.info(
-      { tenant: caller.tenant, taskId: runId, incidentId: incident.id, contextId: stored.contextId, mode },
-      'A2A task started',
-    );
-    return { record: stored, mode };
+    };
+    const claim = await this.deps.store.claim(record);
+    if (!claim.won) {
+      const winner = await this.deps.store.get(tenant, claim.taskId);
+      if (!winner) throw new TaskNotFoundError(`message ${m.messageId} started task ${claim.taskId}, which is gone`);
+      return winner;
+    }
+    try {
+      if (pushConfig) await this.pushConfigs().save(record, pushConfig, pushConfig.id || randomUUID());
+      const published = await this.deps.runs.publish(incident, createdAtMs);
+      if (published !== runId) {
+        this.deps.log.warn({ taskId: runId, runId: published }, 'A2A task: its incident job was already there under another run id');
+        await this.deps.store.put({ ...record, runId: published });
+      }
+    } catch (err) {
+      // Nothing was started: give the message id back, so that the client's retry can claim it.
+      await this.deps.store.release(record);
+      throw err;
+    }
+    this.deps.log.info({ tenant, taskId: runId, incidentId: incident.id, contextId }, 'A2A task started');
+    return record;
   }
 
   private async mustGet(tenant: string, taskId: string): Promise<A2aTaskRecord> {
@@ -154,7 +214,7 @@ export class BosunA2AHandler implements A2ARequestHandler {
   async sendMessage(params: SendMessageRequest, context: ServerCallContext): Promise<Message | Task> {
     const { record, mode } = await this.start(params, context);
     if (mode === 'message') return this.reply(record);
-    const historyLength = params.configuration?.historyLength;
+    const historyLength = historyLengthOf(params.configuration?.historyLength);
     if (params.configuration?.returnImmediately) return this.task(record, historyLength);
     await this.settle(record);
     return this.task(record, historyLength);
@@ -171,12 +231,19 @@ export class BosunA2AHandler implements A2ARequestHandler {
 
   async *resubscribe(params: SubscribeToTaskRequest, context: ServerCallContext): AsyncGenerator<StreamResponse, void, undefined> {
     const record = await this.mustGet(callerOf(context).tenant, params.id);
+    // Spec: subscribing to a task in a final state is an UnsupportedOperationError (-32004).
+    const now = stateOf(await this.deps.runs.view(record));
+    if (isTerminal(now))
+      throw new UnsupportedOperationError(
+        `task ${record.taskId} has ended (${TaskState[now]}): there is nothing to subscribe to; GetTask gives its outcome`,
+      );
     yield* this.streams.follow(record);
   }
 
   async getTask(params: GetTaskRequest, context: ServerCallContext): Promise<Task> {
+    const historyLength = historyLengthOf(params.historyLength);
     const record = await this.mustGet(callerOf(context).tenant, params.id);
-    return this.task(record, params.historyLength);
+    return this.task(record, historyLength);
   }
 
   async cancelTask(params: CancelTaskRequest, context: ServerCallContext): Promise<Task> {
@@ -189,7 +256,11 @@ export class BosunA2AHandler implements A2ARequestHandler {
     try {
       await this.deps.control.cancel(record.runId, { by: `a2a:${caller.tenant}`, reason });
     } catch (err) {
-      if (err instanceof RunControlError) throw new TaskNotCancelableError(`task ${record.taskId}: ${err.message}`);
+      // Said in the protocol's words: the run control's message names Redis keys and the prefix.
+      if (err instanceof RunControlError)
+        throw new TaskNotCancelableError(
+          err.code === 'finished' ? `task ${record.taskId} has already ended` : `task ${record.taskId} cannot be cancelled (${err.code})`,
+        );
       throw err;
     }
     this.deps.log.info({ tenant: caller.tenant, taskId: record.taskId }, 'A2A task cancelled');
@@ -202,22 +273,51 @@ export class BosunA2AHandler implements A2ARequestHandler {
     return taskOf(record, view);
   }
 
+  /**
+   * The caller's tasks, newest first, by context, state and status time. Filters apply before
+   * paging (a page holds only matching tasks, `totalSize` counts them); a page token is an offset
+   * into the filtered list.
+   */
   async listTasks(params: ListTasksRequest, context: ServerCallContext): Promise<ListTasksResponse> {
     const tenant = callerOf(context).tenant;
-    const pageSize = Math.min(Math.max(params.pageSize ?? 50, 1), LIST_PAGE_MAX);
+    const pageSize = params.pageSize ?? LIST_PAGE_DEFAULT;
+    if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > LIST_PAGE_MAX)
+      throw new RequestMalformedError(`pageSize: must be an integer from 1 to ${LIST_PAGE_MAX} (got ${pageSize})`);
+    const historyLength = historyLengthOf(params.historyLength) ?? 0;
+    const status = params.status ?? TaskState.TASK_STATE_UNSPECIFIED;
+    if (!FILTER_STATES.has(status)) throw new RequestMalformedError(`status: not a task state (got ${String(params.status)})`);
+    const after = params.statusTimestampAfter ? Date.parse(params.statusTimestampAfter) : undefined;
+    if (after !== undefined && Number.isNaN(after))
+      throw new RequestMalformedError(`statusTimestampAfter: not an ISO 8601 time (got ${params.statusTimestampAfter})`);
     const offset = params.pageToken ? Number(params.pageToken) : 0;
     if (!Number.isSafeInteger(offset) || offset < 0) throw new RequestMalformedError('pageToken: not a token this server gave');
-    const { ids, total } = await this.deps.store.list(tenant, { contextId: params.contextId || undefined, offset, count: pageSize });
-    const tasks: Task[] = [];
-    for (const id of ids) {
-      const record = await this.deps.store.get(tenant, id);
-      if (!record) continue;
-      const task = await this.task(record, params.historyLength ?? 0);
-      if (params.status && task.status?.state !== params.status) continue;
-      tasks.push(params.includeArtifacts ? task : { ...task, artifacts: [] });
+    const contextId = params.contextId || undefined;
+    const shape = (t: Task): Task => (params.includeArtifacts ? t : { ...t, artifacts: [] });
+    if (status === TaskState.TASK_STATE_UNSPECIFIED && after === undefined) {
+      const { ids, total } = await this.deps.store.list(tenant, { contextId, offset, count: pageSize });
+      const tasks = (await this.tasksOf(tenant, ids, historyLength)).map(shape);
+      const next = offset + ids.length < total ? String(offset + ids.length) : '';
+      return { tasks, nextPageToken: next, pageSize, totalSize: total };
     }
-    const next = offset + ids.length < total ? String(offset + ids.length) : '';
-    return { tasks, nextPageToken: next, pageSize: tasks.length, totalSize: total };
+    // A filter on what the run is at: every task of the list is read, then paged.
+    const { ids } = await this.deps.store.list(tenant, { contextId, offset: 0, count: -1 });
+    const matching: Task[] = [];
+    for (let i = 0; i < ids.length; i += LIST_READ_BATCH) {
+      for (const t of await this.tasksOf(tenant, ids.slice(i, i + LIST_READ_BATCH), historyLength)) {
+        if (status !== TaskState.TASK_STATE_UNSPECIFIED && t.status?.state !== status) continue;
+        if (after !== undefined && !(Date.parse(t.status?.timestamp ?? '') > after)) continue;
+        matching.push(t);
+      }
+    }
+    const page = matching.slice(offset, offset + pageSize).map(shape);
+    const next = offset + page.length < matching.length ? String(offset + page.length) : '';
+    return { tasks: page, nextPageToken: next, pageSize, totalSize: matching.length };
+  }
+
+  /** The tasks of some ids, in their order (ids whose record is gone are left out). */
+  private async tasksOf(tenant: string, ids: string[], historyLength: number): Promise<Task[]> {
+    const records = await Promise.all(ids.map((id) => this.deps.store.get(tenant, id)));
+    return Promise.all(records.filter((r): r is A2aTaskRecord => r !== undefined).map((r) => this.task(r, historyLength)));
   }
 
   private pushConfigs(): PushConfigs {

@@ -2,8 +2,11 @@
  * Push notifications (`a2a.pushNotifications`): a client registers a URL for its task; when the
  * run starts, waits for an approval or ends, the task is POSTed there, serialized by the SDK's
  * serializer. Only URLs that start with one of `allowedUrls` are accepted, at registration and
- * again at sending, and redirects are never followed (no SSRF). Every replica sees the run's
- * events; a `SET NX` per event makes one of them send it.
+ * again at sending, and redirects are never followed (no SSRF). A registration's token goes in
+ * `X-A2A-Notification-Token`, its `authentication` in `Authorization` (`<scheme> <credentials>`);
+ * a value that could not be sent as a header (CR, LF, other control characters) is refused at
+ * registration, never dropped later. Every replica sees the run's events; a `SET NX` per event
+ * makes one of them send it.
  */
 import { RequestMalformedError } from '@a2a-js/sdk/errors';
 import { V1PushNotificationSerializer } from '@a2a-js/sdk/server';
@@ -14,6 +17,21 @@ import { A2A_TTL_SECONDS, RunEvent, type A2aTaskRecord } from '@bosun/contract';
 import type { RedisClient } from '@bosun/transport';
 
 type PushSettings = NonNullable<A2aConfig['pushNotifications']>;
+
+/** An HTTP auth scheme name (RFC 9110 §11.1: a token). */
+const AUTH_SCHEME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** What a header value may hold: visible characters, spaces and tabs (RFC 9110 §5.5), nothing that ends a header. */
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/** Why a registration's header values cannot be sent, or undefined when they can. */
+export function headerProblem(config: Pick<TaskPushNotificationConfig, 'token' | 'authentication'>): string | undefined {
+  if (config.token && !HEADER_VALUE.test(config.token)) return 'token: must not contain CR, LF or other control characters';
+  const auth = config.authentication;
+  if (!auth || (!auth.scheme && !auth.credentials)) return undefined;
+  if (!AUTH_SCHEME.test(auth.scheme ?? '')) return 'authentication.scheme: must be an HTTP auth scheme name such as Bearer or Basic';
+  if (!HEADER_VALUE.test(auth.credentials ?? '')) return 'authentication.credentials: must not contain CR, LF or other control characters';
+  return undefined;
+}
 
 /** The header that carries a registration's token. */
 export const PUSH_TOKEN_HEADER = 'X-A2A-Notification-Token';
@@ -44,15 +62,17 @@ export class PushConfigs {
     readonly settings: PushSettings,
   ) {}
 
-  /** @throws RequestMalformedError when the URL is not on the allowlist. */
-  check(url: string): void {
-    if (!allowedPushUrl(this.settings, url))
+  /** @throws RequestMalformedError when the URL is not on the allowlist, or a header value could not be sent. */
+  check(config: Pick<TaskPushNotificationConfig, 'url' | 'token' | 'authentication'>): void {
+    if (!allowedPushUrl(this.settings, config.url))
       throw new RequestMalformedError('url: not on the allowlist (a2a.pushNotifications.allowedUrls)');
+    const problem = headerProblem(config);
+    if (problem) throw new RequestMalformedError(problem);
   }
 
-  /** Registers a URL for a task (refused when it is not on the allowlist). */
+  /** Registers a URL for a task (refused as {@link check} says). */
   async save(record: A2aTaskRecord, config: TaskPushNotificationConfig, id: string): Promise<TaskPushNotificationConfig> {
-    this.check(config.url);
+    this.check(config);
     const saved = { ...config, id, taskId: record.taskId, tenant: '' };
     await this.redis
       .multi()
@@ -139,6 +159,9 @@ export class PushDispatcher {
     if (!allowedPushUrl(settings, target.url)) return;
     const headers: Record<string, string> = { 'content-type': contentType };
     if (target.token) headers[PUSH_TOKEN_HEADER] = target.token;
+    // Spec: with authentication, the agent MUST authenticate to the receiver with it.
+    const auth = target.authentication;
+    if (auth?.scheme) headers.authorization = auth.credentials ? `${auth.scheme} ${auth.credentials}` : auth.scheme;
     try {
       const res = await fetch(target.url, {
         method: 'POST',

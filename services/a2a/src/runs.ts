@@ -1,27 +1,63 @@
 /**
- * Reads a task's run: its incident job (state, result) and a pending approval of the run. Every
- * replica reads the same Redis, so any replica answers for any task.
+ * Reads a task's run: its incident job (state, result, times), a pending approval of the run, and
+ * when the run reached the state it is in. Every replica reads the same Redis, so any replica
+ * answers for any task, and two reads of an unchanged run give the same answer (timestamps
+ * included: they come from the run, never from the clock of the read).
  */
 import { Job, Queue } from 'bullmq';
-import { INCIDENTS_QUEUE, INCIDENT_JOB, RunResult, runIdFor, type A2aTaskRecord, type Incident } from '@bosun/contract';
+import {
+  INCIDENTS_QUEUE,
+  INCIDENT_JOB,
+  RunResult,
+  a2aKeys,
+  runCheckpointKey,
+  runIdFor,
+  type A2aTaskRecord,
+  type Incident,
+} from '@bosun/contract';
 import type { ApprovalStore, RedisClient } from '@bosun/transport';
 import type { PendingApproval, RunView } from './view.js';
+
+/**
+ * How long a task whose incident job is not there yet counts as submitted: a send that lost the
+ * race for its message id returns the winner's task, whose job may still be on its way.
+ */
+const PUBLISH_GRACE_MS = 30_000;
+
+const iso = (ms: number | undefined, fallback: string): string => (ms ? new Date(ms).toISOString() : fallback);
 
 export class RunReader {
   readonly incidents: Queue;
 
   constructor(
-    redis: RedisClient,
-    prefix: string,
+    private readonly redis: RedisClient,
+    private readonly prefix: string,
     private readonly approvals: ApprovalStore,
   ) {
     this.incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
   }
 
-  /** Publishes the incident job (a job already under that id is kept: no second run) and returns its run id. */
-  async publish(incident: Incident): Promise<{ runId: string; createdAt: string }> {
-    const job = await this.incidents.add(INCIDENT_JOB, incident, { jobId: incident.id, removeOnComplete: false, removeOnFail: false });
-    return { runId: runIdFor(incident.id, job.timestamp), createdAt: new Date(job.timestamp).toISOString() };
+  /** The run id of an incident job already there (an earlier task's), if any. */
+  async existingRun(incidentId: string): Promise<string | undefined> {
+    const job = await Job.fromId(this.incidents, incidentId);
+    return job ? runIdFor(incidentId, job.timestamp) : undefined;
+  }
+
+  /**
+   * Publishes the incident job created at `createdAtMs`, so that its run id is the one the task
+   * was claimed under (a job already under that id is kept: no second run). Returns the run id of
+   * the job as stored, which differs only when an earlier job was there.
+   */
+  async publish(incident: Incident, createdAtMs: number): Promise<string> {
+    await this.incidents.add(INCIDENT_JOB, incident, {
+      jobId: incident.id,
+      timestamp: createdAtMs,
+      removeOnComplete: false,
+      removeOnFail: false,
+    });
+    // BullMQ answers a duplicate id with a local Job object: read the stored one.
+    const stored = await Job.fromId(this.incidents, incident.id);
+    return runIdFor(incident.id, stored?.timestamp ?? createdAtMs);
   }
 
   /** The run of a task as it is now. */
@@ -29,19 +65,48 @@ export class RunReader {
     // The state first, then the job: a job read before it completed has no return value yet.
     const jobState = await this.incidents.getJobState(record.incidentId);
     const job = await Job.fromId(this.incidents, record.incidentId);
-    if (!job || jobState === 'unknown') return { jobState: 'missing' };
+    if (!job || jobState === 'unknown') {
+      const young = Date.now() - Date.parse(record.createdAt) < PUBLISH_GRACE_MS;
+      return { jobState: young ? 'waiting' : 'missing', since: record.createdAt };
+    }
+    const processed = Boolean(job.processedOn);
     if (jobState === 'completed') {
       const parsed = RunResult.safeParse(job.returnvalue);
+      const ended = iso(job.finishedOn, record.createdAt);
       return parsed.success
-        ? { jobState, result: parsed.data }
-        : { jobState: 'failed', failedReason: 'the run returned a result that does not parse' };
+        ? { jobState, result: parsed.data, since: parsed.data.finishedAt || ended, processed }
+        : { jobState: 'failed', failedReason: 'the run returned a result that does not parse', since: ended, processed };
     }
-    if (jobState === 'failed') return { jobState, failedReason: job.failedReason };
+    if (jobState === 'failed') return { jobState, failedReason: job.failedReason, since: iso(job.finishedOn, record.createdAt), processed };
     if (jobState === 'active' || jobState === 'waiting-children') {
       const approval = await this.pendingApproval(record.runId);
-      return approval ? { jobState, approval } : { jobState };
+      if (approval) {
+        await this.redis.set(a2aKeys.runApproval(this.prefix, record.runId), approval.id, 'EX', 86_400);
+        return { jobState, approval, since: approval.createdAt, processed: true };
+      }
     }
-    return { jobState };
+    if (!processed && jobState !== 'active' && jobState !== 'waiting-children') return { jobState, since: record.createdAt };
+    return { jobState, since: await this.workingSince(record, job), processed: true };
+  }
+
+  /**
+   * When the run last became `working`: its start (the coordinator's checkpoint), or the decision
+   * on the last approval a task of it showed, whichever is later.
+   */
+  private async workingSince(record: A2aTaskRecord, job: Job): Promise<string> {
+    const [raw, approvalId] = await Promise.all([
+      this.redis.get(runCheckpointKey(this.prefix, record.runId)),
+      this.redis.get(a2aKeys.runApproval(this.prefix, record.runId)),
+    ]);
+    let started = iso(job.processedOn, record.createdAt);
+    try {
+      const at = raw === null ? undefined : (JSON.parse(raw) as { startedAt?: unknown }).startedAt;
+      if (typeof at === 'string' && !Number.isNaN(Date.parse(at))) started = at;
+    } catch {
+      // A checkpoint that is not JSON is the coordinator's problem; the job's own time stands in.
+    }
+    const decided = approvalId ? (await this.approvals.get(approvalId))?.decidedAt : undefined;
+    return decided && Date.parse(decided) > Date.parse(started) ? decided : started;
   }
 
   /** The oldest pending approval of a run, if any. */
@@ -52,6 +117,7 @@ export class RunReader {
       id: a.id,
       agent: a.agent,
       reason: a.reason,
+      createdAt: a.createdAt,
       timeoutAt: a.timeoutAt,
       calls: a.calls.map((c) => ({ index: c.index, tool: c.tool, args: c.args, needsApproval: c.needsApproval })),
     };

@@ -15,6 +15,10 @@ export interface RunView {
   failedReason?: string;
   /** A pending approval of the run, when there is one. */
   approval?: PendingApproval;
+  /** When the run reached the state it is in (ISO), from the run itself: the task's `status.timestamp`. */
+  since: string;
+  /** Whether a coordinator has taken the run up: from then on the task is never `submitted` again. */
+  processed?: boolean;
 }
 
 /** The parts of a pending approval the task shows. */
@@ -22,6 +26,7 @@ export interface PendingApproval {
   id: string;
   agent: string;
   reason: string;
+  createdAt: string;
   timeoutAt: string;
   calls: { index: number; tool: string; args: unknown; needsApproval: boolean }[];
 }
@@ -76,7 +81,9 @@ export function stateOf(view: RunView): TaskState {
     case 'waiting-children':
       return view.approval ? TaskState.TASK_STATE_INPUT_REQUIRED : TaskState.TASK_STATE_WORKING;
     default:
-      return TaskState.TASK_STATE_SUBMITTED;
+      // Waiting again (delayed, or moved back to wait) after the coordinator took it up is still
+      // working: a task's state never goes back to submitted.
+      return view.processed ? TaskState.TASK_STATE_WORKING : TaskState.TASK_STATE_SUBMITTED;
   }
 }
 
@@ -155,7 +162,7 @@ export function artifactsOf(result: RunResult | undefined): Artifact[] {
 /** The task as A2A shows it. `historyLength`: undefined → all, 0 → none, n → the last n messages. */
 export function taskOf(record: A2aTaskRecord, view: RunView, historyLength?: number): Task {
   const message = statusMessage(record, view);
-  const status: TaskStatus = { state: stateOf(view), message, timestamp: new Date().toISOString() };
+  const status: TaskStatus = { state: stateOf(view), message, timestamp: view.since };
   const history = [...(record.history as unknown as Message[]), ...(message ? [message] : [])];
   const shown = historyLength === undefined ? history : historyLength <= 0 ? [] : history.slice(-historyLength);
   return {

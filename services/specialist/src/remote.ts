@@ -1,9 +1,14 @@
 /**
  * A specialist whose work a remote A2A agent does (`specialists.<name>.a2a`). The worker
- * resolves the agent's card, sends the task as one message with the SDK client, and follows the
- * remote task to its end. The message id is the task id, so a repeated send is the same message;
- * the remote task id is saved in the checkpoint right after the send, so a worker that resumes
- * the task (after a crash) follows the same remote task and never sends it again.
+ * resolves the agent's card (protocol 1.0 or 0.3: the SDK client's compat layer speaks both),
+ * sends the task as one message, and follows the remote task to its end. The message id and the
+ * context id are the task id; the remote task id is saved in the checkpoint right after the send,
+ * so a worker that resumes the task (after a crash) follows the same remote task and never sends
+ * it again. A worker that finds a send begun and no remote task id saved (its predecessor died
+ * during the send) never sends blindly: it lists the agent's tasks of that context and follows
+ * the one it finds, sends only when the agent answers that there is none, and declares the
+ * delegation in doubt when the agent cannot list (protocol 0.3 has no ListTasks), as the gateway
+ * does for a tool call whose outcome is unknown.
  *
  * Outcomes: completed → the output (a DataPart valid against the output schema, or the text);
  * failed, rejected or canceled → an INCOMPLETE `failure` with the remote's message as last
@@ -11,7 +16,14 @@
  * answer); deadline → the remote task is cancelled and the result is an INCOMPLETE `timeout`.
  */
 import { Role, TaskState, type Message, type Part, type SendMessageRequest, type Task } from '@a2a-js/sdk';
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, RestTransportFactory, type Client } from '@a2a-js/sdk/client';
+import {
+  ClientFactory,
+  ClientFactoryOptions,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory,
+  RestTransportFactory,
+  type Client,
+} from '@a2a-js/sdk/client';
 import {
   BosunError,
   RemoteTaskCheckpoint,
@@ -35,7 +47,13 @@ export type RemoteDeps = Pick<TaskAgentDeps, 'checkpoints' | 'events' | 'deadLet
 type Ending =
   | { kind: 'completed'; output: unknown }
   | { kind: 'failure' | 'stall' | 'timeout'; reason: string; lastWords: string }
+  | { kind: 'in-doubt'; reason: string }
   | { kind: 'cancelled' };
+
+/** What the agent said of a send whose answer was lost: its task, no task, or nothing it can say. */
+type LookUp = { kind: 'found'; remoteTaskId: string } | { kind: 'absent' } | { kind: 'unknown'; why: string };
+
+const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** The longest wait on a remote stream between two looks at the task. */
 const STREAM_WAIT_MS = 5_000;
@@ -84,9 +102,12 @@ export class RemoteSpecialist {
       if (token) headers.set('authorization', `Bearer ${token}`);
       return fetch(input, { ...init, headers });
     };
+    // 0.3 agents too: their card is translated, and their interfaces get the 0.3 transports.
+    const legacyCompat = { enabled: true };
     this.client ??= new ClientFactory(
       ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
-        transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
+        transports: [new JsonRpcTransportFactory({ fetchImpl, legacyCompat }), new RestTransportFactory({ fetchImpl, legacyCompat })],
+        cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat }),
       }),
     )
       .createFromUrl(this.remote.url)
@@ -113,10 +134,34 @@ export class RemoteSpecialist {
   async run(task: TaskJob, attempt: number): Promise<TaskResult> {
     let ck = await this.load(task.taskId);
     if (ck?.result) return ck.result;
-    ck ??= { v: 1, taskId: task.taskId, url: this.remote.url, messageId: task.taskId, sendingAt: new Date().toISOString() };
+    if (ck && !ck.remoteTaskId) {
+      // A send was begun and its answer never saved: ask the agent before sending anything.
+      const found = await this.lookUp(task, ck);
+      if (found.kind === 'unknown')
+        return this.end(task, ck, attempt, {
+          kind: 'in-doubt',
+          reason: `IN DOUBT: the task was being sent to the remote A2A agent when its worker stopped, and the agent cannot say whether it got it (${found.why}); it is not sent again: check the agent for message ${ck.messageId}`,
+        });
+      if (found.kind === 'found') {
+        ck = { ...ck, remoteTaskId: found.remoteTaskId };
+        await this.save(ck);
+        this.deps.log.info(
+          { taskId: task.taskId, remoteTaskId: found.remoteTaskId },
+          'the remote task of an interrupted send was found; following it',
+        );
+      }
+    }
+    ck ??= {
+      v: 1,
+      taskId: task.taskId,
+      url: this.remote.url,
+      messageId: task.taskId,
+      contextId: task.taskId,
+      sendingAt: new Date().toISOString(),
+    };
     if (!ck.remoteTaskId) {
       if (await this.cancelled(task)) return this.end(task, ck, attempt, { kind: 'cancelled' });
-      // Saved before the send: a worker killed during it resends the same message id.
+      // Saved before the send: a worker killed during it finds the send begun (see lookUp).
       await this.save(ck);
       const sent = await this.send(task, ck);
       if ('messageId' in sent)
@@ -135,10 +180,40 @@ export class RemoteSpecialist {
     }
   }
 
+  /**
+   * Whether the agent got a send whose answer was lost: its tasks of the send's context (the
+   * Bosun task id: this delegation's alone), the one holding the message id first. An agent that
+   * cannot list (0.3 has no ListTasks, an agent may refuse it) or does not answer cannot say.
+   */
+  private async lookUp(task: TaskJob, ck: RemoteTaskCheckpoint): Promise<LookUp> {
+    let tasks: Task[];
+    try {
+      const listed = await (
+        await this.clientFor()
+      ).listTasks({
+        tenant: '',
+        contextId: ck.contextId ?? task.runId,
+        status: TaskState.TASK_STATE_UNSPECIFIED,
+        pageSize: 100,
+        pageToken: '',
+        historyLength: 20,
+        statusTimestampAfter: undefined,
+        includeArtifacts: false,
+      });
+      tasks = listed.tasks;
+    } catch (err) {
+      return { kind: 'unknown', why: `ListTasks: ${errorText(err)}` };
+    }
+    const holding = tasks.find((t) => (t.history ?? []).some((m) => m.messageId === ck.messageId));
+    // A context of its own (new checkpoints) holds only this delegation's tasks; the run's context (old ones) needs the message id.
+    const found = holding ?? (ck.contextId ? tasks[0] : undefined);
+    return found ? { kind: 'found', remoteTaskId: found.id } : { kind: 'absent' };
+  }
+
   private async send(task: TaskJob, ck: RemoteTaskCheckpoint): Promise<Message | Task> {
     const message: Message = {
       messageId: ck.messageId,
-      contextId: task.runId,
+      contextId: ck.contextId ?? task.runId,
       taskId: '',
       role: Role.ROLE_USER,
       parts: [
@@ -279,6 +354,41 @@ export class RemoteSpecialist {
     }
   }
 
+  /**
+   * A delegation whose send nobody can account for: an INCOMPLETE part naming the send as in
+   * doubt (the run ends partial and lists it in `inDoubt`), and an `in-doubt` dead letter with
+   * what an operator needs to check the agent. Never sent again.
+   */
+  private async inDoubt(
+    task: TaskJob,
+    ck: RemoteTaskCheckpoint,
+    base: Pick<TaskResult, 'v' | 'taskId' | 'agent' | 'attempts'>,
+    reason: string,
+  ): Promise<TaskResult> {
+    const call = { key: ck.messageId, tool: `a2a SendMessage ${this.remote.url}` };
+    const output = buildStallPayload(this.deps.spec, this.deps.name, '', reason);
+    await this.deps.deadLetters.add(
+      {
+        kind: 'in-doubt',
+        runId: task.runId,
+        incidentId: task.incidentId,
+        agent: this.deps.name,
+        taskId: task.taskId,
+        reason,
+        lastWords: '',
+        attempts: base.attempts,
+        input: {
+          ...call,
+          args: { url: this.remote.url, messageId: ck.messageId, contextId: ck.contextId ?? task.runId, sendingAt: ck.sendingAt },
+        },
+      },
+      `in-doubt-${task.taskId}`,
+    );
+    this.deps.log.warn({ taskId: task.taskId, messageId: ck.messageId }, 'remote task in doubt');
+    this.emit(task, 'agent.failed', { taskId: task.taskId, reason, marker: STALL_MARKER });
+    return { ...base, status: 'failed', output, error: reason, inDoubt: [call] };
+  }
+
   private emit(
     task: TaskJob,
     type: 'agent.started' | 'agent.progress' | 'agent.completed' | 'agent.stalled' | 'agent.failed',
@@ -289,17 +399,18 @@ export class RemoteSpecialist {
 
   /** Records the result (dead letter first, then the event), saves it in the checkpoint and returns it. */
   private async end(task: TaskJob, ck: RemoteTaskCheckpoint, attempt: number, ending: Ending): Promise<TaskResult> {
-    const result = await this.result(task, attempt, ending);
+    const result = await this.result(task, ck, attempt, ending);
     await this.save({ ...ck, result });
     return result;
   }
 
-  private async result(task: TaskJob, attempts: number, ending: Ending): Promise<TaskResult> {
+  private async result(task: TaskJob, ck: RemoteTaskCheckpoint, attempts: number, ending: Ending): Promise<TaskResult> {
     const base = { v: 1 as const, taskId: task.taskId, agent: this.deps.name, attempts };
     if (ending.kind === 'completed') {
       this.emit(task, 'agent.completed', { taskId: task.taskId, steps: 1, output: ending.output });
       return { ...base, status: 'completed', output: ending.output };
     }
+    if (ending.kind === 'in-doubt') return this.inDoubt(task, ck, base, ending.reason);
     const reason =
       ending.kind === 'cancelled' ? 'cancelled: the coordinator gave up on this task, or an operator cancelled its run' : ending.reason;
     const lastWords = ending.kind === 'cancelled' ? '' : ending.lastWords;
