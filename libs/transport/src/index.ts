@@ -17,7 +17,14 @@ export { keys } from './keys.js';
 export { EventPublisher, MemoryEventSink, DEFAULT_MAX_PAYLOAD, EVENT_HEADER_ROOM, EVENT_DATA_DEPTH, encodeEvent } from './events.js';
 export type { EventSink, EmitInput, EventStats, EventPublisherOptions } from './events.js';
 export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } from './checkpoints.js';
-export type { CheckpointStore, CheckpointRead, RevisedCheckpointStore, RedisCheckpointStoreOptions } from './checkpoints.js';
+export type {
+  CheckpointStore,
+  CheckpointRead,
+  CheckpointFence,
+  SaveOptions,
+  RevisedCheckpointStore,
+  RedisCheckpointStoreOptions,
+} from './checkpoints.js';
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
 export { QueueToolClient } from './tools.js';
@@ -68,6 +75,8 @@ export { Router } from './http/router.js';
 export type { RouteContext, RouteHandler, RouteMethod, NotFoundHandler } from './http/router.js';
 export { DeliveryQueue, deliveryIncident, deliveryJobOptions } from './deliveries.js';
 export { BosunMetrics, metrics } from './metrics.js';
+export { watchWorkerLocks, isLockError } from './worker-locks.js';
+export type { WorkerLocks, WorkerLocksOptions, LockErrorKind } from './worker-locks.js';
 export type { ClusterProbe, ClusterSnapshot, ToolOutcome } from './metrics.js';
 export { redisClusterProbe } from './metrics-probe.js';
 export type { RedisClusterProbe } from './metrics-probe.js';
