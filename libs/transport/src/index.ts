@@ -9,6 +9,7 @@ export {
   redisSettingsFailure,
   natsSettingsFailure,
   ConnectionSettingsError,
+  DEAD_LINK,
 } from './connections.js';
 export type { RedisClient, CreateRedisOptions, RedisClientOptions } from './connections.js';
 export { ensureRunsStream, deleteRunsStream } from './stream.js';
