@@ -31,6 +31,10 @@ export interface ToolCallView {
   isError?: boolean;
   error?: string;
   resolution?: unknown;
+  /** When it was declared in doubt (kept once its outcome is recorded after all). */
+  inDoubtAt?: string;
+  /** When its outcome was recorded after the declaration: "in doubt, later seen done". */
+  seenDoneAt?: string;
 }
 
 /** One delegation of a run. */
@@ -64,8 +68,17 @@ export interface RunView {
   /** The run result's status, when the run finished. */
   status?: string;
   delegations: DelegationView[];
-  /** Every call of the run in state `in-doubt`. */
-  inDoubt: { key: string; agent: string; tool?: string; args?: unknown }[];
+  /**
+   * Every call of the run declared in doubt: those still `in-doubt`, and those whose outcome was
+   * recorded later (`laterSeen`: its status and when), as the run result and the dead letters name them.
+   */
+  inDoubt: {
+    key: string;
+    agent: string;
+    tool?: string;
+    args?: unknown;
+    laterSeen?: { status: string; at: string; acknowledged: boolean };
+  }[];
   /** Stored values that could not be read, each naming its bad fields (the CLI exits 1 when there are any). */
   problems: string[];
 }
@@ -118,7 +131,7 @@ async function toolCallsOf(deps: OperatorDeps, taskId: string, problems: string[
     try {
       const record = await records.read(key);
       if (!record) continue;
-      const { state, tool, args, startedAt, readOnly, result, resolution } = record;
+      const { state, tool, args, startedAt, readOnly, result, resolution, inDoubtAt, seenDoneAt } = record;
       views.push({
         key,
         state,
@@ -129,6 +142,8 @@ async function toolCallsOf(deps: OperatorDeps, taskId: string, problems: string[
         ...(result ? { status: result.status, isError: result.isError } : {}),
         ...(result?.error !== undefined ? { error: result.error } : {}),
         ...(resolution !== undefined ? { resolution } : {}),
+        ...(inDoubtAt !== undefined ? { inDoubtAt } : {}),
+        ...(seenDoneAt !== undefined ? { seenDoneAt } : {}),
       });
     } catch (err) {
       problems.push(storedProblem(err));
@@ -187,12 +202,15 @@ export async function showRun(deps: OperatorDeps, runId: string): Promise<RunVie
   for (const d of run.delegations) {
     const dv = await delegationView(deps, d, view.problems);
     for (const c of dv.toolCalls) {
-      if (c.state === 'in-doubt')
+      if (c.state === 'in-doubt' || c.seenDoneAt !== undefined)
         view.inDoubt.push({
           key: c.key,
           agent: dv.agent,
           ...(c.tool ? { tool: c.tool } : {}),
           ...(c.args !== undefined ? { args: c.args } : {}),
+          ...(c.seenDoneAt !== undefined
+            ? { laterSeen: { status: c.status ?? '?', at: c.seenDoneAt, acknowledged: c.resolution !== undefined } }
+            : {}),
         });
     }
     view.delegations.push(dv);
