@@ -13,3 +13,5 @@ export type { Client, ClientOptions, CliRun, CallLog, LoggedCall } from './harne
 export { reap } from './reaper.js';
 export { a2aClient, tokenEntry, userMessage, sendRequest, collect, text as textPart, data as dataPart } from './a2a.js';
 export { openBrowser, consoleLogin, CHROMIUM } from './browser.js';
+export { FaultProxy } from './fault-proxy.js';
+export { FaultCluster, COUNTER_MCP, effectLog, type EffectLog, type ServiceLinks, type FaultClusterOptions } from './fault-cluster.js';
