@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
 import { specialistQueue, type RunEvent, type RunResult } from '@bosun/contract';
 import { demoConfig, openContext, writeConfig, type TestContext } from './context.js';
@@ -28,6 +29,8 @@ export interface FaultClusterOptions {
   natsUrl?: (name: string) => string;
   /** Extra environment for every service. */
   env?: Record<string, string>;
+  /** The NATS server the test's client watches events on (default the tests' NATS); with {@link natsUrl}. */
+  clientNatsUrl?: string;
 }
 
 /** The effects the counting server applied, by call id. */
@@ -62,6 +65,8 @@ export function effectLog(path: string): EffectLog {
 export class FaultCluster {
   readonly links = new Map<string, ServiceLinks>();
   readonly processes: ServiceProcess[] = [];
+  /** The client's own NATS connection, when it watches another server than the tests'. */
+  private ownNats: NatsConnection | undefined;
 
   private constructor(
     readonly ctx: TestContext,
@@ -81,8 +86,11 @@ export class FaultCluster {
     config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 5 };
     options.configure?.(config, ctx);
     const env = { ...ctx.env, LOG_LEVEL: 'info', BOSUN_CONFIG: writeConfig(ctx, config), ...options.env };
-    const client = await openClient(ctx);
+    let own: NatsConnection | undefined;
+    if (options.clientNatsUrl) own = await connect({ servers: options.clientNatsUrl });
+    const client = await openClient(own ? { ...ctx, nats: own, natsUrl: options.clientNatsUrl! } : ctx);
     const cluster = new FaultCluster(ctx, env, client, effects, options);
+    cluster.ownNats = own;
     try {
       await cluster.startService('gateway', 'gateway');
       const others = [cluster.startService('coordinator', 'coordinator')];
@@ -143,6 +151,7 @@ export class FaultCluster {
     await this.client.close();
     await Promise.all(this.processes.map((p) => p.stop()));
     for (const l of this.links.values()) await Promise.all([l.redis.close(), l.nats.close()]);
+    await this.ownNats?.close();
     await this.ctx.close();
   }
 
