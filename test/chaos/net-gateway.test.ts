@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FaultCluster, runCli, waitUntil, type ServiceProcess } from '../helpers/index.js';
 
 // Network faults, 3: the gateway's Redis link — reset at its claim (the claim made, its answer
-// lost), held while it runs a call for longer than the call's lease with a second gateway to find
+// lost), held at the write of a call's outcome, held while it runs a call for longer than the call's lease with a second gateway to find
 // it (declared in doubt, then seen done: the record, index, dead letter, `bosun runs show` and
 // `bosun ack` agree), and blackholed mid-call (found dead within 15 s and handled like a reset).
 // Effects are counted by an independent MCP server.
@@ -40,6 +40,25 @@ describe("the gateway's Redis link", () => {
     expect(result.inDoubt).toBeUndefined();
     expect(c.effects.perId().get(`${id}-a`)).toBe(1);
     expect(await c.agreement(result, events)).toEqual({ inDoubt: [], seenDone: [] });
+  }, 60_000);
+
+  it('held at the write of its outcome, beyond its lease: the caller keeps waiting on its heartbeats, and the outcome lands once', async () => {
+    const id = 'gw-record';
+    const redis = c.link('gateway').redis;
+    // The record write carries the tool's answer, which names the call.
+    const held = redis.when(`${id}-a: 1 effect`, () => redis.hold());
+    const { job, runId } = await c.client.publish(incident(id, [{ tool: 'counter__bump', args: { id: `${id}-a` } }]));
+    await held;
+    await new Promise((r) => setTimeout(r, 7_000));
+    redis.heal();
+    const healed = Date.now();
+    const result = await c.client.result(job, 60_000);
+    const tookMs = Date.now() - healed;
+    const events = await c.client.events.complete(runId, 20_000);
+    expect(result.status).toBe('completed');
+    expect(c.effects.perId().get(`${id}-a`)).toBe(1);
+    expect(await c.agreement(result, events)).toEqual({ inDoubt: [], seenDone: [] });
+    console.log(`[net-gateway] held at its record write for 7 s: completed ${tookMs} ms after healing`);
   }, 60_000);
 
   it('held beyond the lease while its call runs, a second gateway declares it in doubt; its outcome, seen later, is recorded beside it everywhere', async () => {
