@@ -75,6 +75,11 @@ describe("a specialist's Redis link held beyond its lock", () => {
     // Each call started once at the gateway: the re-sent first call found it running and waited.
     const started = startedOf(events);
     expect(started.length).toBe(new Set(started).size);
+    // Its lock errors: one line for the burst, no stack per job (issue 19, item 18).
+    const lines = c.get(holder!).lines;
+    expect(lines.filter((l) => /could not renew lock|Missing lock|Lock mismatch/.test(l))).toEqual([]);
+    expect(lines.filter((l) => l.includes('lost the lock of a job')).length).toBeGreaterThanOrEqual(1);
+    expect(lines.filter((l) => l.includes('lost the lock of a job')).length).toBeLessThanOrEqual(2);
     console.log(
       `[net-specialist] tool call: completed ${endedAt - healed} ms after healing; agent.started ×${events.filter((e) => e.type === 'agent.started').length}`,
     );
