@@ -37,6 +37,10 @@ export interface ToolCallView {
    */
   outcome?: ToolOutcome;
   resolution?: unknown;
+  /** When it was declared in doubt (kept once its outcome is recorded after all). */
+  inDoubtAt?: string;
+  /** When its outcome was recorded after the declaration: "in doubt, later seen done". */
+  seenDoneAt?: string;
 }
 
 /** One delegation of a run. */
@@ -70,8 +74,17 @@ export interface RunView {
   /** The run result's status, when the run finished. */
   status?: string;
   delegations: DelegationView[];
-  /** Every call of the run in state `in-doubt`. */
-  inDoubt: { key: string; agent: string; tool?: string; args?: unknown }[];
+  /**
+   * Every call of the run declared in doubt: those still `in-doubt`, and those whose outcome was
+   * recorded later (`laterSeen`: its status and when), as the run result and the dead letters name them.
+   */
+  inDoubt: {
+    key: string;
+    agent: string;
+    tool?: string;
+    args?: unknown;
+    laterSeen?: { status: string; at: string; acknowledged: boolean };
+  }[];
   /** Stored values that could not be read, each naming its bad fields (the CLI exits 1 when there are any). */
   problems: string[];
 }
@@ -124,7 +137,7 @@ async function toolCallsOf(deps: OperatorDeps, taskId: string, problems: string[
     try {
       const record = await records.read(key);
       if (!record) continue;
-      const { state, tool, args, startedAt, readOnly, result, resolution } = record;
+      const { state, tool, args, startedAt, readOnly, result, resolution, inDoubtAt, seenDoneAt } = record;
       views.push({
         key,
         state,
@@ -136,6 +149,8 @@ async function toolCallsOf(deps: OperatorDeps, taskId: string, problems: string[
         ...(result?.error !== undefined ? { error: result.error } : {}),
         ...(result ? { outcome: toolOutcome(result) } : state === 'in-doubt' ? { outcome: 'in_doubt' as const } : {}),
         ...(resolution !== undefined ? { resolution } : {}),
+        ...(inDoubtAt !== undefined ? { inDoubtAt } : {}),
+        ...(seenDoneAt !== undefined ? { seenDoneAt } : {}),
       });
     } catch (err) {
       problems.push(storedProblem(err));
@@ -194,12 +209,15 @@ export async function showRun(deps: OperatorDeps, runId: string): Promise<RunVie
   for (const d of run.delegations) {
     const dv = await delegationView(deps, d, view.problems);
     for (const c of dv.toolCalls) {
-      if (c.state === 'in-doubt')
+      if (c.state === 'in-doubt' || c.seenDoneAt !== undefined)
         view.inDoubt.push({
           key: c.key,
           agent: dv.agent,
           ...(c.tool ? { tool: c.tool } : {}),
           ...(c.args !== undefined ? { args: c.args } : {}),
+          ...(c.seenDoneAt !== undefined
+            ? { laterSeen: { status: c.status ?? '?', at: c.seenDoneAt, acknowledged: c.resolution !== undefined } }
+            : {}),
         });
     }
     view.delegations.push(dv);

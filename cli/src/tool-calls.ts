@@ -64,14 +64,39 @@ export async function ackToolCall(
     throw err instanceof InvalidInputError ? new OperatorError(err.message, 1, err) : err;
   });
   if (!record) throw new OperatorError(`no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`, 1);
-  if (record.state !== 'in-doubt') throw notInDoubt(key, record.state);
   const at = new Date().toISOString();
+  if (record.state === 'done' && record.seenDoneAt) return acknowledgeSeenDone(deps, { key, record, action, by: options.by, at });
+  if (record.state !== 'in-doubt') throw notInDoubt(key, record.state);
   if (action === 'retry')
     return retryToolCall(deps, { key, record, resolution: { action, by: options.by, at }, timeoutMs: options.timeoutMs });
   const resolution = { action, by: options.by, at };
   const { changed, was, result } = await records.resolve(key, resolution, record.tool ?? '');
   if (!changed) throw notInDoubt(key, was);
   return { key, action, resolution, result, ...(await annotate(deps, key, resolution)) };
+}
+
+/**
+ * `bosun ack` on a call declared in doubt whose outcome was recorded after all ("in doubt, later
+ * seen done"): `--done` acknowledges it (the recorded result stays, the record and its dead
+ * letter get the resolution); `--retry` and `--skip` are refused, since its outcome is known and
+ * a retry would run it twice.
+ */
+async function acknowledgeSeenDone(
+  deps: OperatorDeps,
+  a: { key: string; record: ToolCallRecord; action: AckAction; by: string; at: string },
+): Promise<AckOutcome> {
+  const { key, record } = a;
+  const seen = `was declared in doubt, and its outcome was recorded after all (${record.result?.status ?? '?'} at ${record.seenDoneAt ?? '?'})`;
+  if (a.action !== 'done') throw new OperatorError(`tool call ${key} ${seen}: its outcome is known; acknowledge it with --done`, 1);
+  const resolution = { action: a.action, by: a.by, at: a.at };
+  const change = await new ToolCallRecords(deps).acknowledgeSeenDone(key, resolution);
+  if (!change.changed) {
+    const by = record.resolution ? ` by ${record.resolution.by} at ${record.resolution.at}` : '';
+    throw new OperatorError(`tool call ${key} ${seen}, and was acknowledged already${by}`, 1);
+  }
+  const result = record.result;
+  if (!result) throw new OperatorError(`tool call ${key} ${seen}, but its record holds no result`, 1);
+  return { key, action: a.action, resolution, result, ...(await annotate(deps, key, resolution)) };
 }
 
 function notInDoubt(key: string, state: string | null): OperatorError {

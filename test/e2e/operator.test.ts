@@ -417,6 +417,35 @@ describe('bosun ack', () => {
     expect((await bosun(['ack', key, '--done', '--skip'])).code).toBe(2);
   });
 
+  it('acknowledges a call in doubt, later seen done, with --done (its recorded result stays), and refuses --retry and --skip', async () => {
+    const key = 'rack00000000000000011-d0-kubernetes-s1-c0';
+    const dl = await seedInDoubt(key, 'demo__restart_pod', { service: 'checkout', pod: 'p1' });
+    const result = { v: 1, key, tool: 'demo__restart_pod', status: 'ok', isError: false, text: 'restarted', durationMs: 5 };
+    // The gateway that ran it recorded its outcome after another had declared it in doubt.
+    await ctx.redis.hset(`${ctx.prefix}:toolcall:${key}`, {
+      state: 'done',
+      result: JSON.stringify(result),
+      inDoubtAt: '2026-01-01T00:00:01.000Z',
+      seenDoneAt: '2026-01-01T00:00:03.000Z',
+    });
+    for (const action of ['--retry', '--skip']) {
+      const refused = await bosun(['ack', key, action]);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(
+        `tool call ${key} was declared in doubt, and its outcome was recorded after all (ok at 2026-01-01T00:00:03.000Z): its outcome is known; acknowledge it with --done`,
+      );
+    }
+    const r = await bosun(['ack', key, '--done', '--by', 'alice']);
+    expect(r.code, r.stderr).toBe(0);
+    const record = await ctx.redis.hgetall(`${ctx.prefix}:toolcall:${key}`);
+    expect(JSON.parse(record.result!)).toEqual(result);
+    expect(JSON.parse(record.resolution!)).toMatchObject({ action: 'done', by: 'alice' });
+    expect((await dataOf(dl)).resolution).toMatchObject({ action: 'done', by: 'alice' });
+    const again = await bosun(['ack', key, '--done']);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('was acknowledged already by alice');
+  });
+
   it('--retry sends the call once more through the gateway, which runs it exactly once', async () => {
     const key = 'rack00000000000000004-d0-kubernetes-s3-c0';
     const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' };

@@ -25,3 +25,5 @@ export {
   data as dataPart,
 } from './a2a.js';
 export { openBrowser, consoleLogin, CHROMIUM } from './browser.js';
+export { FaultProxy } from './fault-proxy.js';
+export { FaultCluster, COUNTER_MCP, effectLog, type EffectLog, type ServiceLinks, type FaultClusterOptions } from './fault-cluster.js';

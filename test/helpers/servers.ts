@@ -113,6 +113,12 @@ export class OwnServer {
     await waitUntil(async () => !(await answers(this.port)), 10_000, `${this.kind}-server has stopped answering on ${this.port}`, 100);
   }
 
+  /** Sends `signal` to the server process (SIGSTOP freezes it without closing a connection; SIGCONT thaws it). */
+  signal(signal: NodeJS.Signals): void {
+    const c = this.child;
+    if (c && c.exitCode === null && c.signalCode === null) c.kill(signal);
+  }
+
   async restart(downMs = 0): Promise<void> {
     await this.stop();
     if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));

@@ -58,3 +58,35 @@ describe('RedisCheckpointStore.saveIfRevision', () => {
     expect(ttl).toBeLessThanOrEqual(60);
   });
 });
+
+describe.each(stores())('a fenced save (%s)', (name, make) => {
+  it("writes only while the writer holds its job's lock, and never over the next owner's state", async () => {
+    const store = make();
+    const id = `task:fenced-${name}`;
+    const lock = `${ctx.prefix}:specialist-k:fenced-${name}:lock`;
+    const setLock = async (token: string | null) => {
+      if (store instanceof MemoryCheckpointStore) {
+        if (token === null) store.locks.delete(lock);
+        else store.locks.set(lock, token);
+      } else if (token === null) await ctx.redis.del(lock);
+      else await ctx.redis.set(lock, token);
+    };
+    await setLock('old-owner');
+    await store.save(id, { step: 1, by: 'old' }, { fence: { key: lock, token: 'old-owner' } });
+    expect(await store.load(id)).toEqual({ step: 1, by: 'old' });
+    // The lock expired (the old owner was cut off): nothing it writes lands.
+    await setLock(null);
+    const lost = store.save(id, { step: 2, by: 'old' }, { fence: { key: lock, token: 'old-owner' } });
+    await expect(lost).rejects.toMatchObject({ name: 'LockLostError', code: 'lock_lost' });
+    // The next owner writes; the old owner's held write, arriving later, is refused.
+    await setLock('new-owner');
+    await store.save(id, { step: 2, by: 'new' }, { fence: { key: lock, token: 'new-owner' } });
+    await expect(store.save(id, { step: 3, by: 'old' }, { fence: { key: lock, token: 'old-owner' } })).rejects.toMatchObject({
+      code: 'lock_lost',
+    });
+    expect(await store.load(id)).toEqual({ step: 2, by: 'new' });
+    // A save without a fence (the timers' writers use their own compare-and-set) writes as before.
+    await store.save(id, { step: 4 });
+    expect(await store.load(id)).toEqual({ step: 4 });
+  });
+});

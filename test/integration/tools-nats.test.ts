@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Queue, Worker } from 'bullmq';
 import type { Subscription } from '@nats-io/transport-node';
-import { DEAD_LETTER_QUEUE, TOOLS_QUEUE, type ToolCallJob } from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, TOOLS_QUEUE, toolCallDigest, type ToolCallJob } from '@bosun/contract';
 import { createLogger, parseClusterConfig } from '@bosun/config';
 import {
   DeadLetters,
@@ -89,14 +89,27 @@ beforeAll(async () => {
   const config = parseClusterConfig(raw, { file: join(ctx.dir, 'inline.json') });
   events = new EventPublisher({ prefix: ctx.prefix, redis: ctx.redis, nats: ctx.nats, log });
   deadLetters = new DeadLetters({ redis: ctx.redis, prefix: ctx.prefix });
-  records = new ToolCallRecords({ redis: ctx.redis, prefix: ctx.prefix });
-  gateway = new ToolGateway({ redis: ctx.redis, prefix: ctx.prefix, config, events, deadLetters, log });
+  // Short leases: a silent gateway's claim runs out within the test.
+  records = new ToolCallRecords({ redis: ctx.redis, prefix: ctx.prefix, leaseMs: 500 });
+  gateway = new ToolGateway({ redis: ctx.redis, prefix: ctx.prefix, config, events, deadLetters, log, leaseMs: 500 });
   await gateway.start();
   queueTools = new QueueToolClient({ redis: ctx.redis, prefix: ctx.prefix });
   await queueTools.ready();
   natsTools = new NatsToolClient({ nats: () => ctx.nats, prefix: ctx.prefix, fallback: queueTools, log, lapseMs: LAPSE_MS });
   toolsQueue = new Queue(TOOLS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
 });
+
+/** The claim of a gateway that then dies: its lease runs out, unrenewed. */
+function deadClaim(call: ToolCallJob) {
+  return {
+    ...call,
+    shownArgs: call.args,
+    argsRedacted: false,
+    approvalId: undefined,
+    digest: toolCallDigest(call.key, call.tool, call.args),
+    owner: 'a-gateway-that-died',
+  };
+}
 
 afterEach(async () => {
   await responder?.close();
@@ -157,7 +170,7 @@ describe('tool calls over NATS', () => {
     startWorker();
     const before = logged('restart_pod');
     // The gateway claimed the call (and may have sent it), then died.
-    silentGateway((call) => records.claim({ ...call, shownArgs: call.args, argsRedacted: false, readOnly: false, approvalId: undefined }));
+    silentGateway((call) => records.claim({ ...deadClaim(call), readOnly: false }));
     const result = await natsTools.call(job('n-lost-1', 'demo__restart_pod', restart));
     expect(result).toMatchObject({ key: 'n-lost-1', inDoubt: true, status: 'error' });
     expect(result.error).toContain('IN DOUBT');
@@ -171,7 +184,7 @@ describe('tool calls over NATS', () => {
   it('re-run a read-only call found in flight after its gateway fell silent', async () => {
     startWorker();
     const before = logged('get_pods');
-    silentGateway((call) => records.claim({ ...call, shownArgs: call.args, argsRedacted: false, readOnly: true, approvalId: undefined }));
+    silentGateway((call) => records.claim({ ...deadClaim(call), readOnly: true }));
     const result = await natsTools.call(job('n-lost-read-1', 'demo__get_pods', { service: 'checkout' }));
     expect(result).toMatchObject({ key: 'n-lost-read-1', status: 'ok', isError: false });
     expect(logged('get_pods')).toBe(before + 1);

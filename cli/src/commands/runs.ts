@@ -80,7 +80,8 @@ function delegationLines(d: DelegationView): string[] {
   for (const c of d.toolCalls) {
     // The metric's word for it (ok, tool_error, error, in_doubt): the same as the console's.
     const outcome = c.outcome ? ` ${c.outcome}` : '';
-    lines.push(`    ${c.state.padEnd(9)} ${c.key}  ${c.tool ?? '?'}${outcome}${c.error ? `: ${oneLine(c.error, 80)}` : ''}`);
+    const seen = c.seenDoneAt ? ' (in doubt, later seen done)' : '';
+    lines.push(`    ${c.state.padEnd(9)} ${c.key}  ${c.tool ?? '?'}${outcome}${c.error ? `: ${oneLine(c.error, 80)}` : ''}${seen}`);
   }
   return lines;
 }
@@ -102,7 +103,13 @@ export function formatRun(view: RunView): string {
   if (view.inDoubt.length === 0) lines.push('in doubt: none');
   else {
     lines.push(`in doubt (${view.inDoubt.length}): resolve each with bosun ack <key> --done|--retry|--skip`);
-    for (const c of view.inDoubt) lines.push(`  ${c.key}  ${c.tool ?? '?'} ${JSON.stringify(c.args ?? {})}`);
+    for (const c of view.inDoubt) {
+      // Declared in doubt, and its outcome recorded after all: known now, to acknowledge.
+      const seen = c.laterSeen
+        ? `  — later seen done: ${c.laterSeen.status} at ${c.laterSeen.at}${c.laterSeen.acknowledged ? ', acknowledged' : '; acknowledge with bosun ack <key> --done'}`
+        : '';
+      lines.push(`  ${c.key}  ${c.tool ?? '?'} ${JSON.stringify(c.args ?? {})}${seen}`);
+    }
   }
   return lines.join('\n');
 }

@@ -6,7 +6,7 @@
 import type { RunCancellation, TaskJob, TimerJob } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
-import type { ApprovalStore, DeadLetters, EventSink, RevisedCheckpointStore, RunUsageLedger } from '@bosun/transport';
+import type { ApprovalStore, CheckpointFence, DeadLetters, EventSink, RevisedCheckpointStore, RunUsageLedger } from '@bosun/transport';
 
 /** The children of a run's incident job, by task id: their return values, and the failures the run ignores (their reasons). */
 export interface ChildrenRead {
@@ -51,8 +51,16 @@ export interface IncidentJob {
   /**
    * Parks the job until its children have finished (it holds no worker meanwhile, and is picked
    * up again then). False when none is left to wait for, or the job cannot park: go on now.
+   * Throws `LockLostError` when the processor no longer holds the job.
    */
   park(): Promise<boolean>;
+  /**
+   * The job's lock, when it is processed under one: the run checkpoint is written only while it
+   * holds (a coordinator that lost the job cannot overwrite its next owner's run).
+   */
+  fence?: CheckpointFence | undefined;
+  /** True once BullMQ has told the processor it lost the job's lock (its renewal failed). */
+  lost?: () => boolean;
   /** Sets the job's progress. */
   progress(value: Record<string, unknown>): Promise<void>;
 }

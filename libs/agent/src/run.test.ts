@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  LockLostError,
   STALL_MARKER,
   isStalled,
   runCheckpointId,
@@ -130,6 +131,10 @@ class World {
   readonly ledger = new Map<string, unknown>();
   config: ClusterConfig;
   model: ScriptModel;
+  /** Run each pickup of an incident job under a lock of its own (BullMQ's: the last pickup holds it), fencing the checkpoint. */
+  fenced = false;
+  /** Parks refused as BullMQ refuses a command under a lost lock. */
+  lockLostOnPark = new Set<number>();
 
   constructor(script: Script, config: ClusterConfig = clusterConfig()) {
     this.config = config;
@@ -261,6 +266,8 @@ class World {
     const p = this.parents.get(jobId)!;
     p.starts++;
     p.state = 'active';
+    // This pickup takes the job's lock (an earlier holder's lock has expired).
+    if (this.fenced) this.checkpoints.locks.set(`lock:${p.id}`, `token-${p.starts}`);
     let outcome: RunOutcome;
     try {
       outcome = await runIncident(this.incidentJob(p), this.deps());
@@ -280,6 +287,8 @@ class World {
   }
 
   private incidentJob(p: ParentSim): IncidentJob {
+    const pickup = p.starts;
+    const token = `token-${pickup}`;
     const read = async (): Promise<ChildrenRead> => {
       await io();
       return { values: new Map(p.values), failures: new Map(p.failures) };
@@ -296,11 +305,13 @@ class World {
       children: { ...this.childrenOf(p), read },
       park: async () => {
         await io();
+        if (this.fenced && this.checkpoints.locks.get(`lock:${p.id}`) !== token) throw new LockLostError(`run of incident job ${p.id}`);
         if (p.pending.size === 0) return false;
         p.state = 'waiting-children';
         return true;
       },
       progress: () => io(),
+      ...(this.fenced ? { fence: { key: `lock:${p.id}`, token } } : {}),
     };
   }
 
@@ -479,6 +490,59 @@ function delegating(rounds: { name: string; task?: string }[][], answer = 'the a
     return { calls: calls.map((c, i) => ({ id: `call-${n}-${i}`, name: c.name, args: c.task === undefined ? {} : { task: c.task } })) };
   };
 }
+
+describe('a run whose lock passed to another coordinator', () => {
+  it('gives the job up to its next owner, which resumes and answers; the first answers nothing (no run.failed, no failure dead letter)', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    // The first classifier call hangs (the coordinator's Redis link is held beyond its lock); the next owner's answers at once.
+    const w = new World(async (_req, n) => {
+      if (n === 1) await held;
+      return { text: JSON.stringify({ specialists: ['kubernetes'] }), calls: [] };
+    });
+    w.fenced = true;
+    w.publish();
+    const first = w.process();
+    await settleUntil(() => w.model.requests.length === 1);
+    // The lock expired; BullMQ gave the job to another coordinator, which routes, dispatches and parks.
+    expect((await w.process()).kind).toBe('parked');
+    const [k8s] = w.taskIds() as [string];
+    release();
+    const outcome = await first;
+    expect(outcome.kind).toBe('lost');
+    // It wrote nothing over the next owner's run and said nothing about it.
+    expect(await w.checkpoint()).toMatchObject({ phase: 'waiting' });
+    expect(w.eventsOf('run.failed')).toEqual([]);
+    expect([...w.deadLetters.keys()]).toEqual([]);
+    expect(w.taskIds()).toEqual([k8s]);
+    w.complete(k8s, report(k8s, 'kubernetes', 'OOM kills'));
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('completed');
+    expect(w.eventsOf('run.completed')).toHaveLength(1);
+    expect(w.eventsOf('run.failed')).toEqual([]);
+  });
+
+  it('gives up a run whose park BullMQ refuses under a lost lock, instead of failing it', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    w.publish();
+    const p = w.parents.get(INCIDENT.id)!;
+    // The lock passes to someone else between the dispatch's save and the park.
+    const deps = w.deps();
+    const original = deps.checkpoints.save.bind(deps.checkpoints);
+    let saves = 0;
+    deps.checkpoints.save = async (id, value, options) => {
+      await original(id, value, options);
+      if (++saves === 2) w.checkpoints.locks.set(`lock:${p.id}`, 'token-of-another');
+    };
+    p.starts = 1;
+    w.checkpoints.locks.set(`lock:${p.id}`, 'token-1');
+    const outcome = await runIncident((w as unknown as { incidentJob(p: ParentSim): IncidentJob }).incidentJob(p), deps);
+    expect(outcome.kind).toBe('lost');
+    expect(w.eventsOf('run.failed')).toEqual([]);
+    expect([...w.deadLetters.keys()]).toEqual([]);
+  });
+});
 
 describe('delegate mode', () => {
   it('delegates in rounds, gives the reports back as tool responses, and answers', async () => {

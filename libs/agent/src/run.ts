@@ -7,6 +7,7 @@
 import {
   INCIDENT_JOB,
   Incident,
+  LockLostError,
   RunCheckpoint,
   describeIssues,
   isStalled,
@@ -37,10 +38,13 @@ import { runbookField } from './runbook.js';
 
 /**
  * What became of an incident job: its run's result; `parked` until its children finish (the
- * job is picked up again then); or `rejected` — bad input, or a checkpoint that cannot be used —
- * with a dead letter written, and the job must fail for good with `reason`.
+ * job is picked up again then); `rejected` — bad input, or a checkpoint that cannot be used —
+ * with a dead letter written, and the job must fail for good with `reason`; or `lost`: this
+ * process no longer holds the job (its lock expired), so it answers nothing for the run and
+ * leaves the job to its next owner, which resumes it from the checkpoint.
  */
-export type RunOutcome = { kind: 'result'; result: RunResult } | { kind: 'parked' } | { kind: 'rejected'; reason: string };
+export type RunOutcome =
+  { kind: 'result'; result: RunResult } | { kind: 'parked' } | { kind: 'rejected'; reason: string } | { kind: 'lost'; reason: string };
 
 /** A run being processed. */
 interface LoopContext extends RunContext {
@@ -179,8 +183,17 @@ async function started(ctx: LoopContext): Promise<void> {
   await s;
 }
 
+/** Writes the run's checkpoint, fenced by the job's lock: a coordinator that lost the job writes nothing. */
 async function save(ctx: LoopContext): Promise<void> {
-  await ctx.deps.checkpoints.save(ctx.ckptId, ctx.state);
+  if (ctx.job.lost?.()) throw new LockLostError(`run ${ctx.state.runId}`);
+  await ctx.deps.checkpoints.save(ctx.ckptId, ctx.state, { fence: ctx.job.fence });
+}
+
+/** The outcome of a run this process no longer holds: nothing more is written or announced for it. */
+function lost(ctx: LoopContext, err: unknown): RunOutcome {
+  const reason = err instanceof Error ? err.message : String(err);
+  ctx.deps.log.warn({ runId: ctx.state.runId, jobId: ctx.job.id }, 'lost the lock of the run: leaving it to its next owner');
+  return { kind: 'lost', reason };
 }
 
 /**
@@ -200,7 +213,14 @@ export async function runIncident(job: IncidentJob, deps: RunDeps): Promise<RunO
   try {
     return await runSteps(ctx);
   } catch (err) {
-    return result(await failRun(ctx, err));
+    // A lost lock is not a failure of the run: its next owner goes on with it.
+    if (err instanceof LockLostError || job.lost?.()) return lost(ctx, err);
+    try {
+      return result(await failRun(ctx, err));
+    } catch (again) {
+      if (again instanceof LockLostError) return lost(ctx, again);
+      throw again;
+    }
   }
 }
 
@@ -208,6 +228,7 @@ export async function runIncident(job: IncidentJob, deps: RunDeps): Promise<RunO
 async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
   const { state, job, deps } = ctx;
   for (;;) {
+    if (job.lost?.()) throw new LockLostError(`run ${state.runId}`);
     if (state.phase !== 'done') {
       const cancelled = ctx.looked ? state.cancelled : await cancelRequested(ctx);
       ctx.looked = false;

@@ -20,6 +20,8 @@ export type Incomplete = { kind: 'stall' | 'timeout' | 'failure' | 'budget'; rea
  * event announcing it always points at an entry that exists.
  */
 export async function endIncomplete(run: TaskRun, why: Incomplete): Promise<TaskResult> {
+  // A worker that lost the task reports nothing: its next owner goes on with it.
+  await run.deps.stillOwned?.();
   if (why.kind === 'cancelled') return run.finish(cancelledResult(run));
   if (why.kind === 'failure') return run.finish(await failedResult(run, why.reason));
   return run.finish(await stalledResult(run, why.kind, why.reason));

@@ -74,6 +74,12 @@ export interface TaskAgentDeps {
    * INCOMPLETE report — not before model calls.
    */
   isCancelled?: (taskId: string, runId: string) => Promise<boolean>;
+  /**
+   * Throws `LockLostError` when this worker no longer holds the task's job (its lock went to
+   * another process). Asked before an INCOMPLETE report, whose dead letter and event come before
+   * its (fenced) save. Default: always held.
+   */
+  stillOwned?: () => Promise<void>;
   /** Tool policy; default: the spec's patterns and mode, every tool `allow`. */
   policy?: TaskPolicy;
   /** Where approvals live; required when a tool is `ask`. */

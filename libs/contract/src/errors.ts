@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'non_deterministic'
   | 'script_host_failure'
   | 'over_budget'
+  | 'lock_lost'
   // Operators' requests (approvals, run control, HTTP).
   | 'not_found'
   | 'already_decided'
@@ -79,6 +80,19 @@ export class BosunError extends Error {
     this.name = 'BosunError';
     this.code = code;
     this.data = options?.data;
+  }
+}
+
+/**
+ * A worker no longer holds the job it works on: its BullMQ lock expired (the process was cut off
+ * from Redis, or too busy to renew it) and the job went, or will go, to its next owner. The
+ * worker must stop before its next effect and write nothing more for the job: a fenced write
+ * refused, or BullMQ's renewal failure, tells it so.
+ */
+export class LockLostError extends BosunError {
+  constructor(what: string, options?: { cause?: unknown; data?: Record<string, unknown> }) {
+    super('lock_lost', `${what}: this worker no longer holds its lock (the job passes to its next owner)`, options);
+    this.name = 'LockLostError';
   }
 }
 

@@ -55,9 +55,21 @@ export {
   ToolCallResolution,
   ToolCallRecord,
   resolvedResult,
+  toolCallDigest,
+  TOOL_CALL_LEASE_MS,
+  TOOL_CALL_LEASE_RENEW_MS,
 } from './tool-record.js';
 export type { ToolCallStateOrNone, ToolCallActor, ToolCallTransition } from './tool-record.js';
-export { BosunError, InvalidInputError, BadStoredValueError, describeIssues, parseWith, parseStored, parseStoredJson } from './errors.js';
+export {
+  BosunError,
+  LockLostError,
+  InvalidInputError,
+  BadStoredValueError,
+  describeIssues,
+  parseWith,
+  parseStored,
+  parseStoredJson,
+} from './errors.js';
 export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
 export type { AuditEntry } from './audit.js';
 export type { ErrorCode } from './errors.js';

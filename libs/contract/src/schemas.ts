@@ -224,6 +224,22 @@ export const ToolCallJob = z.object({
   args: z.record(z.string(), jsonValue),
   /** For a tool that needs approval: the approval that covers this exact call. */
   approvalId: z.string().optional(),
+  /**
+   * The task lock the calling specialist holds: its task job's id and BullMQ lock token. The
+   * gateway refuses the call, running nothing, when that job's lock is no longer this token (a
+   * stale owner: the task went to another process). Absent for calls made outside a task job (the
+   * MCP face, `bosun ack --retry`). Additive in v1.
+   */
+  taskLock: z
+    .object({
+      taskId: z
+        .string()
+        .min(1)
+        .max(256)
+        .regex(/^[^:\s]+$/, 'a job id without colons or spaces'),
+      token: z.string().min(1).max(256),
+    })
+    .optional(),
   ...traceFields,
 });
 export type ToolCallJob = z.infer<typeof ToolCallJob>;

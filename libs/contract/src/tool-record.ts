@@ -3,9 +3,11 @@
  * states it goes through. A stored format (a Redis hash); the code that changes it is
  * `libs/transport/src/tool-records.ts`, used by the gateway and by `bosun ack`.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ToolCallJob, ToolCallResult } from './schemas.js';
 import { flag, jsonText } from './hash-fields.js';
+import { callFingerprint } from './ids.js';
 
 /**
  * The Redis key of the record of one call: `<prefix>:toolcall:<key>`, a hash of the fields of
@@ -17,6 +19,27 @@ export function toolCallRecordKey(prefix: string, key: string): string {
 
 /** How long a record is kept after it was last claimed or finished: 7 days. */
 export const TOOL_CALL_RECORD_TTL_SECONDS = 7 * 24 * 3600;
+
+/**
+ * How long a claim holds a mutating call for the gateway running it, renewed while it runs
+ * ({@link TOOL_CALL_LEASE_RENEW_MS}): an attempt that finds the call `inflight` under a live
+ * lease waits for its outcome instead of declaring it in doubt.
+ */
+export const TOOL_CALL_LEASE_MS = 6_000;
+
+/** How often the gateway running a call renews its lease: three renewals fit in one lease. */
+export const TOOL_CALL_LEASE_RENEW_MS = 2_000;
+
+/**
+ * The digest a record keeps of the call it was claimed for: sha256 (hex) of its key, tool and
+ * arguments as canonical JSON (the real ones, secrets included: only the digest is stored, salted
+ * with the key). A later call under the same key with another tool or other arguments is refused.
+ */
+export function toolCallDigest(key: string, tool: string, args: unknown): string {
+  return createHash('sha256')
+    .update(`${key}\n${callFingerprint(tool, args)}`)
+    .digest('hex');
+}
 
 /**
  * The states of a record:
@@ -59,6 +82,18 @@ export const TOOL_CALL_TRANSITIONS: readonly ToolCallTransition[] = [
   { from: 'in-doubt', to: 'done', by: 'operator', when: '`bosun ack --done` (it took effect) or `--skip` (treat it as not executed)' },
   { from: 'in-doubt', to: 'retry', by: 'operator', when: '`bosun ack --retry`' },
   { from: 'retry', to: 'in-doubt', by: 'operator', when: '`bosun ack --retry` could not add the retry job' },
+  {
+    from: 'in-doubt',
+    to: 'done',
+    by: 'gateway',
+    when: 'the gateway that ran the call records its outcome after another declared it in doubt ("in doubt, later seen done")',
+  },
+  {
+    from: 'retry',
+    to: 'done',
+    by: 'gateway',
+    when: "the gateway that ran the call records its outcome before the operator's retry is claimed",
+  },
 ];
 
 /** The transition from `from` to `to`, or undefined when the record may not change so. */
@@ -100,6 +135,18 @@ export const ToolCallRecord = z.object({
   result: jsonText(ToolCallResult).optional(),
   /** The operator's resolution (JSON), once resolved. */
   resolution: jsonText(ToolCallResolution).optional(),
+  /** {@link toolCallDigest} of the call it was claimed for (absent in records of earlier versions). */
+  digest: z.string().optional(),
+  /** The claim's token: which attempt of which gateway runs the call; only it records the outcome. */
+  owner: z.string().optional(),
+  /** Until when (epoch ms, Redis's clock) the owner holds the running call; renewed while it runs. */
+  leaseUntil: z.coerce.number().optional(),
+  /** ISO time the call was declared in doubt; kept when its outcome is seen later. */
+  inDoubtAt: z.string().optional(),
+  /** ISO time the outcome of a call declared in doubt was recorded after all ("in doubt, later seen done"). */
+  seenDoneAt: z.string().optional(),
+  /** An outcome that arrived after an operator had already resolved the call (JSON); the operator's result stays. */
+  lateResult: jsonText(ToolCallResult).optional(),
 });
 export type ToolCallRecord = z.output<typeof ToolCallRecord>;
 

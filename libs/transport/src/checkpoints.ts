@@ -1,7 +1,23 @@
 import { createHash } from 'node:crypto';
 import type { RedisClient } from './connections.js';
-import { BosunError } from '@bosun/contract';
+import { BosunError, LockLostError } from '@bosun/contract';
 import { keys } from './keys.js';
+
+/**
+ * The lock a checkpoint's writer must still hold for its write to land: the Redis key of its
+ * BullMQ job lock and the token it was given with the job. A worker that lost the job (its lock
+ * expired while it was cut off) cannot overwrite the state of the job's next owner.
+ */
+export interface CheckpointFence {
+  key: string;
+  token: string;
+}
+
+/** Options of {@link CheckpointStore.save}. */
+export interface SaveOptions {
+  /** Write only while this lock holds this token; else nothing is written and `LockLostError` is thrown. */
+  fence?: CheckpointFence | undefined;
+}
 
 /**
  * Where agents keep their state between steps. A checkpoint is a JSON document; the caller
@@ -10,7 +26,8 @@ import { keys } from './keys.js';
 export interface CheckpointStore {
   /** The raw document, or null when there is none. */
   load(id: string): Promise<unknown>;
-  save(id: string, value: unknown): Promise<void>;
+  /** Writes the document; with a `fence`, only while the writer holds its job's lock (else throws `LockLostError`). */
+  save(id: string, value: unknown, options?: SaveOptions): Promise<void>;
   delete(id: string): Promise<void>;
 }
 
@@ -51,6 +68,18 @@ if rev ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 return 1
 `;
+
+/** SET KEYS[1] (ARGV[1], expiring in ARGV[2] s) only while KEYS[2] holds ARGV[3]: 1, else 0 (nothing written). */
+const SAVE_FENCED = `
+if redis.call('GET', KEYS[2]) ~= ARGV[3] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+`;
+
+/** The error of a fenced write whose writer no longer holds its lock. */
+function fenceLost(id: string, fence: CheckpointFence): LockLostError {
+  return new LockLostError(`checkpoint ${id} was not written`, { data: { id, lock: fence.key } });
+}
 
 /** A checkpoint that is not JSON. */
 export class CorruptCheckpointError extends BosunError {
@@ -94,8 +123,22 @@ export class RedisCheckpointStore implements RevisedCheckpointStore {
     }
   }
 
-  async save(id: string, value: unknown): Promise<void> {
-    await this.redis.set(keys.checkpoint(this.prefix, id), JSON.stringify(value), 'EX', this.ttl);
+  async save(id: string, value: unknown, options: SaveOptions = {}): Promise<void> {
+    const { fence } = options;
+    if (!fence) {
+      await this.redis.set(keys.checkpoint(this.prefix, id), JSON.stringify(value), 'EX', this.ttl);
+      return;
+    }
+    const saved = await this.redis.eval(
+      SAVE_FENCED,
+      2,
+      keys.checkpoint(this.prefix, id),
+      fence.key,
+      JSON.stringify(value),
+      this.ttl,
+      fence.token,
+    );
+    if (saved !== 1) throw fenceLost(id, fence);
   }
 
   async saveIfRevision(id: string, value: unknown, revision: string | null): Promise<string | undefined> {
@@ -121,6 +164,8 @@ function settled<T>(f: () => T): Promise<T> {
 /** Checkpoints in a Map (unit tests). Values are copied through JSON, as RedisClient would. */
 export class MemoryCheckpointStore implements RevisedCheckpointStore {
   readonly data = new Map<string, string>();
+  /** Job locks by key, as a fenced {@link save} checks them (tests set and take them). */
+  readonly locks = new Map<string, string>();
 
   load(id: string): Promise<unknown> {
     return settled(() => {
@@ -136,8 +181,12 @@ export class MemoryCheckpointStore implements RevisedCheckpointStore {
     });
   }
 
-  save(id: string, value: unknown): Promise<void> {
-    return settled(() => void this.data.set(id, JSON.stringify(value)));
+  save(id: string, value: unknown, options: SaveOptions = {}): Promise<void> {
+    return settled(() => {
+      const { fence } = options;
+      if (fence && this.locks.get(fence.key) !== fence.token) throw fenceLost(id, fence);
+      this.data.set(id, JSON.stringify(value));
+    });
   }
 
   saveIfRevision(id: string, value: unknown, revision: string | null): Promise<string | undefined> {

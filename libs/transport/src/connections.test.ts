@@ -7,6 +7,8 @@ import { AuthorizationError, nkeys } from '@nats-io/transport-node';
 import { readNatsSettings, readRedisSettings } from '@bosun/config';
 import { makeCertificates, type TestCertificates } from '../../../test/helpers/tls.js';
 import {
+  DEAD_LINK,
+  DEAD_LINK,
   ConnectionSettingsError,
   createRedis,
   natsConnectOptions,
@@ -70,6 +72,21 @@ describe('the environment → Redis client options', () => {
       { host: 'r2', port: 7001 },
     ]);
     expect(o.options.redisOptions).toMatchObject({ password: 'pw-2', tls: { ca: pem(certs.ca) }, maxRetriesPerRequest: null });
+  });
+
+  it('finds a dead link in seconds on every connection: a socket timeout above the longest blocking command, TCP keep-alive, NATS pings', () => {
+    const plain = redisClientOptions(readRedisSettings({}));
+    const cluster = redisClientOptions(readRedisSettings({ REDIS_URL: 'redis://r1:7000,redis://r2:7001' }));
+    const dead = { socketTimeout: DEAD_LINK.socketTimeoutMs, keepAlive: DEAD_LINK.keepAliveMs };
+    expect(plain.options).toMatchObject(dead);
+    expect(cluster.cluster && cluster.options.redisOptions).toMatchObject(dead);
+    // Longer than BullMQ's longest block (10 s) with room for a slow link; short enough for 15 s.
+    expect(DEAD_LINK.socketTimeoutMs).toBeGreaterThan(11_000);
+    expect(DEAD_LINK.socketTimeoutMs).toBeLessThanOrEqual(15_000);
+    const nats = natsConnectOptions(readNatsSettings({}));
+    expect(nats).toMatchObject({ pingInterval: DEAD_LINK.natsPingIntervalMs, maxPingOut: DEAD_LINK.natsMaxPingOut });
+    // Stale at the ping after maxPingOut unanswered ones.
+    expect(DEAD_LINK.natsPingIntervalMs * (DEAD_LINK.natsMaxPingOut + 1)).toBeLessThanOrEqual(15_000);
   });
 
   it('the clients createRedis opens, and the duplicates BullMQ makes of them, carry it all', () => {

@@ -16,6 +16,32 @@ import { BosunError } from '@bosun/contract';
 /** A Redis connection: one server, or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
 
+/**
+ * How a dead link is found (docs/configuration.md, "Dead connections"): a link that stops
+ * answering without closing — a dead node, a dropped NAT entry, a blackhole — must be noticed
+ * within 15 s and handled like a reset (the connection is torn down, and the client reconnects
+ * and carries on).
+ *
+ * - Redis: a socket that has commands waiting and receives nothing for `socketTimeoutMs` is
+ *   destroyed; ioredis then reconnects and sends the unanswered commands again. It must outlast
+ *   the longest blocking command, which has its reply at most 10 s in (BullMQ caps a worker's
+ *   BZPOPMIN at 10 s, and QueueEvents' XREAD BLOCK defaults to 10 s). Not `commandTimeout`: that
+ *   fails the command but keeps the dead socket (every later command fails too), fires on the
+ *   blocking commands BullMQ's workers wait in, and fails commands that are only waiting for
+ *   Redis to come back from a restart, which Bosun lets wait.
+ * - Redis, idle sockets: TCP keep-alive from `keepAliveMs` of silence (the kernel's probes then
+ *   close a dead one).
+ * - NATS: a ping every `natsPingIntervalMs`; a connection with `natsMaxPingOut` pings
+ *   unanswered at the next one is stale, and the client reconnects. Pings run on idle
+ *   connections too.
+ */
+export const DEAD_LINK = {
+  socketTimeoutMs: 12_000,
+  keepAliveMs: 5_000,
+  natsPingIntervalMs: 4_000,
+  natsMaxPingOut: 2,
+} as const;
+
 /** Options of {@link createRedis}. */
 export interface CreateRedisOptions {
   /** The client name Redis shows in `CLIENT LIST`. */
@@ -44,6 +70,9 @@ export function redisClientOptions(settings: RedisSettings, options: CreateRedis
     // What BullMQ workers require: commands wait across a Redis restart instead of failing.
     maxRetriesPerRequest: null,
     enableReadyCheck: true,
+    // A link that stops answering is found in seconds and handled like a reset (DEAD_LINK).
+    socketTimeout: DEAD_LINK.socketTimeoutMs,
+    keepAlive: DEAD_LINK.keepAliveMs,
     connectionName: options.name,
     ...(settings.username !== undefined ? { username: settings.username } : {}),
     ...(settings.password !== undefined ? { password: settings.password.reveal() } : {}),
@@ -302,6 +331,9 @@ export function natsConnectOptions(settings: NatsSettings, options: { name?: str
     maxReconnectAttempts: -1,
     reconnectTimeWait: 500,
     timeout: 5_000,
+    // A server that stops answering is taken for gone within about 12 s (DEAD_LINK), not minutes.
+    pingInterval: DEAD_LINK.natsPingIntervalMs,
+    maxPingOut: DEAD_LINK.natsMaxPingOut,
     // Every JetStream publish is a request; async traces would build two Error objects
     // (stack capture included) per event for context we never show.
     noAsyncTraces: true,

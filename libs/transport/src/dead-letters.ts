@@ -81,6 +81,19 @@ export class DeadLetters {
     return entry;
   }
 
+  /**
+   * Adds `resolution` to the in-doubt dead letter of call `key` (`in-doubt-<key>`) unless it has
+   * one: the gateway's note that the call's outcome was recorded after all ("in doubt, later
+   * seen done"). False when there is no such entry, or it already has a resolution.
+   */
+  async resolveInDoubt(key: string, resolution: { action: string; by: string; at: string }): Promise<boolean> {
+    const job = await this.queue.getJob(`in-doubt-${key}`);
+    const data = job?.data as Partial<DeadLetter> | undefined;
+    if (!job || !data || data.resolution) return false;
+    await job.updateData({ ...data, resolution });
+    return true;
+  }
+
   /** Degraded-result counters: `<agent>:<kind>` → count. */
   async counters(): Promise<Record<string, number>> {
     const raw = await this.redis.hgetall(keys.degraded(this.prefix));

@@ -9,6 +9,7 @@ export {
   redisSettingsFailure,
   natsSettingsFailure,
   ConnectionSettingsError,
+  DEAD_LINK,
 } from './connections.js';
 export type { RedisClient, CreateRedisOptions, RedisClientOptions } from './connections.js';
 export { ensureRunsStream, deleteRunsStream } from './stream.js';
@@ -17,7 +18,14 @@ export { keys } from './keys.js';
 export { EventPublisher, MemoryEventSink, DEFAULT_MAX_PAYLOAD, EVENT_HEADER_ROOM, EVENT_DATA_DEPTH, encodeEvent } from './events.js';
 export type { EventSink, EmitInput, EventStats, EventPublisherOptions } from './events.js';
 export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } from './checkpoints.js';
-export type { CheckpointStore, CheckpointRead, RevisedCheckpointStore, RedisCheckpointStoreOptions } from './checkpoints.js';
+export type {
+  CheckpointStore,
+  CheckpointRead,
+  CheckpointFence,
+  SaveOptions,
+  RevisedCheckpointStore,
+  RedisCheckpointStoreOptions,
+} from './checkpoints.js';
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
 export { QueueToolClient, toolOutcome } from './tools.js';
@@ -68,6 +76,8 @@ export { Router } from './http/router.js';
 export type { RouteContext, RouteHandler, RouteMethod, NotFoundHandler } from './http/router.js';
 export { DeliveryQueue, deliveryIncident, deliveryJobOptions } from './deliveries.js';
 export { BosunMetrics, metrics } from './metrics.js';
+export { watchWorkerLocks, isLockError } from './worker-locks.js';
+export type { WorkerLocks, WorkerLocksOptions, LockErrorKind } from './worker-locks.js';
 export type { ClusterProbe, ClusterSnapshot, ToolOutcome } from './metrics.js';
 export { redisClusterProbe } from './metrics-probe.js';
 export type { RedisClusterProbe } from './metrics-probe.js';

@@ -98,6 +98,11 @@ export class BosunMetrics {
   readonly deadLetters = this.counter('bosun_dead_letters_total', 'Dead letters written.', ['kind']);
   readonly events = this.counter('bosun_events_total', 'Run events emitted, by type.', ['type']);
   readonly eventsDropped = this.counter('bosun_events_dropped_total', 'Events dropped (NATS away too long, or never acknowledged).', []);
+  readonly lockErrors = this.counter(
+    'bosun_worker_lock_errors_total',
+    'Job locks a worker lost, by queue and how it learnt it: renewal (BullMQ could not renew the lock), fenced (a lock-checked write was refused), finish (BullMQ could not complete or fail the job under its lock).',
+    ['queue', 'kind'],
+  );
   /** Failed reads of the cluster: exported with the cluster's gauges, by the process that reads them. */
   readonly probeErrors = new Counter({
     name: 'bosun_metrics_probe_errors_total',

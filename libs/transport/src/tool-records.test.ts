@@ -1,5 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidInputError, TOOL_CALL_RECORD_TTL_SECONDS, TOOL_CALL_TRANSITIONS, type ToolCallResult } from '@bosun/contract';
+import {
+  InvalidInputError,
+  TOOL_CALL_LEASE_MS,
+  TOOL_CALL_RECORD_TTL_SECONDS,
+  TOOL_CALL_TRANSITIONS,
+  toolCallDigest,
+  type ToolCallResult,
+} from '@bosun/contract';
 import { openContext, type TestContext } from '../../../test/helpers/context.js';
 
 import { keys } from './keys.js';
@@ -14,9 +21,17 @@ let records: ToolCallRecords;
 const AT = new Date('2026-01-01T00:00:00.000Z');
 const BY = { by: 'alice', at: AT.toISOString() };
 
-function claimOf(key: string, readOnly = false): ToolCallClaim {
+/** A claim of `key` by attempt `owner` (default `g1`), of the call `restart_pod {pod: p1}` unless `args` says otherwise. */
+function claimOf(
+  key: string,
+  readOnly = false,
+  owner = 'g1',
+  args: Record<string, unknown> = { pod: 'p1', password: 'hunter2' },
+): ToolCallClaim {
   return {
     key,
+    digest: toolCallDigest(key, 'demo__restart_pod', args),
+    owner,
     tool: 'demo__restart_pod',
     shownArgs: { pod: 'p1', password: '[redacted]' },
     argsRedacted: true,
@@ -47,7 +62,12 @@ afterAll(async () => {
 describe('ToolCallRecords.claim', () => {
   it('claims a new call: inflight, with its fields and a 7-day expiry', async () => {
     expect(await records.claim(claimOf('c-new'), AT)).toEqual({ claimed: true });
-    expect(await ctx.redis.hgetall(records.key('c-new'))).toEqual({
+    const { leaseUntil, ...hash } = await ctx.redis.hgetall(records.key('c-new'));
+    // The lease runs on Redis's clock, from the claim.
+    const [seconds] = await ctx.redis.time();
+    expect(Number(leaseUntil) - Number(seconds) * 1000).toBeGreaterThan(TOOL_CALL_LEASE_MS - 2_000);
+    expect(Number(leaseUntil) - Number(seconds) * 1000).toBeLessThanOrEqual(TOOL_CALL_LEASE_MS + 1_000);
+    expect(hash).toEqual({
       state: 'inflight',
       tool: 'demo__restart_pod',
       args: JSON.stringify({ pod: 'p1', password: '[redacted]' }),
@@ -58,6 +78,8 @@ describe('ToolCallRecords.claim', () => {
       readOnly: 'false',
       approvalId: 'ap-1',
       argsRedacted: 'true',
+      digest: toolCallDigest('c-new', 'demo__restart_pod', { pod: 'p1', password: 'hunter2' }),
+      owner: 'g1',
     });
     const ttl = await ctx.redis.ttl(records.key('c-new'));
     expect(ttl).toBeGreaterThan(TOOL_CALL_RECORD_TTL_SECONDS - 60);
@@ -66,16 +88,57 @@ describe('ToolCallRecords.claim', () => {
 
   it('does not claim a mutating call in flight or in doubt, and claims a read-only one in flight and one to retry', async () => {
     await records.claim(claimOf('c-rw'));
-    expect(await records.claim(claimOf('c-rw'))).toEqual({ claimed: false, state: 'inflight' });
+    // Another attempt finds it under a live lease (it waits); once the lease has run out, in flight.
+    expect(await records.claim(claimOf('c-rw', false, 'g2'))).toMatchObject({ claimed: false, state: 'leased' });
+    await ctx.redis.hset(records.key('c-rw'), 'leaseUntil', '1');
+    expect(await records.claim(claimOf('c-rw', false, 'g2'))).toEqual({ claimed: false, state: 'inflight' });
     await setState('c-doubt', 'in-doubt');
     expect(await records.claim(claimOf('c-doubt'))).toEqual({ claimed: false, state: 'in-doubt' });
     expect(await stateOf('c-doubt')).toBe('in-doubt');
 
     await records.claim(claimOf('c-ro', true));
-    expect(await records.claim(claimOf('c-ro', true))).toEqual({ claimed: true });
+    expect(await records.claim(claimOf('c-ro', true, 'g2'))).toEqual({ claimed: true });
+    expect(await ctx.redis.hget(records.key('c-ro'), 'owner')).toBe('g2');
     await setState('c-retry', 'retry');
     expect(await records.claim(claimOf('c-retry'))).toEqual({ claimed: true });
     expect(await stateOf('c-retry')).toBe('inflight');
+  });
+
+  it("is this attempt's own claim again when the same command comes twice (a reply lost to a reset, the command re-sent)", async () => {
+    expect(await records.claim(claimOf('c-twice'))).toEqual({ claimed: true });
+    expect(await records.claim(claimOf('c-twice'))).toEqual({ claimed: true });
+    expect(await records.claim(claimOf('c-twice', false, 'g2'))).toMatchObject({ claimed: false, state: 'leased' });
+  });
+
+  it('refuses a call of another tool or with other arguments under a recorded key, in every state', async () => {
+    await records.claim(claimOf('c-mm'));
+    const other = { ...claimOf('c-mm', false, 'g2'), digest: toolCallDigest('c-mm', 'demo__rollback_deployment', { pod: 'p1' }) };
+    expect(await records.claim(other)).toEqual({ claimed: false, state: 'mismatch', recordedTool: 'demo__restart_pod' });
+    await records.recordDone(okResult('c-mm'), 'g1');
+    // Another call's result is never handed out under its key.
+    expect(await records.claim(claimOf('c-mm', false, 'g3', { pod: 'p2' }))).toEqual({
+      claimed: false,
+      state: 'mismatch',
+      recordedTool: 'demo__restart_pod',
+    });
+    expect(await records.claim(claimOf('c-mm', true, 'g3', { pod: 'p2' }))).toMatchObject({ state: 'mismatch' });
+    // A record of an earlier version (no digest) is answered as before.
+    await ctx.redis.hdel(records.key('c-mm'), 'digest');
+    expect(await records.claim(claimOf('c-mm', false, 'g3', { pod: 'p2' }))).toMatchObject({ state: 'done' });
+  });
+
+  it('refuses a caller whose task lock is not its own (a stale owner), whatever the record says, and writes nothing', async () => {
+    const lockKey = `${ctx.prefix}:specialist-k:t1:lock`;
+    await ctx.redis.set(lockKey, 'new-owner');
+    expect(await records.claim({ ...claimOf('c-stale'), lock: { key: lockKey, token: 'old-owner' } })).toEqual({
+      claimed: false,
+      state: 'stale',
+    });
+    expect(await ctx.redis.exists(records.key('c-stale'))).toBe(0);
+    await ctx.redis.del(lockKey);
+    expect(await records.claim({ ...claimOf('c-stale'), lock: { key: lockKey, token: 'old-owner' } })).toMatchObject({ state: 'stale' });
+    await ctx.redis.set(lockKey, 'new-owner');
+    expect(await records.claim({ ...claimOf('c-stale'), lock: { key: lockKey, token: 'new-owner' } })).toEqual({ claimed: true });
   });
 
   it('answers a done call with its recorded result, read-only or not', async () => {
@@ -99,11 +162,67 @@ describe('ToolCallRecords.claim', () => {
 describe("the gateway's outcome writes", () => {
   it('recordDone: inflight → done with the result; markInDoubt: inflight → in-doubt', async () => {
     await records.claim(claimOf('o-done'));
-    await records.recordDone(okResult('o-done'));
+    expect(await records.recordDone(okResult('o-done'), 'g1')).toBe('done');
     expect(await records.read('o-done')).toMatchObject({ state: 'done', result: okResult('o-done') });
     await records.claim(claimOf('o-doubt'));
-    await records.markInDoubt('o-doubt');
-    expect(await stateOf('o-doubt')).toBe('in-doubt');
+    expect(await records.markInDoubt('o-doubt', { owner: 'g1' })).toEqual({ kind: 'marked' });
+    expect(await records.markInDoubt('o-doubt', { owner: 'g1' })).toEqual({ kind: 'already' });
+    expect(await records.read('o-doubt')).toMatchObject({ state: 'in-doubt', inDoubtAt: expect.any(String) });
+  });
+
+  it('renews the lease only for its owner while the call is in flight; another may declare it in doubt only once it ran out', async () => {
+    await records.claim(claimOf('o-lease'));
+    await ctx.redis.hset(records.key('o-lease'), 'leaseUntil', '1');
+    expect(await records.renewLease('o-lease', 'g2')).toBe(false);
+    expect(await records.renewLease('o-lease', 'g1')).toBe(true);
+    expect(await records.markInDoubt('o-lease', { lapsed: true })).toMatchObject({ kind: 'leased' });
+    expect(await records.markInDoubt('o-lease', { owner: 'g2' })).toEqual({ kind: 'other', state: 'not-owner' });
+    await ctx.redis.hset(records.key('o-lease'), 'leaseUntil', '1');
+    expect(await records.markInDoubt('o-lease', { lapsed: true })).toEqual({ kind: 'marked' });
+    expect(await records.renewLease('o-lease', 'g1')).toBe(false);
+  });
+
+  it('in doubt, later seen done: the real outcome is recorded beside the declaration, and the index lets go of it in the same write', async () => {
+    const indexed = async () => (await ctx.redis.zrange(keys.inDoubt(ctx.prefix), 0, -1)).includes('o-seen');
+    await records.claim(claimOf('o-seen'));
+    await ctx.redis.hset(records.key('o-seen'), 'leaseUntil', '1');
+    await records.markInDoubt('o-seen', { lapsed: true });
+    expect(await indexed()).toBe(true);
+    expect(await records.recordDone(okResult('o-seen'), 'g1')).toBe('seen-done');
+    expect(await records.read('o-seen')).toMatchObject({
+      state: 'done',
+      result: okResult('o-seen'),
+      inDoubtAt: expect.any(String),
+      seenDoneAt: expect.any(String),
+    });
+    expect(await indexed()).toBe(false);
+    // Another attempt now gets the real result.
+    expect(await records.claim(claimOf('o-seen', false, 'g2'))).toMatchObject({ state: 'done', result: okResult('o-seen') });
+    // An operator acknowledges it once; the result stays.
+    expect(await records.acknowledgeSeenDone('o-seen', { action: 'done', ...BY })).toEqual({ changed: true, was: 'done' });
+    expect(await records.acknowledgeSeenDone('o-seen', { action: 'done', ...BY })).toEqual({ changed: false, was: 'done' });
+    expect((await records.read('o-seen'))?.result).toEqual(okResult('o-seen'));
+  });
+
+  it('keeps a late outcome beside an operator resolution, and drops the write of an attempt that no longer owns the call', async () => {
+    await records.claim(claimOf('o-late'));
+    await records.markInDoubt('o-late', { owner: 'g1' });
+    const resolved = await records.resolve('o-late', { action: 'skip', ...BY }, 'demo__restart_pod');
+    expect(await records.recordDone(okResult('o-late'), 'g1')).toBe('late');
+    expect(await records.read('o-late')).toMatchObject({ result: resolved.result, lateResult: okResult('o-late') });
+
+    await records.claim(claimOf('o-owner', true, 'g1'));
+    await records.claim(claimOf('o-owner', true, 'g2'));
+    expect(await records.recordDone({ ...okResult('o-owner'), text: 'from g1' }, 'g1')).toBe('not-owner');
+    expect(await records.recordDone({ ...okResult('o-owner'), text: 'from g2' }, 'g2')).toBe('done');
+    expect((await records.read('o-owner'))?.result?.text).toBe('from g2');
+  });
+
+  it('frees a key its owner claimed and never sent, and no other', async () => {
+    await records.claim(claimOf('o-free'));
+    expect(await records.abandonClaim('o-free', 'g2')).toBe(false);
+    expect(await records.abandonClaim('o-free', 'g1')).toBe(true);
+    expect(await ctx.redis.exists(records.key('o-free'))).toBe(0);
   });
 });
 
@@ -181,8 +300,8 @@ describe('the index of calls in doubt (the in-doubt gauge)', () => {
     const indexed = async () => (await ctx.redis.zrange(keys.inDoubt(ctx.prefix), 0, -1)).filter((k) => k.startsWith('ix-'));
     await records.claim(claimOf('ix-1'), AT);
     await records.claim(claimOf('ix-2'), AT);
-    await records.markInDoubt('ix-1');
-    await records.markInDoubt('ix-2');
+    await records.markInDoubt('ix-1', { owner: 'g1' });
+    await records.markInDoubt('ix-2', { owner: 'g1' });
     expect((await indexed()).sort()).toEqual(['ix-1', 'ix-2']);
     await records.resolve('ix-1', { action: 'done', ...BY }, 'demo__restart_pod');
     expect(await indexed()).toEqual(['ix-2']);

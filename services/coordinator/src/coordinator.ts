@@ -1,5 +1,5 @@
-import { UnrecoverableError, WaitingChildrenError, type Job } from 'bullmq';
-import { Incident, TimerJob, type RunResult } from '@bosun/contract';
+import { UnrecoverableError, WaitingChildrenError, WaitingError, type Job } from 'bullmq';
+import { Incident, LockLostError, TimerJob, type RunResult } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
@@ -29,6 +29,8 @@ export interface CoordinatorDeps {
   log: Logger;
   /** Where approvals live: a cancelled run denies the approvals its tasks wait for. Optional. */
   approvals?: Pick<ApprovalStore, 'decide'>;
+  /** Told when a run's pass finds it lost the incident job's lock (counted and logged once per burst: `watchWorkerLocks`). */
+  onLockLost?: (jobId: string) => void;
 }
 
 /**
@@ -44,8 +46,10 @@ export class Coordinator {
   /** Where a finished run's answer is queued for its sinks (`delivery` in the config); none without it. */
   private readonly deliveries: DeliveryQueue | undefined;
   private readonly traceNotes: TraceNotes;
+  private readonly onLockLost: ((jobId: string) => void) | undefined;
 
   constructor(deps: CoordinatorDeps) {
+    this.onLockLost = deps.onLockLost;
     const queues = { redis: deps.redis, prefix: deps.prefix };
     this.jobs = new BullRunJobs(queues);
     this.timers = new BullRunTimers(queues);
@@ -73,13 +77,27 @@ export class Coordinator {
    * for good, with its dead letter; a parked run waits for its children; a retryable model error
    * is thrown for BullMQ to retry.
    */
-  async process(job: Job, token: string | undefined): Promise<RunResult> {
-    return inRunSpan(this.traceNotes, job, () => this.pass(job, token));
+  async process(job: Job, token: string | undefined, signal?: AbortSignal): Promise<RunResult> {
+    return inRunSpan(this.traceNotes, job, () => this.pass(job, token, signal));
   }
 
-  /** One pass of the run loop over the incident job. */
-  private async pass(job: Job, token: string | undefined): Promise<RunResult> {
-    const outcome = await runIncident(this.jobs.incidentJob(job, token), this.run);
+  /**
+   * One pass of the run loop over the incident job. A run whose lock this process lost is given
+   * up (BullMQ leaves a job ended with `WaitingError` alone): its next owner resumes it from its
+   * checkpoint, collects its children and answers; this one answers nothing.
+   */
+  private async pass(job: Job, token: string | undefined, signal: AbortSignal | undefined): Promise<RunResult> {
+    let outcome: Awaited<ReturnType<typeof runIncident>>;
+    try {
+      outcome = await runIncident(this.jobs.incidentJob(job, token, signal), this.run);
+    } catch (err) {
+      if (!(err instanceof LockLostError || signal?.aborted)) throw err;
+      outcome = { kind: 'lost', reason: (err as Error).message };
+    }
+    if (outcome.kind === 'lost') {
+      this.onLockLost?.(String(job.id));
+      throw new WaitingError();
+    }
     if (outcome.kind === 'parked') throw new WaitingChildrenError();
     if (outcome.kind === 'rejected') throw new UnrecoverableError(outcome.reason);
     // Queued before the job completes: a crash in between runs this again from the checkpoint,

@@ -22,7 +22,9 @@ import {
   openRuntime,
   redisClusterProbe,
   runService,
+  watchWorkerLocks,
   type Runtime,
+  type WorkerLocks,
 } from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
@@ -65,8 +67,11 @@ runService({
     const rt = await openRuntime(env, { service: 'coordinator', log });
     // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
-    const { coordinator, modelName } = newCoordinator(config, env, rt, approvals);
-    const worker = new Worker(INCIDENTS_QUEUE, (job, token) => coordinator.process(job, token), {
+    // Set once the worker exists; a run cannot lose a lock before that.
+    const watch: { locks?: WorkerLocks } = {};
+    const { coordinator, modelName } = newCoordinator(config, env, rt, { approvals, onLockLost: (jobId) => watch.locks?.lost(jobId) });
+    // Three parameters: BullMQ then hands the processor the signal it aborts when the lock is lost.
+    const worker = new Worker(INCIDENTS_QUEUE, (job, token, signal) => coordinator.process(job, token, signal), {
       connection: rt.redis,
       prefix: env.prefix,
       name: `coordinator-${hostname()}-${process.pid}`,
@@ -75,7 +80,11 @@ runService({
       stalledInterval: config.workers.stalledIntervalMs,
       maxStalledCount: config.workers.maxStalledCount,
     });
-    worker.on('error', (err) => log.error({ err }, 'incidents worker error'));
+    const locks = (watch.locks = watchWorkerLocks(worker, {
+      queue: INCIDENTS_QUEUE,
+      log,
+      onError: (err) => log.error({ err }, 'incidents worker error'),
+    }));
     const timers = new Worker(COORDINATOR_TIMERS_QUEUE, (job) => coordinator.onTimer(job), {
       connection: rt.redis,
       prefix: env.prefix,
@@ -83,7 +92,11 @@ runService({
       lockDuration: config.workers.lockDurationMs,
       stalledInterval: config.workers.stalledIntervalMs,
     });
-    timers.on('error', (err) => log.error({ err }, 'timers worker error'));
+    const timerLocks = watchWorkerLocks(timers, {
+      queue: COORDINATOR_TIMERS_QUEUE,
+      log,
+      onError: (err) => log.error({ err }, 'timers worker error'),
+    });
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
     log.info({ mode: c.mode, model: modelName, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
     // The queue, approval and in-doubt gauges of /metrics: read by the coordinator only, so they
@@ -124,6 +137,8 @@ runService({
         await probe.close();
         await runs.close();
         await Promise.all([worker.close(), timers.close()]);
+        locks.close();
+        timerLocks.close();
         await coordinator.close();
         await approvals.close();
         await rt.close();
@@ -137,7 +152,7 @@ function newCoordinator(
   config: ClusterConfig,
   env: BosunEnv,
   rt: Runtime,
-  approvals: ApprovalStore,
+  with_: { approvals: ApprovalStore; onLockLost: (jobId: string) => void },
 ): { coordinator: Coordinator; modelName: string } {
   const c = config.coordinator;
   const resilient = buildModel({
@@ -158,7 +173,8 @@ function newCoordinator(
     checkpoints: rt.checkpoints,
     deadLetters: rt.deadLetters,
     log,
-    approvals,
+    approvals: with_.approvals,
+    onLockLost: with_.onLockLost,
   });
   return { coordinator, modelName: resilient.name };
 }

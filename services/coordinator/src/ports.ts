@@ -16,7 +16,8 @@ import {
   type TimerJob,
 } from '@bosun/contract';
 import type { CancelKeys, ChildState, ChildrenRead, IncidentJob, ParkedRun, RunChildren, RunJobs, RunTimers } from '@bosun/agent';
-import { SpanKind, inSpan, readRunCancellation, traceCarrier, type RedisClient } from '@bosun/transport';
+import { LockLostError } from '@bosun/contract';
+import { SpanKind, inSpan, isLockError, readRunCancellation, traceCarrier, type RedisClient } from '@bosun/transport';
 
 /** How long finished child and timer jobs are kept. */
 const KEEP_SECONDS = 7 * 24 * 3600;
@@ -89,8 +90,11 @@ export class BullRunJobs implements RunJobs {
     };
   }
 
-  /** The incident job being processed, with its lock's token (none: it cannot park). */
-  incidentJob(job: Job, token: string | undefined): IncidentJob {
+  /**
+   * The incident job being processed, with its lock's token (none: it cannot park) and the signal
+   * BullMQ aborts when the lock is lost.
+   */
+  incidentJob(job: Job, token: string | undefined, signal?: AbortSignal): IncidentJob {
     return {
       id: job.id,
       name: job.name,
@@ -101,8 +105,19 @@ export class BullRunJobs implements RunJobs {
       maxAttempts: job.opts.attempts ?? 1,
       parkable: token !== undefined,
       children: { ...this.childrenOf(job), read: () => readChildren(job) },
-      park: async () => (token ? job.moveToWaitingChildren(token) : false),
+      park: async () => {
+        if (!token) return false;
+        try {
+          return await job.moveToWaitingChildren(token);
+        } catch (err) {
+          // BullMQ refused the lock: another coordinator holds (or will hold) the run now.
+          if (isLockError(err)) throw new LockLostError(`run of incident job ${String(job.id)}`, { cause: err });
+          throw err;
+        }
+      },
       progress: (value) => job.updateProgress(value),
+      ...(token && job.id !== undefined ? { fence: { key: `${job.queueQualifiedName}:${job.id}:lock`, token } } : {}),
+      lost: () => signal?.aborted ?? false,
     };
   }
 

@@ -11,6 +11,7 @@ import {
   specialistConfig,
   taskBudget,
   type BosunEnv,
+  type ClusterConfig,
 } from '@bosun/config';
 import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
@@ -25,7 +26,10 @@ import {
   keys,
   openRuntime,
   runService,
+  watchWorkerLocks,
   type ServiceArgs,
+  type ToolClient,
+  type WorkerLocks,
 } from '@bosun/transport';
 import { startTracing } from '@bosun/otel';
 import { specialistProcessor } from './specialist.js';
@@ -102,69 +106,24 @@ runService({
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
     const workers: Worker[] = [];
+    const lockWatches: WorkerLocks[] = [];
     let draining = false;
     // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
     // the run), read in one round trip.
     const isCancelled = async (taskId: string, runId: string) =>
       (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null);
+    const shared: WorkerContext = { config, env, rt, tools, approvals, ledger, isCancelled, draining: () => draining };
     for (const name of names) {
-      const spec = specialistConfig(config, name)!;
-      const model = buildModel({
-        spec: spec.model,
-        config,
-        keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey, anthropic: env.anthropicApiKey },
-        fake: { plans: { [name]: spec.fakePlan } },
-        redis: rt.redis,
-        prefix: env.prefix,
-      });
-      const remote = spec.a2a ? remoteSpecialist(name, spec, { rt, draining: () => draining, isCancelled }) : undefined;
-      const worker = new Worker(
-        specialistQueue(name),
-        specialistProcessor({
-          name,
-          spec: { ...spec, budget: taskBudget(config, spec) },
-          model: observedModel(model),
-          price: priceOf(config, model.name),
-          fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
-          ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
-          tools,
-          checkpoints: rt.checkpoints,
-          events: rt.events,
-          deadLetters: rt.deadLetters,
-          log,
-          // Longer than any call the gateway may make, so the gateway's own timeout answers first.
-          toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
-          shouldYield: () => draining,
-          approvals,
-          traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
-          remote,
-          policy: {
-            offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
-            stateOf: (tool) => toolState(config, tool),
-            approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
-          },
-          isCancelled,
-        }),
-        {
-          connection: rt.redis,
-          prefix: env.prefix,
-          name: `specialist-${hostname()}-${process.pid}`,
-          concurrency: spec.concurrency,
-          lockDuration: config.workers.lockDurationMs,
-          stalledInterval: config.workers.stalledIntervalMs,
-          maxStalledCount: config.workers.maxStalledCount,
-        },
-      );
-      worker.on('error', (err) => log.error({ err, agent: name }, 'specialist worker error'));
-      worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err }, 'task job failed'));
+      const { worker, locks } = specialistWorker(name, shared);
       workers.push(worker);
-      log.info({ agent: name, model: model.name, concurrency: spec.concurrency }, 'specialist consuming');
+      lockWatches.push(locks);
     }
     return {
       async close() {
         // Stop taking work; tasks in flight hand themselves back at their next step boundary.
         draining = true;
         await Promise.all(workers.map((w) => w.close()));
+        for (const l of lockWatches) l.close();
         natsTools?.close();
         await queueTools.close();
         await approvals.close();
@@ -173,3 +132,79 @@ runService({
     };
   },
 });
+
+/** What every specialist worker of this process shares. */
+interface WorkerContext {
+  config: ClusterConfig;
+  env: BosunEnv;
+  rt: Runtime;
+  tools: ToolClient;
+  approvals: ApprovalStore;
+  ledger: RunUsageLedger;
+  isCancelled: (taskId: string, runId: string) => Promise<boolean>;
+  draining: () => boolean;
+}
+
+/** The worker of one specialist's queue, and the watch over its locks. */
+function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; locks: WorkerLocks } {
+  const { config, env, rt, tools, approvals, ledger, isCancelled, draining } = ctx;
+  const spec = specialistConfig(config, name)!;
+  const model = buildModel({
+    spec: spec.model,
+    config,
+    keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey, anthropic: env.anthropicApiKey },
+    fake: { plans: { [name]: spec.fakePlan } },
+    redis: rt.redis,
+    prefix: env.prefix,
+  });
+  const remote = spec.a2a ? remoteSpecialist(name, spec, { rt, draining, isCancelled }) : undefined;
+  // Set once the worker exists; a task cannot lose a lock before that.
+  const watch: { locks?: WorkerLocks } = {};
+  const worker = new Worker(
+    specialistQueue(name),
+    specialistProcessor({
+      name,
+      spec: { ...spec, budget: taskBudget(config, spec) },
+      model: observedModel(model),
+      price: priceOf(config, model.name),
+      fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
+      ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
+      tools,
+      checkpoints: rt.checkpoints,
+      events: rt.events,
+      deadLetters: rt.deadLetters,
+      log,
+      // Longer than any call the gateway may make, so the gateway's own timeout answers first.
+      toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
+      shouldYield: draining,
+      approvals,
+      traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
+      remote,
+      policy: {
+        offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
+        stateOf: (tool) => toolState(config, tool),
+        approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
+      },
+      isCancelled,
+      redis: rt.redis,
+      onLockLost: (taskId) => watch.locks?.lost(taskId),
+    }),
+    {
+      connection: rt.redis,
+      prefix: env.prefix,
+      name: `specialist-${hostname()}-${process.pid}`,
+      concurrency: spec.concurrency,
+      lockDuration: config.workers.lockDurationMs,
+      stalledInterval: config.workers.stalledIntervalMs,
+      maxStalledCount: config.workers.maxStalledCount,
+    },
+  );
+  const locks = (watch.locks = watchWorkerLocks(worker, {
+    queue: specialistQueue(name),
+    log,
+    onError: (err) => log.error({ err, agent: name }, 'specialist worker error'),
+  }));
+  worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err }, 'task job failed'));
+  log.info({ agent: name, model: model.name, concurrency: spec.concurrency }, 'specialist consuming');
+  return { worker, locks };
+}

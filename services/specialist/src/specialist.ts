@@ -1,10 +1,11 @@
-import { DelayedError, UnrecoverableError, type Job } from 'bullmq';
-import { BosunError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
+import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
+import { BosunError, LockLostError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, type TaskAgentDeps } from '@bosun/agent';
 import { ThrottledError } from '@bosun/models';
-import { metrics, type ApprovalStore, type TraceNotes } from '@bosun/transport';
+import { metrics, type ApprovalStore, type RedisClient, type TraceNotes } from '@bosun/transport';
 import { inTaskSpan } from './task-trace.js';
+import { ownedDeps, taskLockOf } from './task-lock.js';
 import type { RemoteSpecialist } from './remote.js';
 
 /** The ports of a specialist worker: the task loop's, with the specialist's name and config. */
@@ -17,6 +18,10 @@ export interface SpecialistDeps extends TaskAgentDeps {
   traceNotes?: TraceNotes;
   /** For a specialist done by a remote A2A agent (`a2a` in its config): runs its tasks instead of the model loop. */
   remote?: RemoteSpecialist;
+  /** Where the task's job lock is read before an INCOMPLETE report (no read without it: the fenced save still guards). */
+  redis?: RedisClient;
+  /** Told when a task attempt finds it lost its job's lock (counted and logged once per burst: `watchWorkerLocks`). */
+  onLockLost?: (taskId: string) => void;
 }
 
 /** Checkpoint errors that fail one task, never the worker. */
@@ -32,7 +37,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
   // Built once for every task: thousands of tasks in flight share them (and the task loop shares
   // what it derives from the spec object, such as the tool view).
   const shared: SharedDeps = { ...deps, log, loopSpec: { name: deps.name, ...deps.spec } };
-  return async (job: Job, token?: string): Promise<TaskResult> => {
+  return async (job: Job, token?: string, signal?: AbortSignal): Promise<TaskResult> => {
     const parsed = TaskJob.safeParse(job.data);
     if (!parsed.success || parsed.data.agent !== deps.name) {
       const reason = parsed.success
@@ -41,7 +46,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
       await deps.deadLetters.add({ kind: 'poison', agent: deps.name, reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
       throw new UnrecoverableError(reason);
     }
-    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, task: parsed.data }));
+    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, signal, task: parsed.data }));
   };
 }
 
@@ -51,9 +56,15 @@ interface SharedDeps extends SpecialistDeps {
 }
 
 /** One attempt of a task job: the task loop, and what its park, hand-over or failure means for the job. */
-async function attemptTask(deps: SharedDeps, picked: { job: Job; token: string | undefined; task: TaskJob }): Promise<TaskResult> {
+async function attemptTask(
+  shared: SharedDeps,
+  picked: { job: Job; token: string | undefined; signal: AbortSignal | undefined; task: TaskJob },
+): Promise<TaskResult> {
+  const { job, token, signal, task } = picked;
+  const lock = taskLockOf(job, token, signal);
+  // This attempt's ports: its writes fenced by its lock, its tool calls carrying it.
+  const deps = lock ? ownedDeps(shared, lock, shared.redis) : shared;
   const { log } = deps;
-  const { job, token, task } = picked;
   const attempt = job.attemptsMade + 1;
   try {
     const loop = deps.spec.loop === 'codeact' ? runCodeActTask : runTask;
@@ -65,6 +76,14 @@ async function attemptTask(deps: SharedDeps, picked: { job: Job; token: string |
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
     return result;
   } catch (err) {
+    if (err instanceof LockLostError || signal?.aborted) {
+      // Another process holds the task now (or will, once BullMQ finds it stalled): it resumes
+      // from the checkpoint this attempt can no longer write. Nothing more is written or said
+      // here; BullMQ leaves a job given up this way (WaitingError) to its next owner.
+      deps.onLockLost?.(task.taskId);
+      log.debug({ taskId: task.taskId, err }, 'task given up: its lock was lost');
+      throw new WaitingError();
+    }
     if (err instanceof ParkError && token && deps.approvals) {
       // Waiting for an operator holds no worker: the job is delayed until the approval's
       // timeout, and a decision promotes it back to the queue. Where it parks is recorded

@@ -4,6 +4,7 @@ import type { CatalogTool, ToolCallJob } from '@bosun/contract';
 import { createLogger, parseClusterConfig } from '@bosun/config';
 import { MemoryEventSink, keys, type DeadLetterInput, type RedisClient } from '@bosun/transport';
 import { openContext, type TestContext } from '../../../test/helpers/context.js';
+import { waitUntil } from '../../../test/helpers/wait.js';
 
 import { ToolGateway } from './gateway.js';
 import type { McpCallOutcome } from './mcp.js';
@@ -16,7 +17,7 @@ import type { McpCallOutcome } from './mcp.js';
 let ctx: TestContext;
 let gateway: ToolGateway;
 let events: MemoryEventSink;
-let deadLetters: { input: DeadLetterInput; id: string | undefined }[];
+let deadLetters: { input: DeadLetterInput; id: string | undefined; resolution?: { action: string } }[];
 /** Redis commands that fail while in this set (`multi` fails at `exec`). */
 const failing = new Set<string>();
 /** Calls the stand-in server received. */
@@ -86,8 +87,16 @@ beforeAll(async () => {
         deadLetters.push({ input, id });
         return Promise.resolve({ v: 1, kind: input.kind, marker: '', at: '', reason: input.reason });
       },
+      resolveInDoubt: (key, resolution) => {
+        const entry = deadLetters.find((d) => d.id === `in-doubt-${key}`);
+        if (!entry || entry.resolution) return Promise.resolve(false);
+        entry.resolution = resolution;
+        return Promise.resolve(true);
+      },
     },
     log: createLogger({ service: 'gateway-unit', level: 'silent' }),
+    // Short leases: a lease left behind by a failed write runs out within the test.
+    leaseMs: 400,
   });
   const server = gateway.servers[0]!;
   server.tools = [tool('get_pods', true), tool('restart_pod', false)];
@@ -125,12 +134,12 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
   });
 
   it('after a mutating call was sent, when its result cannot be recorded: in doubt, with audit, record, dead letter and event', async () => {
-    failing.add('multi');
+    failing.add('bosunRecordCall');
     const result = await gateway.execute(call('u-record', 'restart_pod'));
     expect(sent).toEqual(['restart_pod']);
     expect(result.inDoubt).toBe(true);
     expect(result.error).toMatch(
-      /^IN DOUBT: the mutating call demo__restart_pod \(key u-record\) was sent to its server, but the gateway failed before it recorded the result \(redis multi failed\)\./,
+      /^IN DOUBT: the mutating call demo__restart_pod \(key u-record\) was sent to its server, but the gateway failed before it recorded the result \(redis bosunRecordCall failed\)\./,
     );
     expect(await stateOf('u-record')).toBe('in-doubt');
     expect(await audited('u-record')).toEqual(['in-doubt']);
@@ -145,24 +154,24 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
   });
 
   it('after a mutating call was sent, when nothing can be written: still answered in doubt, and found in doubt by the next attempt', async () => {
-    failing.add('multi').add('hset').add('xadd');
+    failing.add('bosunRecordCall').add('bosunMarkInDoubt').add('xadd');
     const result = await gateway.execute(call('u-down', 'restart_pod'));
     expect(result.inDoubt).toBe(true);
-    expect(result.error).toMatch(/^IN DOUBT: .*redis multi failed/);
+    expect(result.error).toMatch(/^IN DOUBT: .*redis bosunRecordCall failed/);
     expect(eventsOf('u-down')).toEqual(['tool.started', 'tool.in_doubt']);
-    // The record stays in flight: the next attempt declares it in doubt, with its dead letter, and does not send it.
+    // The record stays in flight: once its lease has run out, the next attempt declares it in
+    // doubt, with its dead letter, and does not send it.
     expect(await stateOf('u-down')).toBe('inflight');
     failing.clear();
     const again = await gateway.execute(call('u-down', 'restart_pod'));
     expect(again.inDoubt).toBe(true);
     expect(await stateOf('u-down')).toBe('in-doubt');
-    // The dead letter is written before the record's state, so both attempts write it, under one
-    // id (DeadLetters keeps one entry per id).
+    expect(await ctx.redis.zscore(keys.inDoubt(ctx.prefix), 'u-down')).not.toBeNull();
     expect(new Set(deadLetters.map((d) => d.id))).toEqual(new Set(['in-doubt-u-down']));
     expect(sent).toEqual(['restart_pod']);
   });
 
-  it('a call declared in doubt whose dead letter cannot be written stays in flight, so the next attempt announces it', async () => {
+  it('a call declared in doubt whose dead letter cannot be written gets it from the next attempt', async () => {
     // A mutating call whose connection failed mid-call is in doubt; the dead letter fails.
     gateway.servers[0]!.call = (remoteName): Promise<McpCallOutcome> => {
       sent.push(remoteName);
@@ -172,7 +181,9 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
     try {
       const result = await gateway.execute(call('u-nodlq', 'restart_pod'));
       expect(result.inDoubt).toBe(true);
-      expect(await stateOf('u-nodlq')).toBe('inflight');
+      // Declared (record and index in one script) before the dead letter, which failed.
+      expect(await stateOf('u-nodlq')).toBe('in-doubt');
+      expect(deadLetters).toEqual([]);
       failing.clear();
       const again = await gateway.execute(call('u-nodlq', 'restart_pod'));
       expect(again.inDoubt).toBe(true);
@@ -188,9 +199,9 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
   });
 
   it('after a read-only call was sent, when nothing can be recorded: an error and tool.failed, not in doubt', async () => {
-    failing.add('multi');
+    failing.add('bosunRecordCall');
     const result = await gateway.execute(call('u-ro', 'get_pods'));
-    expect(result).toMatchObject({ status: 'error', error: 'the tool gateway could not process the call: redis multi failed' });
+    expect(result).toMatchObject({ status: 'error', error: 'the tool gateway could not process the call: redis bosunRecordCall failed' });
     expect(result.inDoubt).toBeUndefined();
     expect(eventsOf('u-ro')).toEqual(['tool.started', 'tool.failed']);
     expect(deadLetters).toEqual([]);
@@ -209,6 +220,99 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
     });
     expect(sent).toEqual([]);
     expect(await stateOf('u-corrupt')).toBe('done');
+  });
+});
+
+describe('a mutating call found in flight, its key, its caller', () => {
+  /** Makes the stand-in server hold its next call until the returned function is called. */
+  function holdNextCall(): () => void {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    const server = gateway.servers[0]!;
+    const original = server.call.bind(server);
+    server.call = async (remoteName): Promise<McpCallOutcome> => {
+      sent.push(remoteName);
+      server.call = original;
+      await held;
+      return { isError: false, text: `${remoteName} ok` };
+    };
+    return release;
+  }
+
+  it('waits for a call that runs under a live lease and answers with its outcome: not in doubt, sent once', async () => {
+    const release = holdNextCall();
+    const first = gateway.execute(call('l-live', 'restart_pod'));
+    await waitUntil(() => sent.length === 1, 5_000, 'the server got the call');
+    let answered = false;
+    const again = gateway.execute(call('l-live', 'restart_pod')).finally(() => (answered = true));
+    // Several leases (400 ms each) pass: the running gateway renews it, the second attempt waits.
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(answered).toBe(false);
+    release();
+    const [a, b] = await Promise.all([first, again]);
+    expect(a).toMatchObject({ status: 'ok', text: 'restart_pod ok' });
+    expect(b).toEqual(a);
+    expect(sent).toEqual(['restart_pod']);
+    expect(deadLetters).toEqual([]);
+    expect(await audited('l-live')).toEqual(['ok']);
+  });
+
+  it('in doubt, later seen done: the outcome recorded after the declaration resolves the dead letter and the index', async () => {
+    const release = holdNextCall();
+    // The running gateway cannot renew its lease (cut off from Redis, as far as the lease goes).
+    failing.add('bosunRenewCallLease');
+    const first = gateway.execute(call('l-seen', 'restart_pod'));
+    await waitUntil(() => sent.length === 1, 5_000, 'the server got the call');
+    const found = await gateway.execute(call('l-seen', 'restart_pod'));
+    expect(found.inDoubt).toBe(true);
+    expect(await stateOf('l-seen')).toBe('in-doubt');
+    expect(await ctx.redis.zscore(keys.inDoubt(ctx.prefix), 'l-seen')).not.toBeNull();
+    expect(deadLetters.map((d) => [d.id, d.resolution])).toEqual([['in-doubt-l-seen', undefined]]);
+    release();
+    expect(await first).toMatchObject({ status: 'ok' });
+    const record = await ctx.redis.hgetall(keys.toolCall(ctx.prefix, 'l-seen'));
+    expect(record).toMatchObject({ state: 'done', inDoubtAt: expect.any(String), seenDoneAt: expect.any(String) });
+    expect(await ctx.redis.zscore(keys.inDoubt(ctx.prefix), 'l-seen')).toBeNull();
+    expect(deadLetters[0]?.resolution).toMatchObject({ action: 'seen-done', by: 'tool-gateway' });
+    expect(await audited('l-seen')).toEqual(['in-doubt', 'ok']);
+    // A later attempt gets the real result, not the declaration.
+    expect(await gateway.execute(call('l-seen', 'restart_pod'))).toMatchObject({ status: 'ok', text: 'restart_pod ok' });
+    expect(sent).toEqual(['restart_pod']);
+  });
+
+  it('refuses another call under a recorded key (another tool or other arguments), with a dead letter, and runs nothing', async () => {
+    expect(await gateway.execute(call('k-same', 'restart_pod'))).toMatchObject({ status: 'ok' });
+    const other = { ...call('k-same', 'restart_pod'), args: { pod: 'p2' } };
+    const refused = await gateway.execute(other);
+    expect(refused).toMatchObject({ status: 'error', isError: true });
+    expect(refused.error).toMatch(/^tool call key k-same is recorded for another call \(demo__restart_pod with its own arguments\)/);
+    expect(sent).toEqual(['restart_pod']);
+    expect(deadLetters).toMatchObject([
+      {
+        input: {
+          kind: 'poison',
+          input: { key: 'k-same', tool: 'demo__restart_pod', args: { pod: 'p2' }, recordedTool: 'demo__restart_pod' },
+        },
+      },
+    ]);
+    expect(await audited('k-same')).toEqual(['ok', 'refused']);
+  });
+
+  it('refuses a call from a stale owner of its task: nothing runs, nothing is recorded or announced', async () => {
+    const lockKey = `${ctx.prefix}:specialist-ops:t-stale:lock`;
+    await ctx.redis.set(lockKey, 'the-new-owner');
+    const stale = { ...call('s-stale', 'restart_pod'), taskLock: { taskId: 't-stale', token: 'the-old-owner' } };
+    const result = await gateway.execute(stale);
+    expect(result).toMatchObject({ status: 'error', isError: true });
+    expect(result.error).toMatch(/^not executed: the specialist that sent it no longer holds task t-stale/);
+    expect(result.inDoubt).toBeUndefined();
+    expect(sent).toEqual([]);
+    expect(await stateOf('s-stale')).toBeNull();
+    expect(deadLetters).toEqual([]);
+    expect(eventsOf('s-stale')).toEqual([]);
+    // The owner's own call runs.
+    expect(await gateway.execute({ ...stale, taskLock: { taskId: 't-stale', token: 'the-new-owner' } })).toMatchObject({ status: 'ok' });
+    expect(sent).toEqual(['restart_pod']);
   });
 });
 

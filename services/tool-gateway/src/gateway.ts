@@ -3,10 +3,14 @@ import { UnrecoverableError, type Job } from 'bullmq';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
   AUDIT_STREAM_MAXLEN,
+  TOOL_CALL_LEASE_MS,
+  TOOL_CALL_LEASE_RENEW_MS,
   ToolCallJob,
   auditFields,
   describeIssues,
   redactSecrets,
+  specialistQueue,
+  toolCallDigest,
   type AuditStatus,
   type Catalog,
   type CatalogTool,
@@ -19,6 +23,7 @@ import {
   NotAToolCallError,
   ToolCallRecords,
   keys,
+  type ToolCallClaim,
   matchesProposedCall,
   type Approval,
   type DeadLetters,
@@ -35,9 +40,14 @@ export interface GatewayDeps {
   prefix: string;
   config: ClusterConfig;
   events: EventSink;
-  deadLetters: Pick<DeadLetters, 'add'>;
+  deadLetters: Pick<DeadLetters, 'add' | 'resolveInDoubt'>;
   log: Logger;
+  /** How long a claim holds a running call (default `TOOL_CALL_LEASE_MS`; tests shorten it). */
+  leaseMs?: number;
 }
+
+/** How often an attempt that finds a call running under another gateway's lease looks at its record again. */
+const LEASE_POLL_MS = 250;
 
 /**
  * How far one call got; what an unexpected failure means for it depends on this. `checking`:
@@ -50,6 +60,10 @@ type Stage = 'checking' | 'claimed' | 'sent' | 'recorded';
 /** One call under way through {@link ToolGateway.execute}. */
 interface CallRun {
   readonly call: ToolCallJob;
+  /** This attempt's claim token: a claim re-sent after a lost reply is its own again, and only it records the outcome. */
+  readonly owner: string;
+  /** Whether the claim was sent (it may have been made though its reply was lost). */
+  claimSent: boolean;
   /** The arguments as the gateway shows and stores them (events, record, audit, dead letters): secrets redacted. Only the MCP server gets the real ones. */
   readonly shownArgs: unknown;
   readonly base: { runId: string; incidentId: string; agent: string };
@@ -77,6 +91,15 @@ function inDoubtResult(call: ToolCallJob, why = 'the gateway stopped before it r
   return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };
 }
 
+/** The resolution an in-doubt dead letter gets when the call's outcome is recorded after all. */
+function seenDone(at = new Date().toISOString()): { action: string; by: string; at: string } {
+  return { action: 'seen-done', by: 'tool-gateway', at };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
 /** The agent name calls through the gateway's own MCP face carry. */
 export const MCP_CLIENT = 'mcp-client';
 
@@ -91,11 +114,14 @@ export class ToolGateway {
   private unavailable: Record<string, string> = {};
   private readonly approvals: ApprovalStore;
   private readonly records: ToolCallRecords;
+  private readonly leaseRenewMs: number;
 
   constructor(deps: GatewayDeps) {
     this.deps = deps;
     this.approvals = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
-    this.records = new ToolCallRecords({ redis: deps.redis, prefix: deps.prefix });
+    this.records = new ToolCallRecords({ redis: deps.redis, prefix: deps.prefix, leaseMs: deps.leaseMs });
+    // Three renewals fit in one lease.
+    this.leaseRenewMs = deps.leaseMs === undefined ? TOOL_CALL_LEASE_RENEW_MS : Math.max(50, Math.floor(deps.leaseMs / 3));
     this.servers = Object.entries(deps.config.mcpServers).map(([name, cfg]) => {
       const s = new McpServerConnection(name, cfg, deps.log);
       s.onToolsChanged = () => void this.publishCatalog().catch((err: unknown) => deps.log.warn({ err }, 'could not publish the catalog'));
@@ -179,6 +205,8 @@ export class ToolGateway {
   private async executeCall(call: ToolCallJob, span: Span): Promise<ToolCallResult> {
     const run: CallRun = {
       call,
+      owner: randomUUID(),
+      claimSent: false,
       shownArgs: redactSecrets(call.args),
       base: { runId: call.runId, incidentId: call.incidentId, agent: call.agent },
       stage: 'checking',
@@ -215,7 +243,7 @@ export class ToolGateway {
     if (!tool || decision?.decision !== 'allow') {
       // A call answered before is answered from its record, whatever the policy says now. (An
       // allowed call learns the same from the claim, in the same round trip.)
-      const recorded = await this.records.recorded(call.key);
+      const recorded = await this.records.recorded(call.key, toolCallDigest(call.key, call.tool, call.args));
       if (recorded) {
         run.decision = 'recorded';
         return this.repeated(call, recorded);
@@ -244,11 +272,14 @@ export class ToolGateway {
   /**
    * Claims the call atomically: only a new call, one an operator asked to retry (`bosun ack
    * --retry`), or a read-only call found in flight may be sent to the server. Returns the answer
-   * when the call is not ours to send (recorded before, or in doubt), else undefined.
+   * when the call is not ours to send: refused (a stale owner, another call under this key),
+   * recorded before, or in doubt. A mutating call found running under another gateway's live
+   * lease is waited for — its record is looked at again until it has an outcome or the lease
+   * runs out — never declared in doubt while its gateway is alive.
    */
   private async claim(run: CallRun): Promise<ToolCallResult | undefined> {
     const { call } = run;
-    const outcome = await this.records.claim({
+    const claim: ToolCallClaim = {
       key: call.key,
       tool: call.tool,
       shownArgs: run.shownArgs,
@@ -258,15 +289,91 @@ export class ToolGateway {
       agent: call.agent,
       readOnly: run.readOnly,
       approvalId: call.approvalId,
-    });
-    if (outcome.claimed) {
-      run.stage = 'claimed';
-      return undefined;
+      digest: toolCallDigest(call.key, call.tool, call.args),
+      owner: run.owner,
+      lock: call.taskLock && {
+        key: `${this.deps.prefix}:${specialistQueue(call.agent)}:${call.taskLock.taskId}:lock`,
+        token: call.taskLock.token,
+      },
+    };
+    // A lease outlives its call by at most one lease: waiting longer means its gateway is stuck.
+    const giveUpAt = Date.now() + this.timeoutOf(run.tool!) + 2 * (this.deps.leaseMs ?? TOOL_CALL_LEASE_MS);
+    for (;;) {
+      run.claimSent = true;
+      const outcome = await this.records.claim(claim);
+      if (outcome.claimed) {
+        run.stage = 'claimed';
+        return undefined;
+      }
+      if (outcome.state === 'stale') return this.staleOwner(run);
+      if ('recordedTool' in outcome) return this.mismatch(run, outcome.recordedTool);
+      if ('leaseMs' in outcome) {
+        if (Date.now() > giveUpAt) return this.stillRunning(run);
+        await sleep(Math.min(outcome.leaseMs, LEASE_POLL_MS));
+        continue;
+      }
+      if ('result' in outcome && outcome.result) return this.repeated(call, outcome.result);
+      // A previous attempt sent this mutating call; its lease ran out with nothing recorded.
+      run.stage = 'sent';
+      if (outcome.state === 'in-doubt') return this.inDoubt(run, { by: 'known' });
+      const answer = await this.inDoubt(run, { by: 'lapsed' });
+      if (answer) return answer;
+      // Its gateway renewed the lease meanwhile: wait for it again.
+      run.stage = 'checking';
     }
-    if (outcome.result) return this.repeated(call, outcome.result);
-    // A previous attempt sent this mutating call and nobody recorded what happened.
-    run.stage = 'sent';
-    return this.inDoubt(run, { known: outcome.state === 'in-doubt' });
+  }
+
+  /** The per-call timeout of a tool: its server's `timeoutMs`, or `gateway.callTimeoutMs`. */
+  private timeoutOf(tool: CatalogTool): number {
+    const { config } = this.deps;
+    return mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs;
+  }
+
+  /**
+   * The caller no longer holds its task (its lock went to another process): nothing runs, nothing
+   * is recorded or announced — the task's new owner makes this call under its own lock.
+   */
+  private staleOwner(run: CallRun): ToolCallResult {
+    const { call } = run;
+    run.decision = 'stale';
+    this.deps.log.info({ key: call.key, tool: call.tool, taskId: call.taskLock?.taskId }, 'refused a call from a stale owner of its task');
+    const error = `not executed: the specialist that sent it no longer holds task ${call.taskLock?.taskId ?? ''} (its lock expired or passed to another process, which makes this call itself)`;
+    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
+  }
+
+  /**
+   * The key is recorded for another call (another tool or other arguments): refused, never
+   * answered with that call's result, and written to the dead-letter queue with what was sent.
+   */
+  private async mismatch(run: CallRun, recordedTool: string): Promise<ToolCallResult> {
+    const { call } = run;
+    run.decision = 'mismatch';
+    const reason =
+      `tool call key ${call.key} is recorded for another call (${recordedTool || 'unknown tool'} with its own arguments), ` +
+      `not ${call.tool} with these arguments: a key names one call, so this one is refused and nothing runs`;
+    this.deps.log.error({ key: call.key, tool: call.tool, recordedTool }, 'tool call refused: its key is recorded for another call');
+    await this.deps.deadLetters.add(
+      {
+        kind: 'poison',
+        runId: call.runId,
+        incidentId: call.incidentId,
+        agent: call.agent,
+        reason,
+        input: { key: call.key, tool: call.tool, args: run.shownArgs, recordedTool },
+      },
+      `poison-mismatch-${call.key}-${toolCallDigest(call.key, call.tool, call.args).slice(0, 12)}`,
+    );
+    if (!run.readOnly) await this.audit(call, 'refused');
+    return this.fail(run, reason, { record: false });
+  }
+
+  /** A call still running under another gateway's lease long after its timeout: answered with an error, not in doubt (its gateway is alive and will record it). */
+  private stillRunning(run: CallRun): Promise<ToolCallResult> {
+    return this.fail(
+      run,
+      `the call is still running in another gateway well past its timeout; its outcome will be in its record (key ${run.call.key})`,
+      { record: false },
+    );
   }
 
   /** Sends a claimed call to its MCP server, and records and reports what came of it. */
@@ -282,19 +389,41 @@ export class ToolGateway {
     const server = this.servers.find((s) => s.name === tool.server);
     const started = Date.now();
     let outcome: McpCallOutcome;
+    const lease = this.keepLease(run);
     try {
       run.stage = 'sent';
       outcome = await inMcpSpan(tool, () =>
         server!.call(tool.remoteName, call.args, {
-          timeoutMs: mcpServerConfig(config, tool.server)?.timeoutMs ?? config.gateway.callTimeoutMs,
+          timeoutMs: this.timeoutOf(tool),
           maxChars: config.gateway.maxResultChars,
           onProgress: this.progressEvents(run),
         }),
       );
     } catch (err) {
+      lease.stop();
       return this.callFailed(run, err, Date.now() - started);
     }
+    lease.stop();
     return this.answered(run, outcome, Date.now() - started);
+  }
+
+  /**
+   * Renews the call's lease while it runs, so that another attempt finding it in flight (a call
+   * re-sent because this gateway fell silent on NATS, or a job given to another gateway) waits
+   * for its outcome. A renewal that fails is only logged: the lease then runs out, and the call
+   * is declared in doubt by whoever finds it, as when its gateway dies.
+   */
+  private keepLease(run: CallRun): { stop(): void } {
+    let pending = false;
+    const timer = setInterval(() => {
+      if (pending) return;
+      pending = true;
+      this.records
+        .renewLease(run.call.key, run.owner)
+        .catch((err: unknown) => this.deps.log.warn({ err, key: run.call.key }, 'could not renew the lease of a running tool call'))
+        .finally(() => (pending = false));
+    }, this.leaseRenewMs);
+    return { stop: () => clearInterval(timer) };
   }
 
   /** Forwards a call's MCP progress as events, at most two a second: observers, not a firehose. */
@@ -320,7 +449,7 @@ export class ToolGateway {
       ...(outcome.structured === undefined ? {} : { structured: outcome.structured }),
       durationMs,
     };
-    await this.records.recordDone(result);
+    await this.record(run, result);
     run.stage = 'recorded';
     run.result = result;
     this.deps.events.emit({
@@ -346,11 +475,35 @@ export class ToolGateway {
       !(err instanceof CallNotSentError) && (timedOut || !(err instanceof McpError) || err.code === Number(ErrorCode.ConnectionClosed));
     if (outcomeUnknown && !run.readOnly) {
       const why = timedOut ? `timed out after ${durationMs} ms` : `its connection failed before the answer came (${message})`;
-      return this.inDoubt(run, { known: false, why, approval: run.approval });
+      return (await this.inDoubt(run, { by: 'owner', why, approval: run.approval }))!;
     }
     this.deps.log.warn({ key: call.key, tool: call.tool, err }, 'tool call failed');
     if (!run.readOnly) await this.audit(call, 'error', run.approval);
     return this.fail(run, timedOut ? `timed out after ${durationMs} ms` : message, { record: true, durationMs });
+  }
+
+  /**
+   * Records this attempt's outcome of a call. A call another gateway declared in doubt meanwhile
+   * (its lease ran out while this one was cut off) is now "in doubt, later seen done": the
+   * record holds both, the index let go of it in the same write, and its dead letter is
+   * resolved here. An outcome this attempt no longer owns is not written (logged).
+   */
+  private async record(run: CallRun, result: ToolCallResult): Promise<void> {
+    const { call } = run;
+    const outcome = await this.records.recordDone(result, run.owner);
+    if (outcome === 'seen-done') {
+      this.deps.log.warn(
+        { key: call.key, tool: call.tool },
+        'tool call in doubt, later seen done: its outcome is recorded beside the declaration',
+      );
+      await this.deps.deadLetters.resolveInDoubt(call.key, seenDone());
+    } else if (outcome === 'late' || outcome === 'not-owner')
+      this.deps.log.warn(
+        { key: call.key, tool: call.tool, outcome, status: result.status },
+        outcome === 'late'
+          ? 'the outcome of a tool call came after an operator resolved it; kept beside the resolution as lateResult'
+          : 'the outcome of a tool call was not recorded: another attempt claimed the call since',
+      );
   }
 
   /** A call answered from its record. */
@@ -368,7 +521,7 @@ export class ToolGateway {
     const durationMs = options.durationMs ?? 0;
     const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
     if (options.record) {
-      await this.records.recordDone(result);
+      await this.record(run, result);
       run.stage = 'recorded';
       run.result = result;
     }
@@ -388,11 +541,16 @@ export class ToolGateway {
     const { call } = run;
     this.deps.log.error({ err, key: call.key, tool: call.tool, stage: run.stage }, 'tool call failed unexpectedly');
     if (run.stage === 'recorded' && run.result) return run.result;
+    // The claim may have been made though its answer was lost: free the key, since nothing was sent.
+    if (run.stage === 'checking' && run.claimSent)
+      await this.records
+        .abandonClaim(call.key, run.owner)
+        .catch((e: unknown) => this.deps.log.warn({ err: e, key: call.key }, 'could not free the claim of a call that was not sent'));
     const message = err instanceof Error ? err.message : String(err);
     const mayHaveRun = run.stage === 'sent' && !run.readOnly;
     const why = `the gateway failed before it recorded the result (${message})`;
     try {
-      if (mayHaveRun) return await this.inDoubt(run, { known: false, why, approval: run.approval });
+      if (mayHaveRun) return (await this.inDoubt(run, { by: 'owner', why, approval: run.approval }))!;
       if (run.stage !== 'checking' && !run.readOnly) await this.audit(call, 'error', run.approval);
       return await this.fail(run, `the tool gateway could not process the call: ${message}`, { record: run.stage !== 'checking' });
     } catch (again) {
@@ -453,36 +611,59 @@ export class ToolGateway {
   }
 
   /**
-   * Answers a mutating call that was sent and whose outcome nobody recorded. The first time
-   * (`known: false`) it is audited, marked `in-doubt`, written to the dead-letter queue and
-   * announced with `tool.in_doubt`; a call already in doubt is answered the same, with nothing new.
+   * Answers a mutating call that was sent and whose outcome nobody recorded: declared in doubt by
+   * the gateway that sent it (`owner`: a timeout, a failed connection) or by one that found it in
+   * flight with its lease run out (`lapsed`), or found already in doubt (`known`). The
+   * declaration — the record's state and the in-doubt index, in one script — comes first; the
+   * first time, it is then audited, written to the dead-letter queue and announced with
+   * `tool.in_doubt`. The dead letter is written again (under its one id) by every later attempt
+   * that finds the call in doubt, so a gateway that died in between leaves no declaration
+   * unannounced. Undefined when a `lapsed` declaration finds the lease renewed: wait again.
    */
-  private async inDoubt(run: CallRun, options: { known: boolean; why?: string; approval?: Approval }): Promise<ToolCallResult> {
+  private async inDoubt(
+    run: CallRun,
+    options: { by: 'owner' | 'lapsed' | 'known'; why?: string; approval?: Approval },
+  ): Promise<ToolCallResult | undefined> {
     const { call } = run;
     const result = inDoubtResult(call, options.why);
-    if (!options.known) {
-      // Found in flight after a crash, the gateway that sent it could not audit the outcome: this one does.
-      if (!run.inDoubtAudited) await this.audit(call, 'in-doubt', options.approval);
-      run.inDoubtAudited = true;
-      this.deps.log.error({ key: call.key, tool: call.tool }, 'tool call in doubt');
-      // The dead letter before the record's state: a gateway that dies in between leaves the record
-      // `inflight`, and the next attempt declares the call in doubt again (the entry's id dedupes).
-      // The other order would leave an `in-doubt` record that no dead letter announces.
-      await this.deps.deadLetters.add(
-        {
-          kind: 'in-doubt',
-          runId: call.runId,
-          incidentId: call.incidentId,
-          agent: call.agent,
-          reason: result.error!,
-          input: { key: call.key, tool: call.tool, args: run.shownArgs },
-        },
-        `in-doubt-${call.key}`,
-      );
-      await this.records.markInDoubt(call.key);
-      this.emitInDoubt(run);
+    if (options.by !== 'known') {
+      const marked = await this.records.markInDoubt(call.key, options.by === 'owner' ? { owner: run.owner } : { lapsed: true });
+      if (marked.kind === 'leased') return undefined;
+      // Its outcome was recorded meanwhile: that is the answer.
+      if (marked.kind === 'done' && marked.result) return this.repeated(call, marked.result);
+      if (marked.kind === 'marked') {
+        if (!run.inDoubtAudited) await this.audit(call, 'in-doubt', options.approval);
+        run.inDoubtAudited = true;
+        this.deps.log.error({ key: call.key, tool: call.tool, by: options.by }, 'tool call in doubt');
+        await this.inDoubtLetter(run, result);
+        this.emitInDoubt(run);
+        return result;
+      }
     }
+    await this.inDoubtLetter(run, result);
     return result;
+  }
+
+  /**
+   * The in-doubt dead letter of a call (one per key: its id dedupes). Its outcome may have been
+   * recorded between the declaration and this entry: then it is resolved at once, as the gateway
+   * that recorded it would have done had the entry been there.
+   */
+  private async inDoubtLetter(run: CallRun, result: ToolCallResult): Promise<void> {
+    const { call } = run;
+    await this.deps.deadLetters.add(
+      {
+        kind: 'in-doubt',
+        runId: call.runId,
+        incidentId: call.incidentId,
+        agent: call.agent,
+        reason: result.error!,
+        input: { key: call.key, tool: call.tool, args: run.shownArgs },
+      },
+      `in-doubt-${call.key}`,
+    );
+    const record = await this.records.read(call.key);
+    if (record?.state === 'done' && record.seenDoneAt) await this.deps.deadLetters.resolveInDoubt(call.key, seenDone(record.seenDoneAt));
   }
 
   private emitInDoubt(run: CallRun): void {

@@ -9,6 +9,7 @@ import {
   openRuntime,
   runService,
   serveToolCalls,
+  watchWorkerLocks,
   type Runtime,
   type ToolCallResponder,
 } from '@bosun/transport';
@@ -69,7 +70,8 @@ runService({
       stalledInterval: config.workers.stalledIntervalMs,
       maxStalledCount: config.workers.maxStalledCount,
     });
-    worker.on('error', (err) => log.error({ err }, 'tools worker error'));
+    // A tool job's lock matters less here (the call's record decides what runs), but its losses are counted and logged once per burst.
+    const locks = watchWorkerLocks(worker, { queue: TOOLS_QUEUE, log, onError: (err) => log.error({ err }, 'tools worker error') });
     const nats = answerOverNats(rt, gateway, { prefix: env.prefix, concurrency: config.gateway.concurrency, log });
     return {
       async close() {
@@ -77,6 +79,7 @@ runService({
         await nats.close();
         await faceApprovals?.close();
         await worker.close();
+        locks.close();
         await gateway.close();
         await rt.close();
       },
