@@ -12,9 +12,8 @@ import {
   taskBudget,
   type BosunEnv,
 } from '@bosun/config';
-import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
-import { buildModel, observedModel } from '@bosun/agent';
+import { buildModel, observedModel, specialistPolicy } from '@bosun/agent';
 import {
   ApprovalStore,
   NatsToolClient,
@@ -138,11 +137,8 @@ runService({
           approvals,
           traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
           remote,
-          policy: {
-            offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
-            stateOf: (tool) => toolState(config, tool),
-            approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
-          },
+          // What the model is offered is what the gateway would run for this agent (libs/agent/src/task-tools.ts).
+          policy: specialistPolicy(config, name),
           isCancelled,
         }),
         {
