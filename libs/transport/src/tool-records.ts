@@ -90,6 +90,8 @@ export interface OperatorChange {
 export interface ToolCallRecordsOptions {
   redis: RedisClient;
   prefix: string;
+  /** How long a record is kept after its last change (`retention.toolRecords`); default 7 days. */
+  ttlSeconds?: number;
 }
 
 /**
@@ -100,10 +102,12 @@ export interface ToolCallRecordsOptions {
 export class ToolCallRecords {
   private readonly redis: RedisClient;
   private readonly prefix: string;
+  private readonly ttl: string;
 
   constructor(options: ToolCallRecordsOptions) {
     this.redis = options.redis;
     this.prefix = options.prefix;
+    this.ttl = String(options.ttlSeconds ?? TOOL_CALL_RECORD_TTL_SECONDS);
   }
 
   /** The Redis key of a call's record. */
@@ -126,14 +130,14 @@ export class ToolCallRecords {
 
   /**
    * Claims a call before it is sent (none → `inflight`, `retry` → `inflight`, and `inflight` →
-   * `inflight` for a read-only tool), writing its fields and a 7-day expiry, in one atomic script.
+   * `inflight` for a read-only tool), writing its fields and its expiry (`ttlSeconds`), in one atomic script.
    */
   async claim(call: ToolCallClaim, now = new Date()): Promise<ClaimOutcome> {
     const shown = JSON.stringify(call.shownArgs);
     const [state, recorded] = (await runScript(this.redis, 'bosunClaimCall', CLAIM_SCRIPT, [
       this.key(call.key),
       call.readOnly ? '1' : '0',
-      String(TOOL_CALL_RECORD_TTL_SECONDS),
+      this.ttl,
       call.tool,
       shown,
       call.runId,
@@ -149,7 +153,7 @@ export class ToolCallRecords {
   }
 
   /**
-   * Records the outcome of a call the gateway claimed (`inflight` → `done`) and renews the 7-day
+   * Records the outcome of a call the gateway claimed (`inflight` → `done`) and renews the
    * expiry. Written as is: the gateway that claimed and sent the call is the one that knows.
    */
   async recordDone(result: ToolCallResult): Promise<void> {
@@ -157,7 +161,7 @@ export class ToolCallRecords {
     await this.redis
       .multi()
       .hset(recordKey, { state: 'done', result: JSON.stringify(result) })
-      .expire(recordKey, TOOL_CALL_RECORD_TTL_SECONDS)
+      .expire(recordKey, this.ttl)
       .exec();
   }
 

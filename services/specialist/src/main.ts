@@ -90,7 +90,7 @@ runService({
   async start(args, env) {
     const { config, names } = load(args, env);
 
-    const rt = await openRuntime(env, { service: 'specialist', log });
+    const rt = await openRuntime(env, { service: 'specialist', log, retention: config.retention });
     const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await queueTools.ready();
     const natsTools =
@@ -99,7 +99,7 @@ runService({
         : undefined;
     const tools = natsTools ?? queueTools;
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
-    const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
+    const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix, ttlSeconds: config.retention.checkpoints });
     const workers: Worker[] = [];
     let draining = false;
     // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, type Job } from 'bullmq';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
-  AUDIT_STREAM_MAXLEN,
   ToolCallJob,
   auditFields,
   describeIssues,
@@ -94,7 +93,7 @@ export class ToolGateway {
   constructor(deps: GatewayDeps) {
     this.deps = deps;
     this.approvals = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
-    this.records = new ToolCallRecords({ redis: deps.redis, prefix: deps.prefix });
+    this.records = new ToolCallRecords({ redis: deps.redis, prefix: deps.prefix, ttlSeconds: deps.config.retention.toolRecords });
     this.servers = Object.entries(deps.config.mcpServers).map(([name, cfg]) => {
       const s = new McpServerConnection(name, cfg, deps.log);
       s.onToolsChanged = () => void this.publishCatalog().catch((err: unknown) => deps.log.warn({ err }, 'could not publish the catalog'));
@@ -446,7 +445,7 @@ export class ToolGateway {
       status,
     });
     await redis
-      .xadd(keys.audit(prefix), 'MAXLEN', '~', String(AUDIT_STREAM_MAXLEN), '*', ...entry)
+      .xadd(keys.audit(prefix), 'MAXLEN', '~', String(this.deps.config.retention.audit.maxEntries), '*', ...entry)
       .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 
