@@ -176,79 +176,133 @@ export function tokenRows(turns: readonly TurnFigures[], n: number, eventsAgree:
   ];
 }
 
+/** One pass: `n` standard incidents one at a time, `kubernetes` on `provider`; the incidents' ids and whether the events' usage matched. */
+async function runPass(
+  ctx: Ctx,
+  server: TokenServer,
+  n: number,
+  provider: 'openai' | 'anthropic',
+): Promise<{ ids: string[]; agree: boolean }> {
+  return withPrefix(ctx, async (prefix) => {
+    note(`${TOKENS_ID} tokens: ${n} standard incidents, coordinator on openai and kubernetes on ${provider}, against a local server`);
+    const config = buildConfig(ctx.root, { toolTransport: ctx.toolTransport }) as {
+      coordinator: { model?: unknown };
+      specialists: Record<string, { model?: unknown }>;
+    };
+    config.coordinator.model = { provider: 'openai', name: 'bench-coordinator', baseUrl: server.baseUrl };
+    config.specialists.kubernetes!.model =
+      provider === 'openai'
+        ? { provider, name: 'bench-kubernetes', baseUrl: server.baseUrl }
+        : { provider, name: 'bench-kubernetes', baseUrl: server.origin, contextTokens: 200_000 };
+    const cluster = new Cluster({
+      root: ctx.root,
+      prefix,
+      redisUrl: ctx.redisUrl,
+      natsUrl: ctx.natsUrl,
+      redis: ctx.redis,
+      config,
+      env: () => ({ OPENAI_API_KEY: 'bench-local-key', ANTHROPIC_API_KEY: 'bench-local-key', LOG_LEVEL: 'info' }),
+    });
+    const usageInEvents = new Map<string, number>();
+    const sub = ctx.nc?.subscribe(allRunsSubject(prefix), {
+      callback: (err, msg) => {
+        if (err) return;
+        try {
+          const e = msg.json<{ type: string; incidentId: string; data?: { usage?: { inputTokens?: number } } }>();
+          if (e.type === 'model.called')
+            usageInEvents.set(e.incidentId, (usageInEvents.get(e.incidentId) ?? 0) + (e.data?.usage?.inputTokens ?? 0));
+        } catch {
+          // Not an event of ours: nothing to count.
+        }
+      },
+    });
+    try {
+      await cluster.start('tool-gateway');
+      await Promise.all([cluster.start('coordinator'), cluster.start('specialist')]);
+      const client = await IncidentClient.open(ctx, prefix, INCIDENTS_QUEUE);
+      const ids: string[] = [];
+      try {
+        for (let i = 0; i < n; i++) {
+          checkAbort();
+          const id = `${provider}-${i}`;
+          server.incident = id;
+          const r = await client.one(id, 30_000);
+          if (r.status !== 'completed') throw new Error(`incident ${id} ended ${r.status}, not completed`);
+          ids.push(id);
+        }
+      } finally {
+        await client.close();
+      }
+      // The last events may still be on their way to the subscription.
+      const deadline = Date.now() + 5_000;
+      const sent = (id: string) => server.requests.filter((r) => r.incident === id).reduce((a, r) => a + r.promptTokens, 0);
+      const agreed = () => ids.every((id) => usageInEvents.get(id) === sent(id));
+      while (Date.now() < deadline && !agreed()) await new Promise((r) => setTimeout(r, 50));
+      return { ids, agree: agreed() };
+    } finally {
+      sub?.unsubscribe();
+      await cluster.stop();
+    }
+  });
+}
+
+/** The rows of the Anthropic pass: the specialist's input, its cache reads and writes, and what that bills as. */
+export function anthropicRows(requests: readonly CapturedRequest[], ids: readonly string[]): Row[] {
+  const mine = requests.filter((r) => r.agent === 'kubernetes' && ids.slice(1).includes(r.incident));
+  const per = (f: (r: CapturedRequest) => number) => mine.reduce((a, r) => a + f(r), 0) / Math.max(1, ids.length - 1);
+  const input = per((r) => r.promptTokens);
+  const read = per((r) => r.cachedTokens);
+  const write = per((r) => r.cacheWriteTokens ?? 0);
+  // Anthropic bills a cache write at 1.25× and a read at 0.1× the input rate.
+  const billed = input - read - write + 1.25 * write + 0.1 * read;
+  const turns = [...new Set(mine.map((r) => r.incident))].length;
+  const byTurn = (f: (r: CapturedRequest) => number) => {
+    const first = mine.filter((r) => r.incident === mine[0]?.incident);
+    return first.map((r) => int(f(r))).join(' / ');
+  };
+  return [
+    {
+      scenario: `${TOKENS_ID} tokens, kubernetes on the Anthropic shape (${turns} incidents)`,
+      metric: 'input tokens per incident (o200k count as a proxy), by turn; cache reads; cache writes',
+      bosun: `${int(input)} (${byTurn((r) => r.promptTokens)}); read ${int(read)} (${byTurn((r) => r.cachedTokens)}); written ${int(write)}`,
+      value: input,
+      better: 'lower',
+      result: 'n/a',
+    },
+    {
+      scenario: '',
+      metric: 'billed input per incident, in input-token units (writes 1.25×, reads 0.1×)',
+      bosun: `${int(billed)} (${pct(billed / input)} of the input)`,
+      value: billed,
+      better: 'lower',
+      result: 'n/a',
+    },
+  ];
+}
+
 /** Scenario 12; see the file's comment. */
 export async function scenarioTokens(ctx: Ctx): Promise<ScenarioResult> {
   const n = ctx.quick ? 3 : 6;
   const result: ScenarioResult = { id: TOKENS_ID, name: 'tokens', rows: [], notes: [], data: { n } };
   const server = await TokenServer.start();
   try {
-    await withPrefix(ctx, async (prefix) => {
-      note(`${TOKENS_ID} tokens: ${n} standard incidents, coordinator and kubernetes on provider openai against a local server`);
-      const config = buildConfig(ctx.root, { toolTransport: ctx.toolTransport }) as {
-        coordinator: { model?: unknown };
-        specialists: Record<string, { model?: unknown }>;
-      };
-      config.coordinator.model = { provider: 'openai', name: 'bench-coordinator', baseUrl: server.baseUrl };
-      config.specialists.kubernetes!.model = { provider: 'openai', name: 'bench-kubernetes', baseUrl: server.baseUrl };
-      const cluster = new Cluster({
-        root: ctx.root,
-        prefix,
-        redisUrl: ctx.redisUrl,
-        natsUrl: ctx.natsUrl,
-        redis: ctx.redis,
-        config,
-        env: () => ({ OPENAI_API_KEY: 'bench-local-key', LOG_LEVEL: 'info' }),
-      });
-      const usageInEvents = new Map<string, number>();
-      const sub = ctx.nc?.subscribe(allRunsSubject(prefix), {
-        callback: (err, msg) => {
-          if (err) return;
-          try {
-            const e = msg.json<{ type: string; incidentId: string; data?: { usage?: { inputTokens?: number } } }>();
-            if (e.type === 'model.called')
-              usageInEvents.set(e.incidentId, (usageInEvents.get(e.incidentId) ?? 0) + (e.data?.usage?.inputTokens ?? 0));
-          } catch {
-            // Not an event of ours: nothing to count.
-          }
-        },
-      });
-      try {
-        await cluster.start('tool-gateway');
-        await Promise.all([cluster.start('coordinator'), cluster.start('specialist')]);
-        const client = await IncidentClient.open(ctx, prefix, INCIDENTS_QUEUE);
-        const ids: string[] = [];
-        try {
-          for (let i = 0; i < n; i++) {
-            checkAbort();
-            const id = `tok-${i}`;
-            server.incident = id;
-            const r = await client.one(id, 30_000);
-            if (r.status !== 'completed') throw new Error(`incident ${id} ended ${r.status}, not completed`);
-            ids.push(id);
-          }
-        } finally {
-          await client.close();
-        }
-        // The last events may still be on their way to the subscription.
-        const deadline = Date.now() + 5_000;
-        const sent = (id: string) => server.requests.filter((r) => r.incident === id).reduce((a, r) => a + r.promptTokens, 0);
-        while (Date.now() < deadline && !ids.every((id) => usageInEvents.get(id) === sent(id))) await new Promise((r) => setTimeout(r, 50));
-        const agree = ids.every((id) => usageInEvents.get(id) === sent(id));
-        const turns = turnFigures(server.requests, ids);
-        result.rows.push(...tokenRows(turns, n - 1, agree));
-        result.data.turns = turns;
-        result.data.requestsPerIncident = server.requests.length / n;
-        const last = server.requests.filter((r) => r.incident === ids[ids.length - 1]);
-        // One incident's requests as sent, for reading what a turn carries.
-        result.data.lastIncident = last.map((r) => ({ agent: r.agent, bytes: r.bodyBytes, body: r.body }));
-        result.notes.push(
-          `the figures are the mean of incidents 2–${n} (turn 1's stable prefix compares with the incident before); tokens counted with o200k_base (gpt-tokenizer), tools first, then each message as sent`,
-        );
-      } finally {
-        sub?.unsubscribe();
-        await cluster.stop();
-      }
-    });
+    const openai = await runPass(ctx, server, n, 'openai');
+    const turns = turnFigures(server.requests, openai.ids);
+    result.rows.push(...tokenRows(turns, n - 1, openai.agree));
+    result.data.turns = turns;
+    const last = server.requests.filter((r) => r.incident === openai.ids[openai.ids.length - 1]);
+    // One incident's requests as sent, for reading what a turn carries.
+    result.data.lastIncident = last.map((r) => ({ agent: r.agent, bytes: r.bodyBytes, body: r.body }));
+    result.notes.push(
+      `the figures are the mean of incidents 2–${n} (turn 1's stable prefix compares with the incident before); tokens counted with o200k_base (gpt-tokenizer), tools first, then each message as sent`,
+    );
+    checkAbort();
+    const anthropic = await runPass(ctx, server, n, 'anthropic');
+    result.rows.push(...anthropicRows(server.requests, anthropic.ids));
+    if (!anthropic.agree) result.notes.push('Anthropic pass: the usage in the model.called events differs from the server’s');
+    result.data.anthropic = server.requests
+      .filter((r) => anthropic.ids.includes(r.incident) && r.agent === 'kubernetes')
+      .map((r) => ({ incident: r.incident, input: r.promptTokens, read: r.cachedTokens, write: r.cacheWriteTokens }));
   } finally {
     await server.close();
   }
