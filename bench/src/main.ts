@@ -33,6 +33,8 @@ import { abort, fmt, note } from './util.js';
 import { scenarioObservability } from './observability.js';
 import { SOAK_ID, scenarioSoak, soakOptions } from './soak.js';
 import { assignKeys, compareText, readResults } from './compare.js';
+import { TOKENS_ID, scenarioTokens } from './scenario-tokens.js';
+import { RETENTION_ID, scenarioRetention } from './scenario-retention.js';
 
 const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughput-n N] [--inflight-n N] [--scale-cap N] [--profile <service>]
                               [--soak 10m [--soak-rate N]] [--compare old.json [new.json]]
@@ -41,7 +43,9 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
   --only 1,3           run only these scenarios (1 latency, 2 throughput, 3 many in flight, 4 scale-out, 5 recovery,
                        6 observability cost, 7 codeact, 8 adk: the same incident in-process with @google/adk, 9 soak;
                        the durable peers, installed from bench/peers on first use: 10 LangGraph + PostgreSQL with
-                       durability "sync", 11 the same with the default "async", 12 Restate, 13 their kill tests)
+                       durability "sync", 11 the same with the default "async", 12 Restate, 13 their kill tests;
+                       14 tokens: what the standard incident sends to the model, 15 retention: Redis and JetStream
+                       bytes a completed run leaves)
   --soak 10m           run the soak (scenario 9) for that long (90s, 10m, 1h; default 2m): the standard incident
                        at a steady rate, RSS of every process and latency over time; alone unless --only is given
   --soak-rate N        incidents/s during the soak (default 20)
@@ -90,10 +94,12 @@ async function main(): Promise<number> {
     values.soak !== undefined || values['soak-rate'] !== undefined
       ? soakOptions(values.soak, values['soak-rate'], values.quick ?? false)
       : undefined;
-  const only = values.only ? new Set(values.only.split(',').map((s) => Number(s.trim()))) : new Set(soak ? [] : [1, 2, 3, 4, 5, 6, 8]);
+  const only = values.only
+    ? new Set(values.only.split(',').map((s) => Number(s.trim())))
+    : new Set(soak ? [] : [1, 2, 3, 4, 5, 6, 8, TOKENS_ID, RETENTION_ID]);
   for (const n of only)
-    if (!Number.isInteger(n) || n < 1 || n > PEER_KILL_ID)
-      throw new Error(`--only: "${values.only}" must list scenarios 1 to ${PEER_KILL_ID} (${SOAK_ID}: the soak)`);
+    if (!Number.isInteger(n) || n < 1 || n > RETENTION_ID)
+      throw new Error(`--only: "${values.only}" must list scenarios 1 to ${RETENTION_ID} (${SOAK_ID}: the soak)`);
   if (soak) only.add(SOAK_ID);
   const soakRun = soak ?? soakOptions(undefined, undefined, values.quick ?? false);
   const profileService = values.profile as ServiceName | undefined;
@@ -213,6 +219,8 @@ async function main(): Promise<number> {
     [11, () => scenarioPeer(ctx, 11, results)],
     [12, () => scenarioPeer(ctx, 12, results)],
     [PEER_KILL_ID, () => scenarioPeerKill(ctx)],
+    [TOKENS_ID, () => scenarioTokens(ctx)],
+    [RETENTION_ID, () => scenarioRetention(ctx)],
   ];
   const results: ScenarioResult[] = [];
   const errors: { id: number; error: string; skipped?: boolean }[] = [];

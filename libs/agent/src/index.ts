@@ -8,6 +8,7 @@ export {
   taskDeadline,
 } from './task.js';
 export type { TaskAgentSpec, TaskAgentDeps, TaskPolicy, RunTaskOptions, TaskAttempt } from './task.js';
+export { FINISH_TASK_DESCRIPTION, modelParameters, specialistPolicy } from './task-tools.js';
 export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';
 export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey, taskCheckpointId } from './checkpoint.js';

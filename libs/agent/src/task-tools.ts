@@ -1,5 +1,6 @@
 import { FINISH_TASK_TOOL, type Catalog, type CatalogTool, type TaskCheckpointData } from '@bosun/contract';
-import { isReadOnlyTool, toolAllowed } from '@bosun/policy';
+import type { ClusterConfig } from '@bosun/config';
+import { approvalTimeoutFor, isReadOnlyTool, offeredTools, specialistCaller, toolAllowed, toolState } from '@bosun/policy';
 import type { ToolCall, ToolDeclaration } from '@bosun/models';
 import { applyLoad, initialRouting, loadToolsDeclaration, routingGroups, type RoutingState } from './routing.js';
 import type { TaskAgentDeps, TaskAgentSpec, TaskPolicy } from './task-types.js';
@@ -24,16 +25,43 @@ export function defaultPolicy(spec: TaskAgentSpec): TaskPolicy {
   };
 }
 
-function declare(tool: CatalogTool): ToolDeclaration {
-  return { name: tool.name, description: tool.description, parameters: tool.inputSchema };
+/**
+ * The policy of a configured specialist, as its process applies it: the tools its patterns allow,
+ * minus `off` ones, and only read-only ones in `read-only` mode (`offeredTools`); each tool's
+ * state and approval timeout from the config. The model is never shown a tool the gateway would
+ * refuse to run for this agent. Throws for a name the config does not know.
+ */
+export function specialistPolicy(config: ClusterConfig, name: string): TaskPolicy {
+  const caller = specialistCaller(config, name);
+  if (!caller) throw new TypeError(`specialistPolicy: no specialist "${name}" in the config`);
+  return {
+    offered: (tools) => offeredTools(config, caller, tools),
+    stateOf: (tool) => toolState(config, tool),
+    approvalTimeoutMs: (tool) => approvalTimeoutFor(config, caller, tool),
+  };
 }
 
+/**
+ * A tool's input schema as the model is shown it: without the root `$schema` (the JSON Schema
+ * dialect URI the MCP SDK puts on every tool, about 50 bytes each, which tells a model nothing).
+ * Everything else is kept as the server wrote it, in its order, so the declaration is
+ * byte-identical from turn to turn and from task to task.
+ */
+export function modelParameters(schema: Record<string, unknown>): Record<string, unknown> {
+  if (!Object.hasOwn(schema, '$schema')) return schema;
+  const { $schema: _dialect, ...rest } = schema;
+  return rest;
+}
+
+function declare(tool: CatalogTool): ToolDeclaration {
+  return { name: tool.name, description: tool.description, parameters: modelParameters(tool.inputSchema) };
+}
+
+/** `finish_task`'s description: the one place that says when to call it (the default instruction does not repeat it). */
+export const FINISH_TASK_DESCRIPTION = 'Report the result of this task. Call it exactly once, when you are done or cannot get further.';
+
 function finishDeclaration(outputSchema: Record<string, unknown>): ToolDeclaration {
-  return {
-    name: FINISH_TASK_TOOL,
-    description: 'Report the result of this task. Call it exactly once, when you are done or cannot get further.',
-    parameters: outputSchema,
-  };
+  return { name: FINISH_TASK_TOOL, description: FINISH_TASK_DESCRIPTION, parameters: modelParameters(outputSchema) };
 }
 
 /** The key of the default policy (no `deps.policy`) in {@link views}. */

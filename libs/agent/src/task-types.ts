@@ -5,13 +5,15 @@ import type { Model } from '@bosun/models';
 import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
 import type { RoutingSpec } from './routing.js';
 
-/** The default system instruction of a task-mode specialist. */
+/**
+ * The default system instruction of a task-mode specialist. When and how to report is said once,
+ * in `finish_task`'s description, which every request carries.
+ */
 export const DEFAULT_TASK_INSTRUCTION = [
   'You are a specialist on an unattended incident-response team. Nobody will answer questions:',
   'there is no person in this conversation. Investigate the incident in your domain with the tools',
-  'you have, prefer reading before changing anything, and do not guess. When you are done, or when',
-  'you cannot get further, call finish_task once with your structured report. Say plainly in the',
-  'report what you could not check.',
+  'you have, prefer reading before changing anything, and do not guess. Say plainly in your report',
+  'what you could not check.',
 ].join(' ');
 
 /** What a specialist's task loop needs to know about it. */

@@ -9,6 +9,7 @@ import { normalizeHost, normalizeOrigin } from './http-origin.js';
 import { IntakeConfigSchema } from './intake.js';
 import { DeliveryConfigSchema } from './delivery.js';
 import { A2aConfig, RemoteA2aAgent } from './a2a.js';
+import { DEFAULT_RETENTION, RetentionConfigSchema, retentionProblem } from './retention.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
 const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
@@ -343,6 +344,8 @@ const ClusterConfigSchema = z
       .default({}),
     /** The A2A server (`services/a2a`); off when absent. */
     a2a: A2aConfig.optional(),
+    /** How long each kind of data a run leaves is kept (docs/configuration.md#retention). */
+    retention: RetentionConfigSchema.default(DEFAULT_RETENTION),
   })
   .strict();
 
@@ -468,6 +471,8 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   }
   const config = parsed.data;
   resolveScalars(config, [], options, env);
+  const retention = retentionProblem(config.retention, config.coordinator.runDeadlineMs);
+  if (retention) throw new ConfigError(`${file}: ${retention}`);
   const names = Object.keys(config.specialists);
   if (names.length === 0) throw new ConfigError(`${file}: specialists: at least one specialist is required`);
   if (names.includes('mcp-client'))

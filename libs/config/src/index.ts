@@ -23,3 +23,5 @@ export type {
 export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets } from './delivery.js';
 export type { DeliveryConfig, DeliverySink } from './delivery.js';
 export { A2aConfig, A2A_TENANT_PATTERN, RemoteA2aAgent } from './a2a.js';
+export { RetentionConfigSchema, DEFAULT_RETENTION, parseDuration, formatDuration, retentionProblem } from './retention.js';
+export type { RetentionConfig } from './retention.js';

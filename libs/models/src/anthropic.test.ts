@@ -122,8 +122,40 @@ describe('AnthropicModel', () => {
     expect(messages[2]?.content).toEqual([
       { type: 'tool_result', tool_use_id: 'toolu_01Ak3nZRU7hLMPbZqNjYE7qp', content: '{"status":"degraded"}' },
       { type: 'tool_result', tool_use_id: 'toolu_01GKTmLC6p74jArCZhsHVsX5', content: 'timeout', is_error: true },
-      { type: 'text', text: 'Now finish. fixture:finish-task' },
+      // The conversation's breakpoint: the next turn reads all of this from the cache.
+      { type: 'text', text: 'Now finish. fixture:finish-task', cache_control: { type: 'ephemeral' } },
     ]);
+  });
+
+  it('moves the conversation breakpoint to the end of each request; what the turn before sent stays byte-identical', async () => {
+    const m = model();
+    const turn1: Message[] = ask('tool-use-parallel');
+    const first = await m.generate(request(turn1));
+    const body1 = last().body;
+    const turn2: Message[] = [
+      ...turn1,
+      { role: 'model', text: first.text!, calls: first.calls },
+      {
+        role: 'tool',
+        responses: first.calls.map((c) => ({ id: c.id, name: c.name, output: { ok: true } })),
+      },
+    ];
+    await m.generate(request(turn2));
+    const body2 = last().body;
+    const blocks = (b: typeof body1) => b.messages.flatMap((x) => (Array.isArray(x.content) ? x.content : []));
+    // One breakpoint in the conversation, on its last block.
+    for (const b of [body1, body2]) {
+      const marked = blocks(b).map((x) => x.cache_control !== undefined);
+      expect(marked.filter(Boolean)).toHaveLength(1);
+      expect(marked.at(-1)).toBe(true);
+    }
+    // The prefix a provider caches (tools, system, turn 1's blocks) is the same bytes in turn 2,
+    // the breakpoints aside (they mark where a cache entry ends, not what it holds).
+    const bare = (x: unknown) => JSON.stringify(x, (k, v: unknown) => (k === 'cache_control' ? undefined : v));
+    expect(bare(body2.tools)).toBe(bare(body1.tools));
+    expect(bare(body2.system)).toBe(bare(body1.system));
+    const n = blocks(body1).length;
+    expect(bare(blocks(body2).slice(0, n))).toBe(bare(blocks(body1)));
   });
 
   it('keeps thinking out of the answer and sends the signed block back first in that assistant turn', async () => {

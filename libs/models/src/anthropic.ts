@@ -38,7 +38,7 @@ export interface AnthropicModelOptions {
   maxOutputTokens?: number;
   /** Extended thinking's `budget_tokens`; off when absent. Must be below `maxOutputTokens`. */
   thinkingBudgetTokens?: number;
-  /** Prompt caching of the stable prefix (system and tools), default true. */
+  /** Prompt caching of the stable prefix (tools, system, and the conversation so far), default true. */
   promptCaching?: boolean;
   /** The context window in tokens (default: the known window of `model`). */
   contextTokens?: number;
@@ -131,11 +131,15 @@ export class AnthropicModel implements Model {
     }
     if (request.mode !== 'single' && request.tools.length > 0) {
       const tools = request.tools.map(toTool);
-      // The breakpoint on the last tool caches every tool (and the system before them).
+      // Anthropic reads tools, then system, then messages. The breakpoint on the last tool caches
+      // the tools alone, so they are read from the cache even when the system differs (a runbook).
       const last = tools[tools.length - 1];
       if (this.#caching && last) tools[tools.length - 1] = { ...last, cache_control: CACHE };
       params.tools = tools;
     }
+    // A loop's next request repeats this one and adds to it: a breakpoint at the end of the
+    // conversation lets the next turn read all of it from the cache, not only system and tools.
+    if (this.#caching && request.mode !== 'single') markConversationEnd(params.messages);
     if (this.#thinking !== undefined) params.thinking = { type: 'enabled', budget_tokens: this.#thinking };
     return params;
   }
@@ -186,6 +190,19 @@ function toMessages(messages: readonly Message[], thinking: boolean): MessagePar
     }
   }
   return out;
+}
+
+/**
+ * Puts the conversation's cache breakpoint on the last block of the last turn (the third of the
+ * four the API allows, after the system's and the last tool's). Thinking blocks cannot carry one;
+ * a turn ending in one gets none.
+ */
+function markConversationEnd(messages: MessageParam[]): void {
+  const content = messages[messages.length - 1]?.content;
+  if (!Array.isArray(content)) return;
+  const block = content[content.length - 1];
+  if (!block || block.type === 'thinking' || block.type === 'redacted_thinking') return;
+  content[content.length - 1] = { ...block, cache_control: CACHE };
 }
 
 function thinkingBlock(r: Reasoning): ContentBlockParam[] {

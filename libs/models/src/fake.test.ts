@@ -4,6 +4,7 @@ import { validateAgainstSchema } from '@bosun/config';
 
 import { FakeModel, type FakeModelOptions } from './fake.js';
 import { delegateToolName, renderIncident } from './prompt.js';
+import { estimateTokens } from './resilient.js';
 import { ModelError, type Message, type ModelRequest, type ModelResponse, type ToolDeclaration } from './types.js';
 
 /** The demo specialists' report schema (infra/demo/bosun.yaml). */
@@ -142,6 +143,27 @@ describe('FakeModel: classifier (single mode)', () => {
     expect(r.model).toBe('fake');
     expect(r.usage?.inputTokens).toBeGreaterThan(0);
     expect(r.usage?.totalTokens).toBe((r.usage?.inputTokens ?? 0) + (r.usage?.outputTokens ?? 0));
+  });
+});
+
+describe('FakeModel: usage', () => {
+  it('counts the tool declarations as input, as providers bill them: the same estimate the loops fit requests with', async () => {
+    const tools: ToolDeclaration[] = [
+      { name: 'demo__get_pods', description: 'List the pods of a service.'.repeat(20), parameters: { type: 'object', properties: {} } },
+    ];
+    const base: ModelRequest = {
+      agent: 'kubernetes',
+      mode: 'task',
+      system: 'Investigate.',
+      messages: [{ role: 'user', text: 'go' }],
+      tools: [],
+    };
+    const without = await new FakeModel(OPTIONS).generate(base);
+    const withTools = await new FakeModel(OPTIONS).generate({ ...base, tools });
+    expect(withTools.usage?.inputTokens).toBe(estimateTokens({ ...base, tools }));
+    expect((withTools.usage?.inputTokens ?? 0) - (without.usage?.inputTokens ?? 0)).toBeGreaterThanOrEqual(
+      Math.floor(JSON.stringify(tools).length / 4),
+    );
   });
 });
 

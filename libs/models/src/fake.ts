@@ -411,8 +411,9 @@ function fill(schema: unknown, name: string, results: Result[], incident: Json |
   }
 }
 
+/** The fake's usage: the same estimate the loops fit their requests with, the tool declarations included (they are billed as input). */
 function usageOf(request: ModelRequest, response: ModelResponse) {
-  const inputTokens = Math.ceil(JSON.stringify(request.messages).length / 4) + Math.ceil((request.system ?? '').length / 4);
+  const inputTokens = estimateTokens(request);
   const outputTokens = Math.ceil(((response.text ?? '') + JSON.stringify(response.calls)).length / 4);
   return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens };
 }

@@ -1,10 +1,11 @@
 /**
- * How an incident is shown to a model: a fenced JSON block after a `Incident:` line.
- * The fake model reads it back with {@link extractIncident}, so what it decides from is
- * exactly what a real model sees.
+ * How an incident is shown to a model: a fenced JSON block after a `Incident:` line, compact as
+ * tool results are (indentation was a third of the incident's tokens, in every request of every
+ * agent of the run). The fake model reads it back with {@link extractIncident}, so what it
+ * decides from is exactly what a real model sees.
  */
 export function renderIncident(incident: unknown): string {
-  return `Incident:\n\`\`\`json\n${JSON.stringify(incident, null, 2)}\n\`\`\``;
+  return `Incident:\n\`\`\`json\n${JSON.stringify(incident)}\n\`\`\``;
 }
 
 /** The incident rendered by {@link renderIncident} in `text`, or undefined. */

@@ -57,6 +57,8 @@ export interface EventPublisherOptions {
    * `max_payload`, or {@link DEFAULT_MAX_PAYLOAD} while there is no connection.
    */
   maxPayloadBytes?: number;
+  /** How long a run's event counter is kept after its first event; default 8 days (a day past the checkpoints). */
+  seqTtlSeconds?: number;
 }
 
 const SEQ_TTL_SECONDS = 8 * 24 * 3600;
@@ -122,6 +124,7 @@ export class EventPublisher implements EventSink {
   private js: JetStreamClient | null = null;
   private nc: NatsConnection | null = null;
   private readonly maxPayloadBytes: number | undefined;
+  private readonly seqTtl: number;
   private inflight = 0;
   private pending = new Set<Promise<void>>();
   /** Events emitted this tick, by run, waiting for their numbers (see {@link number}). */
@@ -135,6 +138,7 @@ export class EventPublisher implements EventSink {
     this.log = options.log;
     this.bufferLimit = options.bufferLimit ?? 10_000;
     this.maxPayloadBytes = options.maxPayloadBytes;
+    this.seqTtl = options.seqTtlSeconds ?? SEQ_TTL_SECONDS;
   }
 
   /** Hands over a (new) NATS connection and flushes the buffer into it. */
@@ -184,7 +188,7 @@ export class EventPublisher implements EventSink {
       .then((last) => {
         const first = last - batch.length + 1;
         // The counter's expiry is housekeeping: a failed EXPIRE leaves a key that lives on, never a lost event.
-        if (first === 1) void this.redis.expire(seqKey, SEQ_TTL_SECONDS).catch(() => undefined);
+        if (first === 1) void this.redis.expire(seqKey, this.seqTtl).catch(() => undefined);
         batch.forEach((input, i) => {
           const event = runEvent(input, first + i);
           this.send({

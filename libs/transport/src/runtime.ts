@@ -2,12 +2,12 @@ import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { BosunError } from '@bosun/contract';
-import { redactUrl, type BosunEnv, type Logger } from '@bosun/config';
+import { redactUrl, type BosunEnv, type Logger, type RetentionConfig } from '@bosun/config';
 import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
 import { EventPublisher } from './events.js';
 import { RedisCheckpointStore } from './checkpoints.js';
 import { DeadLetters } from './dead-letters.js';
-import { ensureRunsStream } from './stream.js';
+import { ensureRunsStream, type RunsStreamLimits } from './stream.js';
 
 /** The connections and stores every service uses. */
 export interface Runtime {
@@ -26,13 +26,21 @@ export interface Runtime {
  * does not answer) and NATS (optional at start-up: the service runs and buffers events until
  * NATS answers, so observers never hold up a run). Either server refusing the credentials or the
  * TLS settings at start-up fails it with a {@link ConnectionSettingsError} naming the variables.
+ * `retention` (the config's section) sets the checkpoints' expiry, the run event counter's, and
+ * the runs stream's limits; without it the defaults apply and an existing stream is left as is.
  */
-export async function openRuntime(env: BosunEnv, options: { service: string; log: Logger }): Promise<Runtime> {
-  const { service, log } = options;
+export async function openRuntime(
+  env: BosunEnv,
+  options: { service: string; log: Logger; retention?: RetentionConfig | undefined },
+): Promise<Runtime> {
+  const { service, log, retention } = options;
   const redis = await openRedis(env, { service, onError: (err) => log.warn({ err }, 'redis connection error') });
-  const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log });
+  // A run's event counter outlives its checkpoints by a day: a late event of the run still numbers on.
+  const seqTtl = retention ? { seqTtlSeconds: retention.checkpoints + 86_400 } : {};
+  const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log, ...seqTtl });
   let nc: NatsConnection | null = null;
   let closed = false;
+  const streamLimits = runsStreamLimits(env, retention);
   // Credentials or certificates NATS refuses at start-up stop the service: they will not fix
   // themselves. Later (NATS was away at start-up), the refusal is logged and retried.
   let starting = true;
@@ -48,7 +56,7 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
           return;
         }
         // The stream captures events for late observers: without holding up the service.
-        await Promise.race([ensureRunsStreamRetrying(conn, env, log, () => closed), new Promise((r) => setTimeout(r, 5_000))]);
+        await Promise.race([ensureRunsStreamRetrying(conn, streamLimits, log, () => closed), new Promise((r) => setTimeout(r, 5_000))]);
         nc = conn;
         events.attach(conn);
         log.info('connected to NATS');
@@ -88,7 +96,7 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
     throw refusedAtStart;
   }
 
-  const checkpoints = new RedisCheckpointStore({ redis, prefix: env.prefix });
+  const checkpoints = new RedisCheckpointStore({ redis, prefix: env.prefix, ...(retention ? { ttlSeconds: retention.checkpoints } : {}) });
   const deadLetters = new DeadLetters({ redis, prefix: env.prefix });
   return {
     redis,
@@ -108,15 +116,30 @@ export async function openRuntime(env: BosunEnv, options: { service: string; log
   };
 }
 
+/** The runs stream's limits from `retention.events` (none without it: an existing stream is left as is). */
+function runsStreamLimits(env: BosunEnv, retention: RetentionConfig | undefined): RunsStreamLimits & { prefix: string } {
+  const { events } = retention ?? {};
+  return {
+    prefix: env.prefix,
+    replicas: env.streamReplicas,
+    ...(events ? { maxAgeMs: events.maxAge * 1000, maxBytes: events.maxBytes, maxMsgs: events.maxMessages } : {}),
+  };
+}
+
 /**
  * Creates the runs stream, trying again every second up to 30 times while JetStream does not
  * take it (a NATS cluster may still be electing its leader), unless the runtime is `closed`;
  * then logs that late observers cannot replay runs.
  */
-async function ensureRunsStreamRetrying(conn: NatsConnection, env: BosunEnv, log: Logger, closed: () => boolean): Promise<void> {
+async function ensureRunsStreamRetrying(
+  conn: NatsConnection,
+  limits: RunsStreamLimits & { prefix: string },
+  log: Logger,
+  closed: () => boolean,
+): Promise<void> {
   for (let tries = 30; ; tries--) {
     try {
-      await ensureRunsStream(conn, env.prefix, { replicas: env.streamReplicas });
+      await ensureRunsStream(conn, limits.prefix, limits);
       return;
     } catch (err) {
       if (tries === 0 || closed()) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');

@@ -17,6 +17,11 @@ export interface RunsStreamLimits {
 /**
  * Makes sure the JetStream stream `<prefix>-runs` captures `<prefix>.runs.>` with bounded
  * retention, so an observer that subscribes late can replay a whole run. Idempotent.
+ *
+ * With a limit given (`maxAgeMs`, `maxBytes` or `maxMsgs`: a service applying the config's
+ * `retention.events`), an existing stream is updated to the limits. Without one (the CLI, which
+ * reads no config), a missing stream is created with the defaults and an existing one is left as
+ * the services configured it.
  */
 export async function ensureRunsStream(nc: NatsConnection, prefix: string, limits: RunsStreamLimits = {}): Promise<string> {
   const jsm = await jetstreamManager(nc);
@@ -32,9 +37,10 @@ export async function ensureRunsStream(nc: NatsConnection, prefix: string, limit
     max_msgs: limits.maxMsgs ?? 1_000_000,
     num_replicas: limits.replicas ?? 1,
   };
+  const configures = limits.maxAgeMs !== undefined || limits.maxBytes !== undefined || limits.maxMsgs !== undefined;
   try {
     await jsm.streams.info(name);
-    await jsm.streams.update(name, config);
+    if (configures) await jsm.streams.update(name, config);
   } catch {
     try {
       await jsm.streams.add(config);

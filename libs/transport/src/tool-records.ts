@@ -224,6 +224,8 @@ export interface ToolCallRecordsOptions {
   prefix: string;
   /** How long a claim holds a running call, renewed while it runs. Default `TOOL_CALL_LEASE_MS`. */
   leaseMs?: number | undefined;
+  /** How long a record is kept after its last change (`retention.toolRecords`); default 7 days. */
+  ttlSeconds?: number | undefined;
 }
 
 /**
@@ -236,11 +238,13 @@ export class ToolCallRecords {
   private readonly redis: RedisClient;
   private readonly prefix: string;
   private readonly leaseMs: number;
+  private readonly ttl: string;
 
   constructor(options: ToolCallRecordsOptions) {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.leaseMs = options.leaseMs ?? TOOL_CALL_LEASE_MS;
+    this.ttl = String(options.ttlSeconds ?? TOOL_CALL_RECORD_TTL_SECONDS);
   }
 
   /** The Redis key of a call's record. */
@@ -268,7 +272,7 @@ export class ToolCallRecords {
   /**
    * Claims a call before it is sent (none → `inflight`, `retry` → `inflight`, and `inflight` →
    * `inflight` for a read-only tool), writing its fields, its owner, a lease of
-   * `TOOL_CALL_LEASE_MS` and a 7-day expiry, in one atomic script; see {@link ClaimOutcome}.
+   * `TOOL_CALL_LEASE_MS` and its expiry (`ttlSeconds`, default 7 days), in one atomic script; see {@link ClaimOutcome}.
    */
   async claim(call: ToolCallClaim, now = new Date()): Promise<ClaimOutcome> {
     const shown = JSON.stringify(call.shownArgs);
@@ -279,7 +283,7 @@ export class ToolCallRecords {
       [recordKey, call.lock?.key ?? recordKey],
       [
         call.readOnly ? '1' : '0',
-        String(TOOL_CALL_RECORD_TTL_SECONDS),
+        this.ttl,
         call.tool,
         shown,
         call.runId,
@@ -316,7 +320,7 @@ export class ToolCallRecords {
 
   /**
    * Records the outcome of a call (`inflight` → `done`; `in-doubt` → `done` with `seenDoneAt`,
-   * out of the in-doubt index) and renews the 7-day expiry, unless another attempt has claimed it
+   * out of the in-doubt index) and renews its expiry, unless another attempt has claimed it
    * since (`owner`); see {@link RecordOutcome}.
    */
   async recordDone(result: ToolCallResult, owner?: string): Promise<RecordOutcome> {
@@ -324,7 +328,7 @@ export class ToolCallRecords {
       this.redis,
       { name: 'bosunRecordCall', lua: RECORD_SCRIPT },
       [this.key(result.key), keys.inDoubt(this.prefix)],
-      [JSON.stringify(result), owner ?? '', String(TOOL_CALL_RECORD_TTL_SECONDS), new Date().toISOString(), result.key],
+      [JSON.stringify(result), owner ?? '', this.ttl, new Date().toISOString(), result.key],
     )) as [RecordOutcome];
     return outcome;
   }
@@ -339,13 +343,7 @@ export class ToolCallRecords {
       this.redis,
       { name: 'bosunMarkInDoubt', lua: IN_DOUBT_SCRIPT },
       [this.key(callKey), keys.inDoubt(this.prefix)],
-      [
-        'owner' in by ? 'owner' : 'lapsed',
-        'owner' in by ? by.owner : '',
-        new Date().toISOString(),
-        callKey,
-        String(TOOL_CALL_RECORD_TTL_SECONDS),
-      ],
+      ['owner' in by ? 'owner' : 'lapsed', 'owner' in by ? by.owner : '', new Date().toISOString(), callKey, this.ttl],
     )) as [string, string?];
     if (kind === 'marked' || kind === 'already') return { kind };
     if (kind === 'done') return extra ? { kind, result: parseResult(callKey, extra) } : { kind };

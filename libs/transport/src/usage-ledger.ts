@@ -2,7 +2,7 @@ import { UsageTotals, parseStoredJson, sumUsage } from '@bosun/contract';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
 
-/** How long a run's ledger is kept after its last write: as long as the checkpoints (7 days). */
+/** How long a run's ledger is kept after its last write, by default: as long as the checkpoints (7 days). */
 const LEDGER_TTL_SECONDS = 7 * 24 * 3600;
 
 /**
@@ -14,16 +14,19 @@ const LEDGER_TTL_SECONDS = 7 * 24 * 3600;
 export class RunUsageLedger {
   readonly #redis: RedisClient;
   readonly #prefix: string;
+  readonly #ttl: number;
 
-  constructor(options: { redis: RedisClient; prefix: string }) {
+  /** `ttlSeconds`: how long the ledger is kept after its last write (`retention.checkpoints`; default 7 days). */
+  constructor(options: { redis: RedisClient; prefix: string; ttlSeconds?: number }) {
     this.#redis = options.redis;
     this.#prefix = options.prefix;
+    this.#ttl = options.ttlSeconds ?? LEDGER_TTL_SECONDS;
   }
 
   /** Records what `part` of run `runId` has spent so far (its total, replacing what it wrote before). */
   async record(runId: string, part: string, usage: UsageTotals): Promise<void> {
     const key = keys.usage(this.#prefix, runId);
-    await this.#redis.multi().hset(key, part, JSON.stringify(usage)).expire(key, LEDGER_TTL_SECONDS).exec();
+    await this.#redis.multi().hset(key, part, JSON.stringify(usage)).expire(key, this.#ttl).exec();
   }
 
   /** What the run has spent, every part's total summed. */

@@ -66,7 +66,7 @@ runService({
   },
   async start(args, env) {
     const { config, a2a } = load(env, args);
-    const rt = await openRuntime(env, { service: 'a2a', log });
+    const rt = await openRuntime(env, { service: 'a2a', log, retention: config.retention });
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     const runs = new RunReader(rt.redis, env.prefix, approvals);
     const control = new RunControl({ redis: rt.redis, prefix: env.prefix });

@@ -51,8 +51,9 @@ export class Coordinator {
   constructor(deps: CoordinatorDeps) {
     this.onLockLost = deps.onLockLost;
     const queues = { redis: deps.redis, prefix: deps.prefix };
-    this.jobs = new BullRunJobs(queues);
-    this.timers = new BullRunTimers(queues);
+    const { retention } = deps.config;
+    this.jobs = new BullRunJobs({ ...queues, retention });
+    this.timers = new BullRunTimers({ ...queues, retention });
     this.deliveries = deps.config.delivery ? new DeliveryQueue({ ...queues, delivery: deps.config.delivery }) : undefined;
     this.traceNotes = new TraceNotes(queues);
     this.run = {
@@ -63,12 +64,12 @@ export class Coordinator {
       deadLetters: deps.deadLetters,
       jobs: this.jobs,
       timers: this.timers,
-      cancels: new RedisCancelKeys(queues),
+      cancels: new RedisCancelKeys({ ...queues, retention }),
       clock: Date,
       log: deps.log,
       ...(deps.approvals ? { approvals: deps.approvals } : {}),
       // With a run budget, the coordinator's own spending counts in the run's ledger too.
-      ...(deps.config.budgets.run ? { usage: new RunUsageLedger(queues) } : {}),
+      ...(deps.config.budgets.run ? { usage: new RunUsageLedger({ ...queues, ttlSeconds: retention.checkpoints }) } : {}),
     };
   }
 

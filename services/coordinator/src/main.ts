@@ -27,6 +27,7 @@ import {
   type WorkerLocks,
 } from '@bosun/transport';
 import { Coordinator } from './coordinator.js';
+import { RunResultSweeper } from './sweep.js';
 import { startOperatorApi, type OperatorApi } from './http.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
@@ -64,7 +65,7 @@ runService({
   async start(_args, env) {
     const { config } = load(env);
     const c = config.coordinator;
-    const rt = await openRuntime(env, { service: 'coordinator', log });
+    const rt = await openRuntime(env, { service: 'coordinator', log, retention: config.retention });
     // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     // Set once the worker exists; a run cannot lose a lock before that.
@@ -99,6 +100,11 @@ runService({
     });
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
     log.info({ mode: c.mode, model: modelName, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
+    // Finished runs past `retention.runResults` (none by default: their publishers decide).
+    const { runResults } = config.retention;
+    const sweeper =
+      runResults === null ? undefined : new RunResultSweeper({ redis: rt.redis, prefix: env.prefix, keepMs: runResults * 1000, log });
+    sweeper?.start();
     // The queue, approval and in-doubt gauges of /metrics: read by the coordinator only, so they
     // are not counted once per process.
     const probe = redisClusterProbe({ redis: rt.redis, prefix: env.prefix, specialists: Object.keys(config.specialists) });
@@ -121,6 +127,7 @@ runService({
         metrics.setClusterProbe(undefined);
         await probe.close();
         await runs.close();
+        await sweeper?.close();
         await Promise.all([worker.close(), timers.close()]);
         await coordinator.close();
         await approvals.close();
@@ -136,6 +143,7 @@ runService({
         metrics.setClusterProbe(undefined);
         await probe.close();
         await runs.close();
+        await sweeper?.close();
         await Promise.all([worker.close(), timers.close()]);
         locks.close();
         timerLocks.close();

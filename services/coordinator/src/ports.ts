@@ -15,17 +15,20 @@ import {
   type TaskJob,
   type TimerJob,
 } from '@bosun/contract';
+import type { RetentionConfig } from '@bosun/config';
 import type { CancelKeys, ChildState, ChildrenRead, IncidentJob, ParkedRun, RunChildren, RunJobs, RunTimers } from '@bosun/agent';
 import { LockLostError } from '@bosun/contract';
 import { SpanKind, inSpan, isLockError, readRunCancellation, traceCarrier, type RedisClient } from '@bosun/transport';
 
-/** How long finished child and timer jobs are kept. */
+/** How long finished child and timer jobs are kept, and a task's cancel key, by default (`retention`: 7 days). */
 const KEEP_SECONDS = 7 * 24 * 3600;
 
-/** Connection and prefix of the queues. */
+/** Connection and prefix of the queues, and how long what they write is kept. */
 export interface QueueOptions {
   redis: RedisClient;
   prefix: string;
+  /** `taskResults`: finished task and timer jobs; `checkpoints`: a task's cancel key (it lives as long as the task's checkpoint). Default 7 days each. */
+  retention?: Pick<RetentionConfig, 'taskResults' | 'checkpoints'> | undefined;
 }
 
 /** The task id of a child job's key (`<prefix>:<queue>:<jobId>`: a task id holds no colon). */
@@ -47,9 +50,11 @@ export class BullRunJobs implements RunJobs {
   private readonly options: QueueOptions;
   private readonly queues = new Map<string, Queue>();
   private readonly incidents: Queue;
+  private readonly keepSeconds: number;
 
   constructor(options: QueueOptions) {
     this.options = options;
+    this.keepSeconds = options.retention?.taskResults ?? KEEP_SECONDS;
     this.incidents = new Queue(INCIDENTS_QUEUE, { connection: options.redis, prefix: options.prefix });
   }
 
@@ -81,8 +86,8 @@ export class BullRunJobs implements RunJobs {
                 backoff: { type: 'exponential', delay: 1_000 },
                 // A child that fails for good must not block the run: its failure is collected instead.
                 ignoreDependencyOnFailure: true,
-                removeOnComplete: { age: KEEP_SECONDS },
-                removeOnFail: { age: KEEP_SECONDS },
+                removeOnComplete: { age: this.keepSeconds },
+                removeOnFail: { age: this.keepSeconds },
               },
             );
           },
@@ -151,8 +156,10 @@ export class BullRunJobs implements RunJobs {
 /** The coordinator's timers: delayed jobs on {@link COORDINATOR_TIMERS_QUEUE}, named by kind, with their `timerJobId`. */
 export class BullRunTimers implements RunTimers {
   private readonly queue: Queue;
+  private readonly keepSeconds: number;
 
   constructor(options: QueueOptions) {
+    this.keepSeconds = options.retention?.taskResults ?? KEEP_SECONDS;
     this.queue = new Queue(COORDINATOR_TIMERS_QUEUE, { connection: options.redis, prefix: options.prefix });
   }
 
@@ -161,7 +168,7 @@ export class BullRunTimers implements RunTimers {
       jobId: timerJobId(timer),
       delay: delayMs,
       removeOnComplete: true,
-      removeOnFail: { age: KEEP_SECONDS },
+      removeOnFail: { age: this.keepSeconds },
     });
   }
 
@@ -183,6 +190,11 @@ export class RedisCancelKeys implements CancelKeys {
   }
 
   async stopTask(taskId: string): Promise<void> {
-    await this.options.redis.set(taskCancelKey(this.options.prefix, taskId), '1', 'EX', CANCEL_TTL_SECONDS.task);
+    await this.options.redis.set(
+      taskCancelKey(this.options.prefix, taskId),
+      '1',
+      'EX',
+      this.options.retention?.checkpoints ?? CANCEL_TTL_SECONDS.task,
+    );
   }
 }

@@ -82,7 +82,7 @@ runService({
   },
   async start(_args, env) {
     const { config, intake, delivery, runbooks } = load(env);
-    const rt = await openRuntime(env, { service: 'intake', log });
+    const rt = await openRuntime(env, { service: 'intake', log, retention: config.retention });
     let http: { close(): Promise<void> } | undefined;
     try {
       http = intake ? await startIntake(rt, env, intake, runbooks) : undefined;

@@ -13,9 +13,8 @@ import {
   type BosunEnv,
   type ClusterConfig,
 } from '@bosun/config';
-import { approvalTimeoutFor, offeredTools, specialistCaller, toolState } from '@bosun/policy';
 import { createModel } from '@bosun/models';
-import { buildModel, observedModel } from '@bosun/agent';
+import { buildModel, observedModel, specialistPolicy } from '@bosun/agent';
 import {
   ApprovalStore,
   NatsToolClient,
@@ -95,7 +94,7 @@ runService({
   async start(args, env) {
     const { config, names } = load(args, env);
 
-    const rt = await openRuntime(env, { service: 'specialist', log });
+    const rt = await openRuntime(env, { service: 'specialist', log, retention: config.retention });
     const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await queueTools.ready();
     const natsTools =
@@ -104,7 +103,7 @@ runService({
         : undefined;
     const tools = natsTools ?? queueTools;
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
-    const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix });
+    const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix, ttlSeconds: config.retention.checkpoints });
     const workers: Worker[] = [];
     const lockWatches: WorkerLocks[] = [];
     let draining = false;
@@ -180,11 +179,8 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
       approvals,
       traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
       remote,
-      policy: {
-        offered: (tools) => offeredTools(config, specialistCaller(config, name)!, tools),
-        stateOf: (tool) => toolState(config, tool),
-        approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
-      },
+      // What the model is offered is what the gateway would run for this agent (libs/agent/src/task-tools.ts).
+      policy: specialistPolicy(config, name),
       isCancelled,
       redis: rt.redis,
       onLockLost: (taskId) => watch.locks?.lost(taskId),

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { UnrecoverableError, type Job } from 'bullmq';
 import { McpError, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import {
-  AUDIT_STREAM_MAXLEN,
   TOOL_CALL_LEASE_MS,
   TOOL_CALL_LEASE_RENEW_MS,
   ToolCallJob,
@@ -119,7 +118,12 @@ export class ToolGateway {
   constructor(deps: GatewayDeps) {
     this.deps = deps;
     this.approvals = new ApprovalStore({ redis: deps.redis, prefix: deps.prefix });
-    this.records = new ToolCallRecords({ redis: deps.redis, prefix: deps.prefix, leaseMs: deps.leaseMs });
+    this.records = new ToolCallRecords({
+      redis: deps.redis,
+      prefix: deps.prefix,
+      leaseMs: deps.leaseMs,
+      ttlSeconds: deps.config.retention.toolRecords,
+    });
     // Three renewals fit in one lease.
     this.leaseRenewMs = deps.leaseMs === undefined ? TOOL_CALL_LEASE_RENEW_MS : Math.max(50, Math.floor(deps.leaseMs / 3));
     this.servers = Object.entries(deps.config.mcpServers).map(([name, cfg]) => {
@@ -606,7 +610,7 @@ export class ToolGateway {
       status,
     });
     await redis
-      .xadd(keys.audit(prefix), 'MAXLEN', '~', String(AUDIT_STREAM_MAXLEN), '*', ...entry)
+      .xadd(keys.audit(prefix), 'MAXLEN', '~', String(this.deps.config.retention.audit.maxEntries), '*', ...entry)
       .catch((err: unknown) => log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 

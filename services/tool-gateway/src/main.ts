@@ -39,7 +39,7 @@ runService({
     const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
     // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
     addLogSecrets(log, configSecrets(config));
-    const rt = await openRuntime(env, { service: 'tool-gateway', log });
+    const rt = await openRuntime(env, { service: 'tool-gateway', log, retention: config.retention });
     const gateway = new ToolGateway({ redis: rt.redis, prefix: env.prefix, config, events: rt.events, deadLetters: rt.deadLetters, log });
     const catalog = await gateway.start();
     log.info({ tools: catalog.tools.length, unavailable: Object.keys(catalog.unavailable) }, 'tool catalog published');
