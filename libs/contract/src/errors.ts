@@ -25,6 +25,9 @@ export type ErrorCode =
   | 'non_deterministic'
   | 'script_host_failure'
   | 'over_budget'
+  // The CodeAct sandbox (libs/sandbox).
+  | 'sandbox_aborted'
+  | 'sandbox_failed'
   // Operators' requests (approvals, run control, HTTP).
   | 'not_found'
   | 'already_decided'

@@ -2,7 +2,9 @@
  * The script that prepares a fresh context before the model's script runs. It takes the raw host
  * functions off the global object (keeping them in its closure, where the model's script cannot
  * reach them) and defines what the script may use: `call_tool`, `console`, and a `Date` and
- * `Math.random` answered by the host. Everything that crosses the boundary is a string.
+ * `Math.random` answered by the host. Everything that crosses the boundary is a string. It
+ * evaluates to its own `JSON.stringify` (taken before the script could replace it), with which
+ * the host writes out the script's result.
  */
 export function prelude(tools: readonly string[]): string {
   const identifiers = tools.filter((t) => /^[A-Za-z_$][\w$]*$/.test(t));
@@ -45,5 +47,6 @@ export function prelude(tools: readonly string[]): string {
   Object.defineProperty(D.prototype, 'constructor', { value: HostDate, configurable: true, writable: true });
   g.Date = HostDate;
   Math.random = function () { return rawRandom(); };
+  return function (v) { return stringify(v); };
 })(globalThis);`;
 }

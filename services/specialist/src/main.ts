@@ -28,6 +28,7 @@ import {
   type ServiceArgs,
 } from '@bosun/transport';
 import { startTracing } from '@bosun/otel';
+import { SandboxPool } from '@bosun/sandbox';
 import { specialistProcessor } from './specialist.js';
 import { RemoteSpecialist, resolveRemoteToken } from './remote.js';
 import type { SpecialistConfig } from '@bosun/config';
@@ -74,6 +75,18 @@ function remoteSpecialist(
   });
 }
 
+/**
+ * The threads CodeAct scripts run on, when this process runs a CodeAct specialist: never on this
+ * process's event loop (lock renewals, health, other tasks). Started now, so that the first
+ * script does not wait for them.
+ */
+async function sandboxFor(config: ReturnType<typeof load>['config'], names: string[]): Promise<SandboxPool | undefined> {
+  if (!names.some((n) => specialistConfig(config, n)!.loop === 'codeact')) return undefined;
+  const pool = new SandboxPool();
+  await pool.warm();
+  return pool;
+}
+
 runService({
   name: 'specialist',
   log,
@@ -91,7 +104,8 @@ runService({
   async start(args, env) {
     const { config, names } = load(args, env);
 
-    const rt = await openRuntime(env, { service: 'specialist', log });
+    // The sandbox's threads start while the connections open.
+    const [rt, sandbox] = await Promise.all([openRuntime(env, { service: 'specialist', log }), sandboxFor(config, names)]);
     const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await queueTools.ready();
     const natsTools =
@@ -144,6 +158,7 @@ runService({
             approvalTimeoutMs: (tool) => approvalTimeoutFor(config, specialistCaller(config, name)!, tool),
           },
           isCancelled,
+          sandbox,
         }),
         {
           connection: rt.redis,
@@ -164,7 +179,9 @@ runService({
       async close() {
         // Stop taking work; tasks in flight hand themselves back at their next step boundary.
         draining = true;
-        await Promise.all(workers.map((w) => w.close()));
+        // Then the sandbox's threads: every task has handed itself back or ended (a running
+        // script is stopped as the process drains).
+        await Promise.all(workers.map((w) => w.close())).then(() => sandbox?.close());
         natsTools?.close();
         await queueTools.close();
         await approvals.close();

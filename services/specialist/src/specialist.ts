@@ -32,7 +32,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
   // Built once for every task: thousands of tasks in flight share them (and the task loop shares
   // what it derives from the spec object, such as the tool view).
   const shared: SharedDeps = { ...deps, log, loopSpec: { name: deps.name, ...deps.spec } };
-  return async (job: Job, token?: string): Promise<TaskResult> => {
+  return async (job: Job, token?: string, signal?: AbortSignal): Promise<TaskResult> => {
     const parsed = TaskJob.safeParse(job.data);
     if (!parsed.success || parsed.data.agent !== deps.name) {
       const reason = parsed.success
@@ -41,7 +41,7 @@ export function specialistProcessor(deps: SpecialistDeps) {
       await deps.deadLetters.add({ kind: 'poison', agent: deps.name, reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
       throw new UnrecoverableError(reason);
     }
-    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, task: parsed.data }));
+    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, signal, task: parsed.data }));
   };
 }
 
@@ -51,16 +51,19 @@ interface SharedDeps extends SpecialistDeps {
 }
 
 /** One attempt of a task job: the task loop, and what its park, hand-over or failure means for the job. */
-async function attemptTask(deps: SharedDeps, picked: { job: Job; token: string | undefined; task: TaskJob }): Promise<TaskResult> {
+async function attemptTask(
+  deps: SharedDeps,
+  picked: { job: Job; token: string | undefined; signal: AbortSignal | undefined; task: TaskJob },
+): Promise<TaskResult> {
   const { log } = deps;
-  const { job, token, task } = picked;
+  const { job, token, signal, task } = picked;
   const attempt = job.attemptsMade + 1;
   try {
     const loop = deps.spec.loop === 'codeact' ? runCodeActTask : runTask;
     // A specialist done by a remote A2A agent follows the remote task instead of running a model loop.
     const result = deps.remote
       ? await deps.remote.run(task, attempt)
-      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1 });
+      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1, signal });
     // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
     return result;
