@@ -92,8 +92,9 @@ export class ScriptHost implements SandboxHost {
 
   /** New values of the clock and Math.random(), in order: into the journal, saved with the checkpoint before the next effect. */
   record(values: { clock: number[]; random: number[] }): void {
-    this.journal.clock.push(...values.clock);
-    this.journal.random.push(...values.random);
+    // A loop on Date.now() reads it millions of times: appended one by one, not spread.
+    for (const v of values.clock) this.journal.clock.push(v);
+    for (const v of values.random) this.journal.random.push(v);
     this.run.dirty = true;
   }
 

@@ -50,6 +50,9 @@ const PAGE = 65_536;
 export const BASE_MEMORY_BYTES = 16 * 1024 * 1024;
 /** A module whose memory grew past this is dropped after its script, so that the memory is given back. */
 const REUSE_MAX_BYTES = BASE_MEMORY_BYTES + 8 * 1024 * 1024;
+/** The longest tool name and arguments (as JSON) a call may carry out of the interpreter. */
+const MAX_NAME_CHARS = 256;
+const MAX_ARGS_CHARS = 1024 * 1024;
 /** Modules not in use kept for the next scripts; a new one costs a few ms (the compiled code is shared). */
 const MAX_IDLE = 8;
 
@@ -268,25 +271,28 @@ async function evaluate(context: QuickJSAsyncContext, state: RunState): Promise<
   installHost(context, state);
   const setup = context.evalCode(prelude(state.job.tools), 'prelude.js');
   if (setup.error) {
-    const detail = describeError(context, setup.error);
+    const detail = JSON.stringify(context.dump(setup.error)).slice(0, 1_000);
     setup.error.dispose();
     throw new Error(`the sandbox could not be prepared: ${detail}`);
   }
-  // The prelude returns its own JSON.stringify, taken before the script could replace it.
-  const encode = setup.value;
+  // The prelude's own JSON.stringify and error reader, taken before the script could replace them.
+  const encode = context.getProp(setup.value, 0);
+  const describe = context.getProp(setup.value, 1);
+  setup.value.dispose();
+  const describeError = (handle: QuickJSHandle) => readError(context, describe, handle);
   try {
     state.start();
     context.runtime.setInterruptHandler(() => state.shouldInterrupt());
     const run = await context.evalCodeAsync(`(function () {\n${state.job.script}\n})()`, 'script.js');
     if (run.error) {
-      const message = describeError(context, run.error);
+      const message = state.abort ? '' : describeError(run.error);
       run.error.dispose();
       if (state.abort) return abortOutcome(state.abort);
       return { kind: 'script_error', message, ...errorLimit(message) };
     }
     try {
       // Written out under the same interrupt handler: a `toJSON` of the script is the script's time.
-      const outcome = state.abort ? abortOutcome(state.abort) : resultOf(context, run.value, encode, state.job.limits);
+      const outcome = state.abort ? abortOutcome(state.abort) : resultOf(context, run.value, { encode, describeError }, state.job.limits);
       return state.abort ? abortOutcome(state.abort) : outcome;
     } finally {
       if (run.value.alive) run.value.dispose();
@@ -294,6 +300,7 @@ async function evaluate(context: QuickJSAsyncContext, state: RunState): Promise<
   } finally {
     state.channel.idle();
     encode.dispose();
+    describe.dispose();
   }
 }
 
@@ -302,7 +309,13 @@ async function evaluate(context: QuickJSAsyncContext, state: RunState): Promise<
  * a result too large for the output limit (or too large to be written out at all within the
  * memory limit) is the output-limit error, never a half-read value.
  */
-function resultOf(context: QuickJSAsyncContext, value: QuickJSHandle, encode: QuickJSHandle, limits: SandboxLimits): ThreadOutcome {
+function resultOf(
+  context: QuickJSAsyncContext,
+  value: QuickJSHandle,
+  prelude: { encode: QuickJSHandle; describeError: (h: QuickJSHandle) => string },
+  limits: SandboxLimits,
+): ThreadOutcome {
+  const { encode, describeError } = prelude;
   const promise = context.getPromiseState(value);
   if (!(promise.type === 'fulfilled' && promise.notAPromise)) {
     if (promise.type === 'fulfilled') promise.value.dispose();
@@ -314,7 +327,7 @@ function resultOf(context: QuickJSAsyncContext, value: QuickJSHandle, encode: Qu
   }
   const json = context.callFunction(encode, context.undefined, value);
   if (json.error) {
-    const message = describeError(context, json.error);
+    const message = describeError(json.error);
     json.error.dispose();
     if (/out of memory/i.test(message))
       return {
@@ -327,7 +340,7 @@ function resultOf(context: QuickJSAsyncContext, value: QuickJSHandle, encode: Qu
   try {
     // JSON.stringify gives undefined for undefined (and functions): the script returned nothing.
     if (context.typeof(json.value) !== 'string') return { kind: 'result' };
-    const length = context.getNumber(context.getProp(json.value, 'length'));
+    const length = lengthOf(context, json.value);
     if (length > limits.maxOutputChars)
       return {
         kind: 'script_error',
@@ -345,15 +358,22 @@ function installHost(context: QuickJSAsyncContext, state: RunState): void {
   const { job, channel } = state;
   const fns: Record<string, QuickJSHandle> = {
     __bosun_call: context.newAsyncifiedFunction('call', async (nameH, argsH) => {
-      const name = context.getString(nameH);
-      const argsJson = context.getString(argsH);
-      return context.newString(await callTool(state, name, argsJson));
+      // Measured before they are read out: what crosses into this thread's heap stays small.
+      const nameLength = lengthOf(context, nameH);
+      const argsLength = lengthOf(context, argsH);
+      if (nameLength > MAX_NAME_CHARS)
+        return context.newString(JSON.stringify({ error: `call_tool: a tool name has at most ${MAX_NAME_CHARS} characters` }));
+      if (argsLength > MAX_ARGS_CHARS)
+        return context.newString(
+          JSON.stringify({
+            error: `call_tool: the arguments are ${argsLength} characters as JSON; a call takes at most ${MAX_ARGS_CHARS}`,
+          }),
+        );
+      return context.newString(await callTool(state, context.getString(nameH), context.getString(argsH)));
     }),
     __bosun_log: context.newFunction('log', (textH) => {
       // Measured before it is read out of the interpreter: a 50 MB line never crosses.
-      const lengthH = context.getProp(textH, 'length');
-      const length = context.getNumber(lengthH);
-      lengthH.dispose();
+      const length = lengthOf(context, textH);
       const room = job.limits.maxConsoleChars - state.consoleChars;
       if (length + 1 > room) state.stop('console', `console output exceeds ${job.limits.maxConsoleChars} characters (console limit)`);
       state.consoleChars += length + 1;
@@ -418,16 +438,40 @@ function argsProblem(json: string): string | undefined {
   return undefined;
 }
 
-function describeError(context: QuickJSAsyncContext, handle: QuickJSHandle): string {
+/** A script error as text, read with the prelude's reader (bounded), never the error object itself. */
+function readError(context: QuickJSAsyncContext, describe: QuickJSHandle, handle: QuickJSHandle): string {
+  const text = context.callFunction(describe, context.undefined, handle);
+  if (text.error) {
+    text.error.dispose();
+    // Reading the error failed (an out-of-memory error leaves no room): its kind is still known.
+    return context.typeof(handle) === 'object' && isOutOfMemory(context, handle)
+      ? 'InternalError: out of memory'
+      : 'Error: the script failed and its error could not be read';
+  }
   try {
-    const e: unknown = context.dump(handle);
-    if (e && typeof e === 'object' && 'message' in e) {
-      const { name, message } = e as { name?: unknown; message?: unknown };
-      return `${typeof name === 'string' ? name : 'Error'}: ${String(message)}`;
-    }
-    return `Uncaught ${typeof e === 'string' ? e : JSON.stringify(e)}`;
-  } catch {
-    return 'Error: the script failed and its error could not be read';
+    return context.typeof(text.value) === 'string' ? context.getString(text.value) : 'Error: the script failed';
+  } finally {
+    text.value.dispose();
+  }
+}
+
+/** Whether an error is QuickJS's out-of-memory error (its name and message are short strings of the engine's own). */
+function isOutOfMemory(context: QuickJSAsyncContext, handle: QuickJSHandle): boolean {
+  const message = context.getProp(handle, 'message');
+  try {
+    return context.typeof(message) === 'string' && lengthOf(context, message) < 64 && /out of memory/i.test(context.getString(message));
+  } finally {
+    message.dispose();
+  }
+}
+
+/** The `length` of a string handle, read inside the interpreter. */
+function lengthOf(context: QuickJSAsyncContext, handle: QuickJSHandle): number {
+  const length = context.getProp(handle, 'length');
+  try {
+    return context.getNumber(length);
+  } finally {
+    length.dispose();
   }
 }
 
