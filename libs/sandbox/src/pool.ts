@@ -300,11 +300,6 @@ export class SandboxPool {
       case 'fatal':
         this.lose(thread, new SandboxFailure(m.message), { fatal: true });
         return;
-      case 'log': {
-        const run = thread.runs.get(m.id);
-        if (run) run.console += m.text;
-        return;
-      }
       case 'call': {
         const run = thread.runs.get(m.id);
         if (run) this.call(run, thread, m);
@@ -316,6 +311,7 @@ export class SandboxPool {
         const run = thread.runs.get(m.id);
         thread.runs.delete(m.id);
         if (run) {
+          run.console += m.console;
           run.record({ clock: m.clock, random: m.random });
           this.finish(run, m.outcome, m.toolCalls);
         }
@@ -328,6 +324,7 @@ export class SandboxPool {
   /** A `call_tool`: the answer the run already had at this position, else the host's. */
   private call(run: Run, thread: Thread, m: Extract<FromThread, { t: 'call' }>): void {
     const { id } = m;
+    run.console += m.console;
     run.record({ clock: m.clock, random: m.random });
     if (run.attempt?.id === id) run.attempt.toolCalls = m.index + 1;
     let made = run.calls[m.index];

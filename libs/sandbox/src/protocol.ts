@@ -46,6 +46,11 @@ export interface NewValues {
   random: number[];
 }
 
+/** What the script printed since the last message (carried by the next one, so that printing costs no message). */
+export interface NewOutput {
+  console: string;
+}
+
 /** How a script ended, as the thread reports it. */
 export type ThreadOutcome =
   /** `json`: the returned value as JSON; absent when the script returned nothing. */
@@ -59,8 +64,7 @@ export type ThreadOutcome =
 /** Thread → pool. */
 export type FromThread =
   | { t: 'ready' }
-  | ({ t: 'call'; id: number; index: number; name: string; args: string } & NewValues)
-  | { t: 'log'; id: number; text: string }
+  | ({ t: 'call'; id: number; index: number; name: string; args: string } & NewValues & NewOutput)
   | ({
       t: 'done';
       id: number;
@@ -68,5 +72,6 @@ export type FromThread =
       toolCalls: number;
       /** The interpreter modules of the thread: created so far, idle now, and bytes of memory dropped with modules that grew. */
       modules: { created: number; idle: number; droppedBytes: number };
-    } & NewValues)
+    } & NewValues &
+      NewOutput)
   | { t: 'fatal'; message: string };

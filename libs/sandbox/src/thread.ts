@@ -24,17 +24,27 @@ function send(message: FromThread): void {
   port!.postMessage(message);
 }
 
+/** What each run printed since its last message. */
+const printed = new Map<number, string>();
+
+/** The run's output since its last message, handed over once. */
+function takeConsole(id: number): string {
+  const text = printed.get(id) ?? '';
+  printed.delete(id);
+  return text;
+}
+
 function channelOf(id: number): EngineChannel {
   return {
     call(index, name, args, values) {
       if (stopped.has(id)) return Promise.resolve(undefined);
       return new Promise((resolve) => {
         waiting.set(id, resolve);
-        send({ t: 'call', id, index, name, args, ...values });
+        send({ t: 'call', id, index, name, args, ...values, console: takeConsole(id) });
       });
     },
     log(text) {
-      send({ t: 'log', id, text });
+      printed.set(id, (printed.get(id) ?? '') + text);
     },
     running(ranMs) {
       // Written so that a reader who sees this id also sees its start.
@@ -63,6 +73,7 @@ async function run(message: Extract<ToThread, { t: 'run' }>): Promise<void> {
       outcome: result.outcome,
       toolCalls: result.toolCalls,
       ...result.values,
+      console: takeConsole(id),
       modules: { created: engines.created, idle: engines.idleCount(), droppedBytes: engines.droppedBytes },
     };
   } catch (err) {
@@ -73,6 +84,7 @@ async function run(message: Extract<ToThread, { t: 'run' }>): Promise<void> {
       toolCalls: 0,
       clock: [],
       random: [],
+      console: takeConsole(id),
       modules: { created: engines.created, idle: engines.idleCount(), droppedBytes: engines.droppedBytes },
     };
   }
