@@ -8,7 +8,7 @@ import {
   type QuickJSAsyncWASMModule,
   type QuickJSHandle,
 } from 'quickjs-emscripten-core';
-import type { SandboxLimit, SandboxLimits } from './limits.js';
+import { timeLimitMessage, type SandboxLimit, type SandboxLimits } from './limits.js';
 import { prelude } from './prelude.js';
 import type { NewValues, ThreadOutcome } from './protocol.js';
 import { wasmApi, type WasmMemory, type WasmModule } from './wasm.js';
@@ -213,11 +213,6 @@ class RunState {
     const values = { clock: this.fresh.clock.splice(0), random: this.fresh.random.splice(0) };
     return values;
   }
-}
-
-/** The message of the time limit (the same whether the interpreter or the pool stopped the script). */
-export function timeLimitMessage(timeMs: number): string {
-  return `the script ran for more than ${timeMs} ms (time limit); it was stopped`;
 }
 
 /**

@@ -3,12 +3,11 @@ import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { BosunError } from '@bosun/contract';
-import { DEFAULT_SANDBOX_LIMITS, type SandboxLimits } from './limits.js';
+import { DEFAULT_SANDBOX_LIMITS, timeLimitMessage, type SandboxLimits } from './limits.js';
 import { CONTROL_BYTES, type FromThread, type NewValues, type ThreadData, type ThreadOutcome, type ToThread } from './protocol.js';
-import { timeLimitMessage } from './engine.js';
 import { readTagged } from './tagged.js';
 import { wasmApi, type WasmModule } from './wasm.js';
-import type { RunOptions, SandboxHost, ScriptOutcome } from './sandbox.js';
+import type { RunOptions, SandboxHost, ScriptOutcome } from './types.js';
 
 /** A run was aborted through its `signal`; `cause` is the signal's reason. */
 export class SandboxAborted extends BosunError {
