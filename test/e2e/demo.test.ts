@@ -42,6 +42,9 @@ describe('npm start (bosun demo --once)', () => {
     // The CodeAct specialist: three tools chained in one script.
     expect(out.match(/=== result of demo-\S+-disk .*: COMPLETED/)).not.toBeNull();
     expect(out).toMatch(/codeact\.script\s+triage/);
+    // Its answer lists what each of the three tools returned (the script built it from their results).
+    const disk = /=== result of demo-\S+-disk .*: COMPLETED\n([\s\S]*?)\n===/.exec(out)?.[1] ?? '';
+    for (const tool of ['get_pods', 'get_metrics', 'get_logs']) expect(disk).toMatch(new RegExp(`- demo__${tool}: \\S`));
     expect(out).toContain(STALL_MARKER);
     // Events were shown as they arrived.
     expect(out).toMatch(/tool\.completed\s+database/);

@@ -73,12 +73,13 @@ export function toAnswer(result: ToolCallResult): CodeActAnswer {
  * gateway answers from its record (or reports in doubt) without running the tool again; another
  * call than the journal holds ends the task as non-deterministic, never executed. A new call is
  * written to the journal and the checkpoint saved before it is sent. The clock and `Math.random`
- * give the journal's values in order, then new ones, which are recorded.
+ * give the journal's values in order, then new ones, which the sandbox reports before the next
+ * call and are recorded.
  */
 export class ScriptHost implements SandboxHost {
   readonly tools: string[];
-  private clockAt = 0;
-  private randomAt = 0;
+  /** What the script read on its earlier runs, given back first (a copy: new values are appended to the journal). */
+  readonly recorded: { clock: readonly number[]; random: readonly number[] };
 
   constructor(
     private readonly run: TaskRun,
@@ -86,23 +87,15 @@ export class ScriptHost implements SandboxHost {
     private readonly timeoutMs: number,
   ) {
     this.tools = run.tools.allowed.map((t) => t.name);
+    this.recorded = { clock: [...journal.clock], random: [...journal.random] };
   }
 
-  now(): number {
-    return this.recorded(this.journal.clock, this.clockAt++, () => Date.now());
-  }
-
-  random(): number {
-    return this.recorded(this.journal.random, this.randomAt++, () => Math.random());
-  }
-
-  private recorded(values: number[], at: number, fresh: () => number): number {
-    const known = values[at];
-    if (known !== undefined) return known;
-    const value = fresh();
-    values.push(value);
+  /** New values of the clock and Math.random(), in order: into the journal, saved with the checkpoint before the next effect. */
+  record(values: { clock: number[]; random: number[] }): void {
+    // A loop on Date.now() reads it millions of times: appended one by one, not spread.
+    for (const v of values.clock) this.journal.clock.push(v);
+    for (const v of values.random) this.journal.random.push(v);
     this.run.dirty = true;
-    return value;
   }
 
   async callTool(name: string, args: Record<string, unknown>, index: number): Promise<CodeActAnswer> {

@@ -2,15 +2,24 @@ import { STALL_MARKER, type CodeActJournal, type TaskJob, type TaskResult } from
 import { buildStallPayload, validateAgainstSchema } from '@bosun/config';
 import { ModelError, ThrottledError, type ModelResponse } from '@bosun/models';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
-import { DEFAULT_SANDBOX_LIMITS, runScript, type SandboxLimits, type ScriptOutcome, type TaggedResult } from '@bosun/sandbox';
+import {
+  DEFAULT_SANDBOX_LIMITS,
+  SandboxAborted,
+  SandboxFailure,
+  defaultSandboxPool,
+  type SandboxLimits,
+  type ScriptOutcome,
+  type TaggedResult,
+} from '@bosun/sandbox';
 import { NonDeterminismError, ScriptCancelled, ScriptHost, ScriptHostFailure, ScriptOverBudget } from './codeact-host.js';
+import { ScriptStop } from './codeact-stop.js';
 import { clip, codeActSystem, describeOutcome, extractScript } from './codeact-prompt.js';
 import { stepBoundary } from './task.js';
 import { budgetStop, chargeModelCall } from './task-budget.js';
 import { contextRefused, fitTaskContext } from './context-budget.js';
 import { endIncomplete, stallUnlessCancelled, usageOf } from './task-end.js';
 import { TaskRun, openTaskRun } from './task-run.js';
-import { RetryableTaskError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
+import { RetryableTaskError, YieldError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
 
 const ASK_TO_FINISH =
   'You have used every script turn this task allows. Return { final_result: ... } now with what you found, ' +
@@ -26,6 +35,9 @@ const EVENT_SCRIPT_CHARS = 4_096;
  * are in the task checkpoint, saved before each effect, so a script whose process died is run
  * again elsewhere and replays what it already did without doing it again (docs/codeact.md).
  * Ends like the task loop: a result, or a thrown park, hand-over or retryable model error.
+ * The script runs on a sandbox thread (`deps.sandbox`, else the process's default pool), so this
+ * process's event loop never waits on it; it is stopped when `attempt.signal` aborts, when the
+ * process drains, when the task's deadline passes or when the task is cancelled.
  */
 export async function runCodeActTask(
   job: TaskJob,
@@ -33,21 +45,22 @@ export async function runCodeActTask(
   deps: TaskAgentDeps,
   attempt: number | TaskAttempt,
 ): Promise<TaskResult> {
-  const opened = await openTaskRun(job, spec, deps, typeof attempt === 'number' ? { attempt } : attempt);
+  const at = typeof attempt === 'number' ? { attempt } : attempt;
+  const opened = await openTaskRun(job, spec, deps, at);
   if (!(opened instanceof TaskRun)) return opened;
   for (;;) {
-    const ended = (await stepBoundary(opened)) ?? (await codeActStep(opened));
+    const ended = (await stepBoundary(opened)) ?? (await codeActStep(opened, at.signal));
     if (ended) return ended;
   }
 }
 
-async function codeActStep(run: TaskRun): Promise<TaskResult | undefined> {
+async function codeActStep(run: TaskRun, signal: AbortSignal | undefined): Promise<TaskResult | undefined> {
   const last = run.lastMessage();
   if (last.role !== 'model') return modelTurn(run);
   run.newTurn();
   const script = extractScript(last.text);
   if (!script) return stallUnlessCancelled(run, 'ended its turn without a script');
-  return scriptTurn(run, script);
+  return scriptTurn(run, script, signal);
 }
 
 /** The model's turn: it is shown the tools as `call_tool` usage lines and writes a script. */
@@ -148,7 +161,7 @@ function journalOf(run: TaskRun, script: string): { journal: CodeActJournal; rep
 }
 
 /** Runs (or replays) the script of the model's turn and acts on how it ended. */
-async function scriptTurn(run: TaskRun, script: string): Promise<TaskResult | undefined> {
+async function scriptTurn(run: TaskRun, script: string, signal: AbortSignal | undefined): Promise<TaskResult | undefined> {
   const { state, job } = run;
   const found = journalOf(run, script);
   if (typeof found === 'string') return endIncomplete(run, { kind: 'failure', reason: found });
@@ -163,16 +176,36 @@ async function scriptTurn(run: TaskRun, script: string): Promise<TaskResult | un
   }
   run.dirty = true;
   let outcome: ScriptOutcome;
+  const stop = new ScriptStop(run, signal);
   try {
-    outcome = await runScript(script, new ScriptHost(run, journal, run.deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY), limitsOf(run.spec));
+    const host = new ScriptHost(run, journal, run.deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY);
+    outcome = await (run.deps.sandbox ?? defaultSandboxPool()).run(script, host, limitsOf(run.spec), { signal: stop.signal });
   } catch (err) {
     if (err instanceof ScriptCancelled) return endIncomplete(run, { kind: 'cancelled' });
     if (err instanceof ScriptOverBudget) return endIncomplete(run, { kind: 'budget', reason: err.reason });
     if (err instanceof NonDeterminismError || err instanceof ScriptHostFailure)
       return endIncomplete(run, { kind: 'failure', reason: err.message });
+    if (err instanceof SandboxAborted) return stopped(run, stop);
+    if (err instanceof SandboxFailure) return endIncomplete(run, { kind: 'failure', reason: `the sandbox failed: ${err.message}` });
     throw err;
+  } finally {
+    stop.dispose();
   }
   return actOnOutcome(run, outcome);
+}
+
+/**
+ * A script stopped from outside. Its journal holds every call it made, each with its answer
+ * (the sandbox waits for a call in flight), so another attempt replays it without running a
+ * tool twice: cancelled, the task ends as cancelled; past its deadline, as timed out; else
+ * (the process drains, the caller aborted) the task is handed back.
+ */
+async function stopped(run: TaskRun, stop: ScriptStop): Promise<TaskResult> {
+  if (stop.why === 'cancelled') return endIncomplete(run, { kind: 'cancelled' });
+  const ended = await stepBoundary(run);
+  if (ended) return ended;
+  await run.saveIfDirty();
+  throw new YieldError(run.job.taskId);
 }
 
 function emitOutcome(run: TaskRun, outcome: ScriptOutcome): void {

@@ -2,6 +2,7 @@ import { BosunError, type CatalogTool } from '@bosun/contract';
 import type { BudgetLimits, Logger, ModelPrice } from '@bosun/config';
 import type { ToolState } from '@bosun/policy';
 import type { Model } from '@bosun/models';
+import type { SandboxPool } from '@bosun/sandbox';
 import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
 import type { RoutingSpec } from './routing.js';
 
@@ -92,6 +93,8 @@ export interface TaskAgentDeps {
   fallbackPrice?: ModelPrice | undefined;
   /** The limits of a whole run (`budgets.run`) and the ledger every part of the run writes its spending to. */
   runBudget?: { limits: BudgetLimits; ledger: Pick<RunUsageLedger, 'record' | 'total'> } | undefined;
+  /** Where CodeAct scripts run (threads off this process's event loop); default: the process's default pool. */
+  sandbox?: Pick<SandboxPool, 'run'> | undefined;
 }
 
 /**
@@ -138,4 +141,6 @@ export interface RunTaskOptions {
 export interface TaskAttempt extends RunTaskOptions {
   /** The attempt number (BullMQ's `attemptsMade` + 1): it goes into the task's result. */
   attempt: number;
+  /** Aborted when this attempt must stop (BullMQ's processor signal); the CodeAct loop stops its script and hands the task back. */
+  signal?: AbortSignal | undefined;
 }

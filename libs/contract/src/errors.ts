@@ -26,6 +26,9 @@ export type ErrorCode =
   | 'script_host_failure'
   | 'over_budget'
   | 'lock_lost'
+  // The CodeAct sandbox (libs/sandbox).
+  | 'sandbox_aborted'
+  | 'sandbox_failed'
   // Operators' requests (approvals, run control, HTTP).
   | 'not_found'
   | 'already_decided'

@@ -1,3 +1,4 @@
+import { runInNewContext } from 'node:vm';
 import { describe, expect, it } from 'vitest';
 import { validateAgainstSchema } from '@bosun/config';
 
@@ -6,7 +7,8 @@ import { renderIncident } from './prompt.js';
 import type { Message, ModelRequest } from './types.js';
 
 // The fake model in CodeAct mode: the script of each turn from payload.fake.scripts, else the
-// plan chained in one script with a final_result filled from the output schema.
+// plan chained in one script whose final_result is filled, inside the script, from the output
+// schema and what the tools returned.
 
 const REPORT = {
   type: 'object',
@@ -56,14 +58,28 @@ describe('FakeModel: CodeAct mode', () => {
     expect((await fake.generate(request({ fake: { scripts: { triage: 'return 1;' } } }))).text).toContain('return 1;');
   });
 
-  it('chains its plan in one script that returns a final_result matching the schema', async () => {
+  it('chains its plan in one script that builds its final_result from what the tools returned', async () => {
     const first = await fake.generate(request(undefined));
     expect(first.calls).toEqual([]);
     const s = script(first.text)!;
-    expect(s).toContain('results.push(call_tool("demo__get_pods", {"service":"checkout"}));');
-    expect(s).toContain('results.push(call_tool("demo__get_logs", {"service":"checkout","lines":5}));');
-    const final = /return \{ final_result: (.*) \};$/.exec(s)?.[1];
-    expect(validateAgainstSchema(REPORT, JSON.parse(final!))).toBeNull();
+    expect(s).toContain('output: call_tool("demo__get_pods", {"service":"checkout"})');
+    expect(s).toContain('output: call_tool("demo__get_logs", {"service":"checkout","lines":5})');
+    // Run as the sandbox runs it (the body of a function; call_tool answers with the tool's result).
+    const answers: Record<string, unknown> = {
+      demo__get_pods: { pods: [{ name: 'checkout-7c9d', status: 'CrashLoopBackOff' }] },
+      demo__get_logs: 'OOMKilled: memory limit 256Mi',
+    };
+    const run = runInNewContext(`(function (call_tool, console) {\n${s}\n})`) as (
+      call: (tool: string) => unknown,
+      c: { log(): void },
+    ) => { final_result: unknown };
+    const { final_result } = run((tool) => answers[tool], { log: () => undefined });
+    expect(validateAgainstSchema(REPORT, final_result)).toBeNull();
+    // Before: the final_result was written before the script ran, with empty evidence.
+    expect(final_result).toEqual({
+      summary: 'Checked 2 tool results for incident inc-1 (demo__get_pods, demo__get_logs).',
+      evidence: ['{"pods":[{"name":"checkout-7c9d","status":"CrashLoopBackOff"}]}', 'OOMKilled: memory limit 256Mi'],
+    });
     // A later turn (after a script error) reports without calling tools again.
     const later = await fake.generate(
       request(undefined, [

@@ -442,9 +442,9 @@ function fenced(script: string, text: string): string {
 /**
  * The fake model's CodeAct turn: the incident's script for this turn (`payload.fake.scripts`);
  * else its default plan (`payload.fake.calls`, then the configured plan) chained in one script
- * that returns a `final_result` filled from the output schema; a later turn (after a script error
- * or a correction) returns that `final_result` without calling tools again. Decided from the
- * request alone, like every fake turn.
+ * that fills its `final_result` from the output schema and the tools' results; a later turn
+ * (after a script error or a correction) returns a `final_result` without calling tools again.
+ * Decided from the request alone, like every fake turn.
  */
 function fakeCodeActTurn(
   request: ModelRequest,
@@ -467,12 +467,19 @@ function fakeCodeActTurn(
   const results: Result[] = plan.map((c) => ({ tool: c.tool, output: '', isError: false }));
   const output = JSON.stringify(fill(request.outputSchema ?? {}, 'output', results, incident));
   if (turn > 0) return { text: fenced(`return { final_result: ${output} };`, 'Reporting.'), calls: [] };
-  const lines = plan.map((c) => `results.push(call_tool(${JSON.stringify(c.tool)}, ${JSON.stringify(resolveArgs(c.args, incident))}));`);
+  const lines = plan.map(
+    (c) =>
+      `results.push({ tool: ${JSON.stringify(c.tool)}, output: call_tool(${JSON.stringify(c.tool)}, ${JSON.stringify(resolveArgs(c.args, incident))}), isError: false });`,
+  );
+  // The report is filled inside the script from what the tools returned there, as a model's
+  // script would: by the same filler as the task loop's answer, run in the sandbox.
+  const schema = JSON.stringify(request.outputSchema ?? {});
   const script = [
     'const results = [];',
     ...lines,
     `console.log("checked", results.length, "tools");`,
-    `return { final_result: ${output} };`,
+    `${textOf.toString()}\n${excerpt.toString()}\n${fill.toString()}`,
+    `return { final_result: fill(${schema}, "output", results, ${JSON.stringify({ id: incident?.id ?? '?' })}) };`,
   ].join('\n');
   return { text: fenced(script, `Checking ${plan.length} tools for incident ${textOf(incident?.id ?? '?')} in one script.`), calls: [] };
 }

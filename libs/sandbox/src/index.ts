@@ -1,5 +1,7 @@
-export { runScript, sandboxModules } from './sandbox.js';
-export type { SandboxHost, ScriptOutcome, ToolAnswer } from './sandbox.js';
+export { runScript, defaultSandboxPool } from './sandbox.js';
+export type { RunOptions, SandboxHost, ScriptOutcome, ToolAnswer } from './types.js';
+export { SandboxPool, SandboxAborted, SandboxFailure } from './pool.js';
+export type { SandboxPoolOptions } from './pool.js';
 export { DEFAULT_SANDBOX_LIMITS } from './limits.js';
 export type { SandboxLimit, SandboxLimits } from './limits.js';
 export { readTagged, RESULT_TAGS } from './tagged.js';

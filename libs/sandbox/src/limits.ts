@@ -26,3 +26,8 @@ export const DEFAULT_SANDBOX_LIMITS: Readonly<SandboxLimits> = {
 
 /** Which limit a script reached. */
 export type SandboxLimit = 'time' | 'memory' | 'stack' | 'tool_calls' | 'output' | 'console';
+
+/** The message of the time limit (the same whether the interpreter or the pool stopped the script). */
+export function timeLimitMessage(timeMs: number): string {
+  return `the script ran for more than ${timeMs} ms (time limit); it was stopped`;
+}

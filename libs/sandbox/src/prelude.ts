@@ -2,7 +2,10 @@
  * The script that prepares a fresh context before the model's script runs. It takes the raw host
  * functions off the global object (keeping them in its closure, where the model's script cannot
  * reach them) and defines what the script may use: `call_tool`, `console`, and a `Date` and
- * `Math.random` answered by the host. Everything that crosses the boundary is a string.
+ * `Math.random` answered by the host. Everything that crosses the boundary is a string. It
+ * evaluates to two functions of its own, taken before the script could replace anything: the
+ * host writes out the script's result with the first (`JSON.stringify`), and its errors with the
+ * second (a message cut at 8,192 characters, so that no error is too large to be read).
  */
 export function prelude(tools: readonly string[]): string {
   const identifiers = tools.filter((t) => /^[A-Za-z_$][\w$]*$/.test(t));
@@ -45,5 +48,14 @@ export function prelude(tools: readonly string[]): string {
   Object.defineProperty(D.prototype, 'constructor', { value: HostDate, configurable: true, writable: true });
   g.Date = HostDate;
   Math.random = function () { return rawRandom(); };
+  function describeError(e) {
+    let s;
+    try {
+      if (e !== null && typeof e === 'object' && 'message' in e) s = (typeof e.name === 'string' ? e.name : 'Error') + ': ' + S(e.message);
+      else s = 'Uncaught ' + (typeof e === 'string' ? e : stringify(e));
+    } catch (x) { s = 'Error: the script failed and its error could not be read'; }
+    return s.length > 8192 ? s.slice(0, 8192) + '…' : s;
+  }
+  return [function (v) { return stringify(v); }, describeError];
 })(globalThis);`;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runScript, sandboxModules, type SandboxHost, type ScriptOutcome, type ToolAnswer } from './index.js';
+import { runScript, defaultSandboxPool, type SandboxHost, type ScriptOutcome, type ToolAnswer } from './index.js';
 
 interface Call {
   name: string;
@@ -15,8 +15,7 @@ function host(answer: (c: Call) => ToolAnswer | Promise<ToolAnswer> = (c) => ({ 
       calls.push({ name, args, index });
       return answer({ name, args, index });
     },
-    now: () => 1_700_000_000_000,
-    random: () => 0.25,
+    recorded: { clock: [1_700_000_000_000, 1_700_000_000_000], random: [0.25] },
   };
   return { h, calls };
 }
@@ -40,10 +39,33 @@ describe('runScript', () => {
     ]);
   });
 
-  it('answers the clock and Math.random from the host', async () => {
-    const { h } = host();
-    const out = await runScript('return { observation: [Date.now(), new Date().getTime(), Math.random(), new Date(0).getTime()] };', h);
-    expect(out.kind === 'result' && out.result).toEqual({ tag: 'observation', value: [1_700_000_000_000, 1_700_000_000_000, 0.25, 0] });
+  it('gives the recorded clock and Math.random values first, then new ones, reported before the next call', async () => {
+    const { h, calls } = host();
+    const reported: { clock: number[]; random: number[] }[] = [];
+    let reportedBeforeCall = 0;
+    h.record = (v) => reported.push(v);
+    const inner = h.callTool.bind(h);
+    h.callTool = (name, args, index) => {
+      reportedBeforeCall = reported.length;
+      return inner(name, args, index);
+    };
+    const before = Date.now();
+    const out = await runScript(
+      'const v = [Date.now(), new Date().getTime(), Math.random(), new Date(0).getTime(), Date.now(), Math.random()]; call_tool("demo__read", {}); return { observation: v };',
+      h,
+    );
+    const value = (out.kind === 'result' && out.result.value) as number[];
+    expect(value.slice(0, 4)).toEqual([1_700_000_000_000, 1_700_000_000_000, 0.25, 0]);
+    expect(value[4]).toBeGreaterThanOrEqual(before);
+    expect(value[5]).toBeGreaterThanOrEqual(0);
+    expect(value[5]).toBeLessThan(1);
+    // new Date(0) reads the clock too (and ignores it): the third value is new, as is the fourth.
+    expect(reported).toHaveLength(1);
+    expect(reported[0]?.clock).toHaveLength(2);
+    expect(reported[0]?.clock[1]).toBe(value[4]);
+    expect(reported[0]?.random).toEqual([value[5]]);
+    expect(reportedBeforeCall).toBe(1);
+    expect(calls).toHaveLength(1);
   });
 
   it('gives a tool error to the script as a catchable ToolError', async () => {
@@ -91,13 +113,14 @@ describe('runScript', () => {
   });
 
   describe('escape and abuse: each a script error, the host alive', () => {
-    const cases: [string, string, RegExp, string?][] = [
+    const cases: [string, string, RegExp, string?, number?][] = [
       ['an infinite loop', 'for (;;) {}', /time limit/, 'time'],
       ['an infinite loop that catches', 'for (;;) { try { for (;;) {} } catch (e) {} }', /time limit/, 'time'],
       ['allocating 1 GB', 'const b = new ArrayBuffer(1e9); return { observation: b.byteLength };', /out of memory/, 'memory'],
       ['allocating arrays without end', 'const a = []; for (;;) a.push(new Array(1e5).fill(a.length));', /out of memory|time limit/],
       ['recursion 1e6 deep', 'function f(n) { return n >= 1e6 ? n : f(n + 1) + 1; } return { observation: f(0) };', /stack/, 'stack'],
-      ['a 50 MB console.log', 'console.log("x".repeat(50 * 1024 * 1024));', /console|out of memory/],
+      // Building 50 MB in a fresh interpreter takes seconds on a loaded machine: more time, so that the console limit is what stops it.
+      ['a 50 MB console.log', 'console.log("x".repeat(50 * 1024 * 1024));', /console|out of memory/, undefined, 20_000],
       ['require', 'return { observation: require("fs") };', /'require' is not defined/],
       ['process', 'process.exit(1);', /'process' is not defined/],
       ['import()', 'return import("fs");', /Promise/],
@@ -112,9 +135,9 @@ describe('runScript', () => {
         'tool_calls',
       ],
     ];
-    it.each(cases)('%s', async (_what, script, message, limit) => {
+    it.each(cases)('%s', async (_what, script, message, limit, timeMs = 1_000) => {
       const { h, calls } = host();
-      const out = scriptError(await runScript(script, h, { timeMs: 1_000 }));
+      const out = scriptError(await runScript(script, h, { timeMs }));
       expect(out.message).toMatch(message);
       if (limit) expect(out.limit).toBe(limit);
       expect(calls.length).toBeLessThanOrEqual(50);
@@ -176,12 +199,14 @@ describe('runScript', () => {
     expect(outs.map((o) => o.kind === 'result' && o.result.value)).toEqual([11, 12, 13, 14]);
   });
 
-  it('reuses its interpreter modules from one script to the next (a new one costs ~100 ms of CPU)', async () => {
+  it('reuses its threads and interpreter modules from one script to the next', async () => {
     const { h } = host();
     await runScript('return { observation: call_tool("demo__read", {}) };', h);
-    const before = sandboxModules().created;
+    const before = defaultSandboxPool().stats();
     for (let i = 0; i < 5; i++) await runScript('console.log(Date.now()); return { observation: call_tool("demo__read", { i: 1 }) };', h);
-    expect(sandboxModules().created).toBe(before);
-    expect(sandboxModules().idle).toBeGreaterThanOrEqual(1);
+    const after = defaultSandboxPool().stats();
+    expect(after.modules.created).toBe(before.modules.created);
+    expect(after.threadsStarted).toBe(before.threadsStarted);
+    expect(after.modules.idle).toBeGreaterThanOrEqual(1);
   });
 });

@@ -31,6 +31,7 @@ import {
   type WorkerLocks,
 } from '@bosun/transport';
 import { startTracing } from '@bosun/otel';
+import { SandboxPool } from '@bosun/sandbox';
 import { specialistProcessor } from './specialist.js';
 import { RemoteSpecialist, resolveRemoteToken } from './remote.js';
 import type { SpecialistConfig } from '@bosun/config';
@@ -77,6 +78,18 @@ function remoteSpecialist(
   });
 }
 
+/**
+ * The threads CodeAct scripts run on, when this process runs a CodeAct specialist: never on this
+ * process's event loop (lock renewals, health, other tasks). Started now, so that the first
+ * script does not wait for them.
+ */
+async function sandboxFor(config: ReturnType<typeof load>['config'], names: string[]): Promise<SandboxPool | undefined> {
+  if (!names.some((n) => specialistConfig(config, n)!.loop === 'codeact')) return undefined;
+  const pool = new SandboxPool();
+  await pool.warm();
+  return pool;
+}
+
 runService({
   name: 'specialist',
   log,
@@ -94,7 +107,11 @@ runService({
   async start(args, env) {
     const { config, names } = load(args, env);
 
-    const rt = await openRuntime(env, { service: 'specialist', log, retention: config.retention });
+    // The sandbox's threads start while the connections open.
+    const [rt, sandbox] = await Promise.all([
+      openRuntime(env, { service: 'specialist', log, retention: config.retention }),
+      sandboxFor(config, names),
+    ]);
     const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
     await queueTools.ready();
     const natsTools =
@@ -111,7 +128,7 @@ runService({
     // the run), read in one round trip.
     const isCancelled = async (taskId: string, runId: string) =>
       (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null);
-    const shared: WorkerContext = { config, env, rt, tools, approvals, ledger, isCancelled, draining: () => draining };
+    const shared: WorkerContext = { config, env, rt, tools, approvals, ledger, isCancelled, draining: () => draining, sandbox };
     for (const name of names) {
       const { worker, locks } = specialistWorker(name, shared);
       workers.push(worker);
@@ -121,7 +138,9 @@ runService({
       async close() {
         // Stop taking work; tasks in flight hand themselves back at their next step boundary.
         draining = true;
-        await Promise.all(workers.map((w) => w.close()));
+        // Then the sandbox's threads: every task has handed itself back or ended (a running
+        // script is stopped as the process drains).
+        await Promise.all(workers.map((w) => w.close())).then(() => sandbox?.close());
         for (const l of lockWatches) l.close();
         natsTools?.close();
         await queueTools.close();
@@ -142,11 +161,13 @@ interface WorkerContext {
   ledger: RunUsageLedger;
   isCancelled: (taskId: string, runId: string) => Promise<boolean>;
   draining: () => boolean;
+  /** The CodeAct sandbox's threads, when a specialist of this process runs `loop: codeact`. */
+  sandbox: SandboxPool | undefined;
 }
 
 /** The worker of one specialist's queue, and the watch over its locks. */
 function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; locks: WorkerLocks } {
-  const { config, env, rt, tools, approvals, ledger, isCancelled, draining } = ctx;
+  const { config, env, rt, tools, approvals, ledger, isCancelled, draining, sandbox } = ctx;
   const spec = specialistConfig(config, name)!;
   const model = buildModel({
     spec: spec.model,
@@ -182,6 +203,7 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
       // What the model is offered is what the gateway would run for this agent (libs/agent/src/task-tools.ts).
       policy: specialistPolicy(config, name),
       isCancelled,
+      sandbox,
       redis: rt.redis,
       onLockLost: (taskId) => watch.locks?.lost(taskId),
     }),

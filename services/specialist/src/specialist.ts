@@ -71,7 +71,7 @@ async function attemptTask(
     // A specialist done by a remote A2A agent follows the remote task instead of running a model loop.
     const result = deps.remote
       ? await deps.remote.run(task, attempt)
-      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1 });
+      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1, signal });
     // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
     return result;
