@@ -1,6 +1,7 @@
-import { readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // The suite in layers, cheapest first; `npm test` runs them in this order and stops at the first
 // layer that fails (docs/testing.md). A test file lands in its layer by its path alone:
@@ -46,6 +47,26 @@ function testFiles(dir: string, out: string[] = []): string[] {
 const stray = testFiles(import.meta.dirname).filter((f) => !HOMES.some((home) => home.test(f.replaceAll('\\', '/'))));
 if (stray.length > 0) throw new Error(`test files outside every layer of vitest.config.ts (they would never run): ${stray.join(', ')}`);
 
+/**
+ * Files known to be slow start first, so that the last file of a layer is a short one and no
+ * worker waits idle at its end: a fresh clone has no vitest cache of past durations, and without
+ * one vitest starts the largest files first, which puts `test/e2e/demo.test.ts` (132 lines, the
+ * slowest file) near the end. `test/durations.json` holds seconds per file from a JSON-reporter
+ * run (files under 3 s left out); the rest keep vitest's own order, after these.
+ */
+class SlowFirst extends BaseSequencer {
+  private readonly seconds = JSON.parse(readFileSync(join(import.meta.dirname, 'test/durations.json'), 'utf8')) as Record<string, number>;
+
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const known = (f: TestSpecification) => this.seconds[relative(import.meta.dirname, f.moduleId).replaceAll('\\', '/')] ?? 0;
+    // Projects stay in vitest's order; within one, the slowest first (sort is stable: files of
+    // equal weight keep vitest's order).
+    const byProject = new Map<string, TestSpecification[]>();
+    for (const f of await super.sort(files)) byProject.set(f.project.name, [...(byProject.get(f.project.name) ?? []), f]);
+    return [...byProject.values()].flatMap((group) => group.sort((a, b) => known(b) - known(a)));
+  }
+}
+
 export default defineConfig({
   test: {
     testTimeout: 60_000,
@@ -55,6 +76,7 @@ export default defineConfig({
     pool: 'forks',
     globalSetup: ['test/helpers/global-setup.ts'],
     setupFiles: ['test/helpers/setup.ts'],
+    sequence: { sequencer: SlowFirst },
     projects: Object.entries(LAYERS).map(([name, include]) => ({ extends: true, test: { name, include: [...include] } })),
   },
 });

@@ -73,7 +73,7 @@ afterAll(async () => {
   const statuses = await Promise.all(cluster?.processes.map((p) => p.stop()) ?? []);
   await t?.close();
   // SIGTERM drains: every service exits 0.
-  expect(statuses.map((s) => s.code)).toEqual(cluster.processes.map(() => 0));
+  expect(statuses.map((s) => s.code)).toEqual(cluster?.processes.map(() => 0) ?? []);
 });
 
 describe('route mode, end to end', () => {

@@ -9,7 +9,6 @@ import {
   runCli,
   sendRequest,
   startClusterTest,
-  startService,
   tokenEntry,
   userMessage,
   type ClusterTest,
@@ -31,21 +30,24 @@ const base = { intake: '', a2a: '', console: '' };
 
 beforeAll(async () => {
   const [intakePort, a2aPort, consolePort] = await Promise.all([freePort(), freePort(), freePort()]);
-  t = await startClusterTest('smoke', (config) => {
-    config.intake = {
-      port: intakePort,
-      host: '127.0.0.1',
-      sources: { alertmanager: { format: 'alertmanager', auth: { bearer: INTAKE_TOKEN }, per: 'alert' } },
-    };
-    config.a2a = { port: a2aPort, tokens: [tokenEntry(A2A_TOKEN, 'smoke', true)] };
-  });
-  // The faces need nothing of each other: started together, once the cluster is ready.
-  await Promise.all(
-    [
-      startService('intake', t.env),
-      startService('a2a', t.env),
-      startService('console', { ...t.env, BOSUN_CONSOLE_TOKEN: CONSOLE_TOKEN }, { args: ['--port', String(consolePort)] }),
-    ].map((p) => t.cluster.add(p).ready()),
+  t = await startClusterTest(
+    'smoke',
+    (config) => {
+      config.intake = {
+        port: intakePort,
+        host: '127.0.0.1',
+        sources: { alertmanager: { format: 'alertmanager', auth: { bearer: INTAKE_TOKEN }, per: 'alert' } },
+      };
+      config.a2a = { port: a2aPort, tokens: [tokenEntry(A2A_TOKEN, 'smoke', true)] };
+    },
+    // The faces need nothing of the others to start: all six start at once.
+    {
+      more: [
+        { kind: 'intake' },
+        { kind: 'a2a' },
+        { kind: 'console', env: { BOSUN_CONSOLE_TOKEN: CONSOLE_TOKEN }, args: ['--port', String(consolePort)] },
+      ],
+    },
   );
   base.intake = `http://127.0.0.1:${intakePort}`;
   base.a2a = `http://127.0.0.1:${a2aPort}`;
@@ -91,13 +93,19 @@ describe('every process type, one incident through each door', () => {
   });
 
   it('the intake turns an Alertmanager alert into a run', async () => {
-    const alert = { status: 'firing', labels: { alertname: 'PodCrashLooping', service: 'checkout' }, annotations: { summary: 'crash' } };
+    const alert = {
+      status: 'firing',
+      labels: { alertname: 'PodCrashLooping', service: 'checkout', severity: 'critical' },
+      annotations: { summary: 'checkout crash-looping' },
+      startsAt: '2026-11-30T21:00:00Z',
+      fingerprint: 'a0b1c2d3e4f5a6b7',
+    };
     const res = await fetch(`${base.intake}/alerts/alertmanager`, {
       method: 'POST',
       headers: { authorization: `Bearer ${INTAKE_TOKEN}`, 'content-type': 'application/json' },
       body: JSON.stringify({ version: '4', groupKey: '{}:{smoke}', status: 'firing', receiver: 'bosun', alerts: [alert] }),
     });
-    expect(res.status).toBe(202);
+    expect(res.status, await res.clone().text()).toBe(202);
     const answer = (await res.json()) as { accepted: { incidentId: string; runId: string }[] };
     expect(answer.accepted).toHaveLength(1);
     const result = await resultOf(answer.accepted[0]!.incidentId);

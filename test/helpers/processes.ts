@@ -110,6 +110,8 @@ export interface ClusterOptions {
   specialists?: number;
   /** The arguments of each specialist process (e.g. `['--only', 'coder']`); their number wins over `specialists`. */
   specialistArgs?: string[][];
+  /** More processes started with the others (an intake, an A2A server, a console), with `env` over the cluster's. */
+  more?: { kind: ServiceKind; name?: string; env?: Record<string, string>; args?: string[] }[];
 }
 
 /** A whole cluster: gateway, coordinator and N specialist processes. */
@@ -127,8 +129,11 @@ export class TestCluster {
     const argsList = options.specialistArgs ?? Array.from({ length: options.specialists ?? 1 }, () => []);
     const all = [cluster.add(startService('gateway', env)), cluster.add(startService('coordinator', env))];
     argsList.forEach((args, i) => all.push(cluster.add(startService('specialist', env, { name: `specialist-${i + 1}`, args }))));
+    for (const m of options.more ?? []) all.push(cluster.add(startService(m.kind, { ...env, ...m.env }, { name: m.name, args: m.args })));
     try {
-      await Promise.all(all.map((p) => p.ready()));
+      // Started one after the other, the gateway had 30 s and then the rest 30 s: started at
+      // once, they share the CPU, so the whole cluster gets the same 60 s.
+      await Promise.all(all.map((p) => p.ready({ timeoutMs: 60_000 })));
     } catch (err) {
       await cluster.stop();
       throw err;
