@@ -193,12 +193,13 @@ describe('approvals', () => {
     await Promise.all(cluster.processes.map((p) => p.exited));
     // Decided while nothing runs: the decision waits in Redis with the parked task.
     await approvals.decide(a.id, { approve: true, by: 'dave' });
-    const gateway = cluster.add(startService('gateway', env));
-    await gateway.ready();
-    await Promise.all([
-      cluster.add(startService('coordinator', env)).ready(),
-      cluster.add(startService('specialist', env, { name: 'specialist-2' })).ready(),
-    ]);
+    // All three at once: a specialist that resumes the task before the new gateway answers on
+    // NATS sends the call by the queue, where the gateway finds it (test/integration/tools-nats.test.ts).
+    await Promise.all(
+      [startService('gateway', env), startService('coordinator', env), startService('specialist', env, { name: 'specialist-2' })].map((p) =>
+        cluster.add(p).ready(),
+      ),
+    );
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged('restart_pod').filter((x) => x.reason === 'ap-restart')).toHaveLength(1);
