@@ -18,13 +18,36 @@ import {
 
 // Chaos 5b: Redis restarts while runs are in flight (services reconnect, runs continue, none is
 // lost); NATS is unreachable (runs go on, events are buffered and published when it is back).
-// Each case runs the cluster against a server the test owns, so it can stop it.
+// One cluster serves both cases, against a Redis and a NATS server the test owns, so it can stop
+// them (the cases had a cluster each).
 
 let ctx: TestContext;
+let redisServer: OwnServer;
+let natsServer: OwnServer;
+let cluster: TestCluster;
+/** The test's connections to its own servers. */
+let redis: Redis;
+let nc: NatsConnection | undefined;
+
 beforeAll(async () => {
   ctx = await openContext('chaos-outage');
+  [redisServer, natsServer] = await Promise.all([new OwnServer('redis', ctx.dir).start(), new OwnServer('nats', ctx.dir).start()]);
+  const config = demoConfig();
+  config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '700' };
+  config.workers = { lockDurationMs: 5_000, stalledIntervalMs: 2_000, maxStalledCount: 5 };
+  const env = { ...ctx.env, REDIS_URL: redisServer.url, NATS_URL: natsServer.url, BOSUN_CONFIG: writeConfig(ctx, config) };
+  cluster = await TestCluster.start(env, { specialists: 1 });
+  redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
+  // The test's own client sees the restart too; its commands wait for the reconnection.
+  redis.on('error', () => undefined);
 });
+
 afterAll(async () => {
+  await nc?.close();
+  await cluster?.stop();
+  redis?.disconnect();
+  await natsServer?.stop();
+  await redisServer?.stop();
   await ctx?.close();
 });
 
@@ -41,28 +64,11 @@ const plan = (service: string) => ({
 });
 
 describe('Redis restarts while runs are in flight', () => {
-  let redisServer: OwnServer;
-  let cluster: TestCluster;
-  let redis: Redis;
-
-  afterAll(async () => {
-    await cluster?.stop();
-    redis?.disconnect();
-    await redisServer?.stop();
-  });
-
   it('reconnects every service and completes every run', async () => {
-    redisServer = await new OwnServer('redis', ctx.dir).start();
-    const config = demoConfig();
-    config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '700' };
-    config.workers = { lockDurationMs: 5_000, stalledIntervalMs: 2_000, maxStalledCount: 5 };
-    const env = { ...ctx.env, REDIS_URL: redisServer.url, BOSUN_CONFIG: writeConfig(ctx, config, 'redis.json') };
-    cluster = await TestCluster.start(env, { specialists: 1 });
-    // The runs' events: NATS is the tests' own, untouched here.
-    const events = new EventCollector(ctx.nats, ctx.prefix);
-    redis = new Redis(redisServer.url, { maxRetriesPerRequest: null });
-    redis.on('error', () => undefined);
+    nc = await connect({ servers: natsServer.url });
+    const events = new EventCollector(nc, ctx.prefix);
     const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix: ctx.prefix });
+    // A queue's own error events while Redis is away: its commands wait for the reconnection.
     incidents.on('error', () => undefined);
     const ids = Array.from({ length: 5 }, (_, i) => `redis-${i}`);
     const runIds = new Map<string, string>();
@@ -103,24 +109,12 @@ describe('Redis restarts while runs are in flight', () => {
 });
 
 describe('NATS is unreachable', () => {
-  let natsServer: OwnServer;
-  let cluster: TestCluster;
-  let nc: NatsConnection | undefined;
-
-  afterAll(async () => {
-    await nc?.close();
-    await cluster?.stop();
-    await natsServer?.stop();
-  });
-
   it('goes on with runs while NATS is down and publishes their events when it is back', async () => {
-    natsServer = await new OwnServer('nats', ctx.dir).start();
-    const config = demoConfig();
-    const env = { ...ctx.env, NATS_URL: natsServer.url, BOSUN_CONFIG: writeConfig(ctx, config, 'nats.json') };
-    cluster = await TestCluster.start(env, { specialists: 1 });
+    await nc?.close();
+    nc = undefined;
     await natsServer.stop();
 
-    const client = await openClient(ctx);
+    const client = await openClient({ ...ctx, redis });
     const { job, runId } = await client.publish({
       id: 'nats-down',
       source: 'chaos',
@@ -141,7 +135,7 @@ describe('NATS is unreachable', () => {
     // Nothing lost: one sequence without gaps.
     expect(seqs).toEqual(seqs.map((_, i) => i + 1));
     expect(types.filter((t) => t === 'tool.completed')).toHaveLength(3);
-    expect(await ctx.redis.hget(`${ctx.prefix}:stats:events`, 'dropped')).toBeNull();
+    expect(await redis.hget(`${ctx.prefix}:stats:events`, 'dropped')).toBeNull();
     await client.close();
   }, 120_000);
 });

@@ -7,6 +7,7 @@ import {
   openContext,
   runCli,
   secretFile,
+  wholeOutput,
   writeConfig,
   type TestContext,
 } from '../helpers/index.js';
@@ -69,7 +70,7 @@ describe('Redis Cluster over TLS with a password', () => {
       expect(result.runId).toBe(pub.stdout.trim());
       expect(result.status).toBe('partial');
       expect(result.specialists.find((s) => s.name === 'kubernetes')?.status).toBe('completed');
-      const output = [pub.stderr, res.stderr, ...cluster.processes.map((p) => p.lines.join('\n'))].join('\n');
+      const output = [pub.stderr, res.stderr, ...cluster.processes.map((p) => wholeOutput(p).join('\n'))].join('\n');
       expect(output).not.toContain(PASSWORD);
     } finally {
       await cluster.stop();

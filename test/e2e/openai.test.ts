@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startClusterTest, type ClusterTest } from '../helpers/index.js';
+import { startClusterTest, wholeOutput, type ClusterTest } from '../helpers/index.js';
 import { completion, startOpenAiServer, type ChatBody, type OpenAiServer, type Recording } from '../helpers/openai-server.js';
 
 // The cluster on model.provider openai: coordinator (delegate mode: chat) and specialists (task
@@ -76,6 +76,6 @@ describe('model.provider openai, end to end', () => {
     expect(called.every((e) => (e.data as { model: string }).model === 'gpt-4.1-mini-2025-04-14')).toBe(true);
     expect(called.map((e) => e.data.usage)).toContainEqual({ inputTokens: 500, outputTokens: 60, totalTokens: 560 });
     expect(server.requests.every((r) => r.headers.authorization === `Bearer ${KEY}`)).toBe(true);
-    for (const p of t.cluster.processes) expect(p.lines.join('\n')).not.toContain(KEY);
+    for (const p of t.cluster.processes) expect(wholeOutput(p).join('\n')).not.toContain(KEY);
   });
 });

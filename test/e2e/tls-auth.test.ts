@@ -20,6 +20,7 @@ import {
   runCli,
   secretFile,
   startService,
+  wholeOutput,
   type TestCertificates,
 } from '../helpers/index.js';
 
@@ -98,7 +99,7 @@ beforeAll(async () => {
   env = {
     BOSUN_PREFIX: `t-tls-${randomUUID().slice(0, 8)}`,
     BOSUN_CONFIG: config,
-    LOG_LEVEL: 'debug',
+    LOG_LEVEL: 'info',
     REDIS_URL: redis.url,
     REDIS_USERNAME: 'bosun',
     REDIS_PASSWORD_FILE: secretFile(dir, 'redis-password', `${REDIS_PASSWORD}\n`),
@@ -155,7 +156,7 @@ describe('TLS and credentials for Redis and NATS', () => {
     expect(lines.at(-1)).toContain('run.completed');
 
     const everything =
-      [pub, res, watch].map((r) => r.stdout + r.stderr).join('\n') + cluster.processes.map((p) => p.lines.join('\n')).join('\n');
+      [pub, res, watch].map((r) => r.stdout + r.stderr).join('\n') + cluster.processes.map((p) => wholeOutput(p).join('\n')).join('\n');
     expectNoSecret(everything);
   });
 
@@ -192,7 +193,7 @@ describe('TLS and credentials for Redis and NATS', () => {
     async (_name, change, message) => {
       const p = startService('coordinator', { ...env, ...change() }, { name: 'coordinator-refused' });
       const { code } = await p.exited;
-      const output = p.lines.join('\n');
+      const output = wholeOutput(p).join('\n');
       expect(code, output).toBe(1);
       expect(output).toMatch(message);
       // The plain line on stderr, for people and scripts.
@@ -223,7 +224,7 @@ describe('TLS and credentials for Redis and NATS', () => {
         /"err":\{"type":"ConnectionSettingsError","message":"NATS: authorization violation — check NATS_USER \/ NATS_PASSWORD_FILE.*NATS refused the connection settings; events are buffered until it accepts them/,
       );
       expect(p.running).toBe(true);
-      expectNoSecret(p.lines.join('\n'));
+      expectNoSecret(wholeOutput(p).join('\n'));
     } finally {
       await p.stop();
       await late.stop();

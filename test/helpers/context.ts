@@ -40,7 +40,7 @@ export async function openContext(label: string): Promise<TestContext> {
     redis,
     nats,
     dir,
-    env: { REDIS_URL: redisUrl, NATS_URL: natsUrl, BOSUN_PREFIX: prefix, LOG_LEVEL: 'debug' },
+    env: { REDIS_URL: redisUrl, NATS_URL: natsUrl, BOSUN_PREFIX: prefix, LOG_LEVEL: 'info' },
     async close() {
       let cursor = '0';
       do {

@@ -1,6 +1,16 @@
 export { openContext, demoConfig, writeConfig } from './context.js';
 export type { TestContext } from './context.js';
-export { TestCluster, startService, READY_LINE, type ServiceProcess } from './processes.js';
+export {
+  TestCluster,
+  startService,
+  wholeOutput,
+  TAIL_LINES,
+  READY_LINE,
+  type ServiceProcess,
+  type ServiceKind,
+  type ClusterOptions,
+} from './processes.js';
+export { startServiceTest, type ServiceTest, type ServiceTestOptions } from './service-test.js';
 export { EventCollector } from './events.js';
 export { ROOT, ENTRY } from './paths.js';
 export { OwnServer, RedisClusterServers, NatsClusterServers, randomPort, freePort } from './servers.js';

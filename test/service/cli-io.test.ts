@@ -1,13 +1,15 @@
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Job, Queue, Worker } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, STALL_MARKER, runIdFor, type RunResult } from '@bosun/contract';
+import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, INCIDENT_LIMITS, STALL_MARKER, runIdFor, type RunResult } from '@bosun/contract';
 import { openContext, runCli, waitUntil, type TestContext } from '../helpers/index.js';
 
-// The bosun CLI's own input and output, with no cluster running: usage errors (exit 2, naming what
-// is wrong), output larger than a pipe's buffer, and a failed (not rejected) incident published
-// again. The incidents this file needs finished are finished by a worker of the test itself.
+// The bosun CLI's own input and output, with no cluster running: usage errors and refused input
+// (exit 2, naming what is wrong), output larger than a pipe's buffer, and a failed (not rejected)
+// incident published again. The incidents this file needs finished are finished by a worker of
+// the test itself. (The refusals of malformed, huge and deep incidents and of a bad run id were
+// in test/e2e/cli.test.ts and test/e2e/limits.test.ts, each with a whole cluster running.)
 
 let ctx: TestContext;
 let incidents: Queue;
@@ -81,6 +83,54 @@ describe('bosun usage errors', () => {
     const dir = await bosun(['publish', folder]);
     expect(dir.code).toBe(2);
     expect(dir.stderr).toContain(`cannot read "${folder}": it is a directory`);
+  });
+});
+
+describe('bosun refuses bad input up front', () => {
+  it('refuses a malformed incident before it reaches the queue, naming the fields', async () => {
+    const bad = join(ctx.dir, 'bad.json');
+    writeFileSync(bad, JSON.stringify({ id: 'has space', source: 's', summary: 'x', payload: 'p'.repeat(300_000) }));
+    const r = await bosun(['publish', bad]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/invalid incident: id: .*; reason: .*; payload: must be at most 262144 bytes/);
+    const notJson = await bosun(['publish', '-'], '{ nope');
+    expect(notJson.code).toBe(2);
+    expect(notJson.stderr).toMatch(/not valid JSON/);
+    expect(await incidents.getJob('has space')).toBeUndefined();
+  });
+
+  it('refuses a 5 MB summary and a payload nested 10,000 levels, naming the field and the limit', async () => {
+    const deep = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+    const big = join(ctx.dir, 'big.json');
+    writeFileSync(big, JSON.stringify({ id: 'cli-huge', source: 'test', reason: 'PodCrashLooping', summary: 's'.repeat(5 * 1024 * 1024) }));
+    const deepFile = join(ctx.dir, 'deep.json');
+    writeFileSync(deepFile, `{"id":"cli-deep","source":"test","reason":"PodCrashLooping","summary":"x","payload":${deep(10_000)}}`);
+    const r1 = await bosun(['publish', big]);
+    expect(r1.code).toBe(2);
+    expect(r1.stderr).toContain(`invalid incident: summary: must be at most ${INCIDENT_LIMITS.summaryChars} characters`);
+    const r2 = await bosun(['publish', deepFile]);
+    expect(r2.code).toBe(2);
+    expect(r2.stderr).toContain(
+      `invalid incident: payload: must nest objects and arrays at most ${INCIDENT_LIMITS.payloadDepth} levels deep`,
+    );
+    expect(r2.stderr).not.toMatch(/call stack/);
+    expect(await incidents.getJob('cli-huge')).toBeUndefined();
+    expect(await incidents.getJob('cli-deep')).toBeUndefined();
+  });
+
+  it('refuses to watch something that is not a run id, instead of waiting forever', async () => {
+    const r = await bosun(['watch', 'a.b']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('watch: "a.b" is not a run id (r and 20 hex digits, as bosun publish prints it)');
+  });
+
+  it('says when a result is not there yet, and when an incident or a command is unknown', async () => {
+    const none = await bosun(['result', 'never-published']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('no incident never-published');
+    const usage = await bosun(['frobnicate']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toContain('unknown command "frobnicate"');
   });
 });
 

@@ -71,7 +71,7 @@ describe('--check', () => {
       const kind = SERVICES[i]!;
       expect(run.code, run.stderr).toBe(0);
       expect(run.stderr).toBe('');
-      // LOG_LEVEL is debug here: the logger is silenced, stdout holds the result line only.
+      // LOG_LEVEL is info here: the logger is silenced, stdout holds the result line only.
       expect(run.stdout.split('\n')).toEqual([expect.stringMatching(new RegExp(`^${NAME[kind]}: check ok: config .*bosun\\.json`)), '']);
       expect(run.stdout).toContain(`(prefix ${ctx.prefix}), NATS ${ctx.natsUrl}`);
       expect(run.stdout).toContain('with JetStream');

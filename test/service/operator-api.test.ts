@@ -5,17 +5,23 @@ import {
   EventCollector,
   demoConfig,
   freePort,
+  openClient,
   openContext,
   runCli,
   startService,
+  wholeOutput,
   writeConfig,
+  type Client,
   type ServiceProcess,
   type TestContext,
 } from '../helpers/index.js';
 
-// Operator approvals of tool calls: the CLI (`bosun approvals`, `approve`, `deny`), the
-// coordinator's HTTP API (`GET /approvals`, `POST /approvals/<id>`) and `bosun audit`, against
-// approvals seeded straight into Redis with the ApprovalStore the services use.
+// The operator's surface of one coordinator process, no cluster: approvals of tool calls over the
+// CLI (`bosun approvals`, `approve`, `deny`) and the HTTP API (`GET /approvals`, `POST
+// /approvals/<id>`), against approvals seeded straight into Redis with the ApprovalStore the
+// services use; `bosun audit`; and run control's refusals (`bosun cancel` and `POST
+// /runs/<runId>/cancel` of a finished or unknown run, a bad body; `GET /runs` with a bad query).
+// Cancelling runs that are under way needs specialists: test/e2e/cancel.test.ts.
 
 const TOKEN = 'test-token-123';
 const PARKED_QUEUE = 'specialist-kubernetes';
@@ -382,7 +388,75 @@ describe('the coordinator HTTP API', () => {
     expect(decisions.some((l) => l.includes(id) && l.includes('"decision":"approve"') && l.includes('http-operator'))).toBe(true);
     expect(decisions.some((l) => l.includes('appr-http-2') && l.includes('"decision":"deny"') && l.includes('dave'))).toBe(true);
     expect(coordinator!.lines.length).toBeGreaterThan(0);
-    for (const line of coordinator!.lines) expect(line).not.toContain(TOKEN);
+    for (const line of wholeOutput(coordinator!)) expect(line).not.toContain(TOKEN);
+  });
+
+  describe('run control', () => {
+    const post = (path: string, body?: unknown, token: string | null = TOKEN) =>
+      call(
+        path,
+        { method: 'POST', ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }) },
+        token,
+      );
+    let done: string;
+    let client: Client;
+
+    beforeAll(async () => {
+      client = await openClient(ctx);
+      // Routed to no specialist that exists, the run ends at once (partial) with this coordinator alone.
+      const { job, runId } = await client.publish({
+        id: 'done-1',
+        source: 'test',
+        reason: 'HighLatency',
+        summary: 'slow',
+        payload: { fake: { route: ['nobody'] } },
+      });
+      expect((await client.result(job, 30_000)).status).toBe('partial');
+      done = runId;
+    });
+
+    afterAll(async () => {
+      await client?.close();
+    });
+
+    it('refuses to cancel a finished run (exit 1, 409) or an unknown one (exit 1, 404), and answers 400 for a bad body', async () => {
+      const cli = await bosun(['cancel', done, '--reason', 'too late']);
+      expect(cli.code).toBe(1);
+      expect(cli.stderr).toContain(
+        `bosun: cancel: run ${done} (incident done-1) has already finished: partial; there is nothing to cancel`,
+      );
+      const http = await post(`/runs/${done}/cancel`, { reason: 'too late' });
+      expect(http.status).toBe(409);
+      expect(await http.json()).toMatchObject({ code: 'finished' });
+      expect(await ctx.redis.exists(`${ctx.prefix}:cancel:run:${done}`)).toBe(0);
+
+      const unknown = await bosun(['cancel', 'r0000000000000000000f']);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain('no run r0000000000000000000f');
+      expect((await post('/runs/r0000000000000000000f/cancel', {})).status).toBe(404);
+
+      for (const [body, field] of [
+        [{ reason: 5 }, 'reason:'],
+        [{ by: '' }, 'by:'],
+        [{ why: 'x' }, 'why:'],
+        ['{nope', 'body:'],
+      ] as const) {
+        const bad = await post(`/runs/${done}/cancel`, body);
+        expect(bad.status, JSON.stringify(body)).toBe(400);
+        expect(((await bad.json()) as { error: string }).error).toMatch(new RegExp(`^${field}`));
+      }
+      expect((await post(`/runs/${done}/cancel`, {}, null)).status).toBe(401);
+      expect((await call(`/runs/${done}/cancel`)).status).toBe(405);
+    });
+
+    it('lists runs with GET /runs and answers 400 for a bad status or limit; bosun runs --status nope exits 2', async () => {
+      const listed = await call('/runs?status=partial');
+      expect(listed.status).toBe(200);
+      expect(((await listed.json()) as { runId: string }[]).map((r) => r.runId)).toEqual([done]);
+      expect((await call('/runs?status=nope')).status).toBe(400);
+      expect((await call('/runs?limit=0')).status).toBe(400);
+      expect((await bosun(['runs', '--status', 'nope'])).code).toBe(2);
+    });
   });
 
   it('a second coordinator on the same port fails to start, naming the API and host:port', async () => {

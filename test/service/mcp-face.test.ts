@@ -17,6 +17,7 @@ import {
   openContext,
   startService,
   waitUntil,
+  wholeOutput,
   writeConfig,
   type ServiceProcess,
   type TestContext,
@@ -313,7 +314,7 @@ describe('the gateway as an MCP server', () => {
   it('logs its port and never its token', async () => {
     const line = await gateway.waitForLine(/gateway MCP face listening/);
     expect(JSON.parse(line).port).toBe(port);
-    expect(gateway.lines.join('\n')).not.toContain(TOKEN);
+    expect(wholeOutput(gateway).join('\n')).not.toContain(TOKEN);
   });
 
   it('lists the tools its policy offers, namespaced, with descriptions, schemas and annotations unchanged', async () => {
@@ -589,6 +590,6 @@ describe('the gateway as an MCP server', () => {
   it('stops cleanly on SIGTERM and never printed the token', async () => {
     const status = await readOnlyGateway.stop();
     expect(status.code).toBe(0);
-    for (const p of [gateway, readOnlyGateway]) expect(p.lines.join('\n')).not.toContain(TOKEN);
+    for (const p of [gateway, readOnlyGateway]) expect(wholeOutput(p).join('\n')).not.toContain(TOKEN);
   });
 });
