@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { hostname } from 'node:os';
-import { Worker } from 'bullmq';
+import { Worker, type Job } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, INCIDENTS_QUEUE } from '@bosun/contract';
 import {
   ConfigError,
@@ -86,18 +86,7 @@ runService({
       log,
       onError: (err) => log.error({ err }, 'incidents worker error'),
     }));
-    const timers = new Worker(COORDINATOR_TIMERS_QUEUE, (job) => coordinator.onTimer(job), {
-      connection: rt.redis,
-      prefix: env.prefix,
-      concurrency: 16,
-      lockDuration: config.workers.lockDurationMs,
-      stalledInterval: config.workers.stalledIntervalMs,
-    });
-    const timerLocks = watchWorkerLocks(timers, {
-      queue: COORDINATOR_TIMERS_QUEUE,
-      log,
-      onError: (err) => log.error({ err }, 'timers worker error'),
-    });
+    const { worker: timers, locks: timerLocks } = timersWorker(config, env, rt, coordinator);
     worker.on('failed', (job, err) => log.warn({ jobId: job?.id, err }, 'incident job failed'));
     log.info({ mode: c.mode, model: modelName, prefix: env.prefix, concurrency: c.concurrency }, 'coordinator consuming incidents');
     // Finished runs past `retention.runResults` (none by default: their publishers decide).
@@ -185,4 +174,26 @@ function newCoordinator(
     onLockLost: with_.onLockLost,
   });
   return { coordinator, modelName: resilient.name };
+}
+
+/** The worker of the coordinator's own timers (deadlines, retries, cancellations), and the watch over its locks. */
+function timersWorker(
+  config: ClusterConfig,
+  env: BosunEnv,
+  rt: Runtime,
+  coordinator: { onTimer(job: Job): Promise<unknown> },
+): { worker: Worker; locks: WorkerLocks } {
+  const worker = new Worker(COORDINATOR_TIMERS_QUEUE, (job) => coordinator.onTimer(job), {
+    connection: rt.redis,
+    prefix: env.prefix,
+    concurrency: 16,
+    lockDuration: config.workers.lockDurationMs,
+    stalledInterval: config.workers.stalledIntervalMs,
+  });
+  const locks = watchWorkerLocks(worker, {
+    queue: COORDINATOR_TIMERS_QUEUE,
+    log,
+    onError: (err) => log.error({ err }, 'timers worker error'),
+  });
+  return { worker, locks };
 }
