@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
-import { BosunError, INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput } from '@bosun/contract';
+import { BosunError, INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput, errorMessage } from '@bosun/contract';
 import { createLogger, readEnv, type BosunEnv } from '@bosun/config';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -299,7 +299,7 @@ function approvalPrompt(clients: DemoClients, once: boolean, consoleUrl: string)
             clients.events.emit(approvalResolvedEvent(a));
             say(`  >> approved ${id}`);
           })
-          .catch((err: unknown) => say(`  !! could not approve ${id}: ${(err as Error).message}`));
+          .catch((err: unknown) => say(`  !! could not approve ${id}: ${errorMessage(err)}`));
       }, 2_000).unref();
     } else {
       say(`  >> approve it from another terminal:  npx bosun approve ${id}`);
@@ -350,7 +350,7 @@ async function publishSamples(clients: DemoClients, stamp: string): Promise<numb
         say('===');
       } catch (err) {
         failures++;
-        say(`!! ${p.incidentId}: ${(err as Error).message}`);
+        say(`!! ${p.incidentId}: ${errorMessage(err)}`);
       }
     }),
   );

@@ -4,7 +4,7 @@
  * `run-view.ts` and `tool-calls.ts` (data in, data out); `commands/*.ts` print it.
  */
 import { Queue } from 'bullmq';
-import { BadCheckpointError, BadStoredValueError, BosunError, InvalidInputError } from '@bosun/contract';
+import { BadCheckpointError, BadStoredValueError, BosunError, InvalidInputError, errorMessage } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 
 /** What every operator command needs. */
@@ -55,7 +55,7 @@ export async function readCheckpoint(deps: OperatorDeps, id: string): Promise<un
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new OperatorError(`checkpoint ${key} is not valid JSON (${(err as Error).message}); it cannot be shown`, 1, err);
+    throw new OperatorError(`checkpoint ${key} is not valid JSON (${errorMessage(err)}); it cannot be shown`, 1, err);
   }
 }
 

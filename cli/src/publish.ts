@@ -9,6 +9,7 @@ import {
   parseWith,
   runIdFor,
   type IncidentInput,
+  errorMessage,
 } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 import { UsageError } from './args.js';
@@ -34,13 +35,13 @@ export function readIncident(path: string): unknown {
           ? 'it is a directory'
           : code === 'EACCES'
             ? 'permission denied'
-            : (err as Error).message;
+            : errorMessage(err);
     throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
   }
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new InvalidInputError('incident', [`not valid JSON: ${(err as Error).message}`], ['(root)']);
+    throw new InvalidInputError('incident', [`not valid JSON: ${errorMessage(err)}`], ['(root)']);
   }
 }
 

@@ -18,6 +18,7 @@ import {
   type ToolCallJob,
   type ToolCallRecord,
   type ToolCallResolution,
+  errorMessage,
 } from '@bosun/contract';
 import { ToolCallRecords } from '@bosun/transport';
 import { annotateInDoubt } from './dead-letters.js';
@@ -143,7 +144,7 @@ async function retryToolCall(
       value = await job.waitUntilFinished(events, r.timeoutMs ?? 120_000);
     } catch (err) {
       throw new OperatorError(
-        `tool call ${key} was re-sent as job ${String(job.id)}, but ${(err as Error).message}. ` +
+        `tool call ${key} was re-sent as job ${String(job.id)}, but ${errorMessage(err)}. ` +
           `Its record is in state "retry"; the gateway runs it once when it picks the job up (see bosun runs show ${call.runId}).`,
         1,
         err,

@@ -3,7 +3,7 @@
  * approvals are read and decided through `ApprovalStore` (libs/transport), which parses them with
  * the contract's `Approval`; a decision is checked by the contract's `parseDecision`.
  */
-import { DecisionError, parseDecision, type Approval, type Decision } from '@bosun/contract';
+import { DecisionError, parseDecision, type Approval, type Decision, errorMessage } from '@bosun/contract';
 import { createLogger, type BosunEnv } from '@bosun/config';
 import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
 import { UsageError } from '../args.js';
@@ -119,7 +119,7 @@ async function publishResolved(env: BosunEnv, deps: OperatorDeps, approval: Appr
   try {
     nc = await connectNats(env.nats, { name: 'bosun-cli' });
   } catch (err) {
-    warn((err as Error).message);
+    warn(errorMessage(err));
     return;
   }
   try {

@@ -5,7 +5,7 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import { DeadLetterKind, RunResult, parseDecision, DecisionError } from '@bosun/contract';
+import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage } from '@bosun/contract';
 import {
   ApprovalError,
   HttpError,
@@ -77,7 +77,7 @@ export class ConsoleApi {
     const summary = await this.deps.runs.get(runId);
     if (!summary) throw new HttpError(404, `no run ${runId}`);
     const job = await this.deps.runs.findJob(runId);
-    const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [(err as Error).message] }));
+    const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [errorMessage(err)] }));
     sendJson(res, 200, { summary, ...jobDetail(job), view });
   }
 

@@ -6,6 +6,7 @@ import {
   type CodeActCall,
   type CodeActJournal,
   type ToolCallResult,
+  errorMessage,
 } from '@bosun/contract';
 import type { SandboxHost } from '@bosun/sandbox';
 import { scriptApproval } from './codeact-approval.js';
@@ -160,7 +161,7 @@ export class ScriptHost implements SandboxHost {
         Number.isFinite(timeoutMs) ? { timeoutMs } : {},
       );
     } catch (err) {
-      throw new ScriptHostFailure(`the tool call ${call.key} (${call.tool}) could not be completed: ${(err as Error).message}`, err);
+      throw new ScriptHostFailure(`the tool call ${call.key} (${call.tool}) could not be completed: ${errorMessage(err)}`, err);
     }
     if (result.inDoubt && !state.inDoubt?.some((d) => d.key === call.key)) (state.inDoubt ??= []).push({ key: call.key, tool: call.tool });
     delete state.pending;

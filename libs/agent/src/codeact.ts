@@ -1,4 +1,4 @@
-import { STALL_MARKER, type CodeActJournal, type TaskJob, type TaskResult } from '@bosun/contract';
+import { STALL_MARKER, type CodeActJournal, type TaskJob, type TaskResult, errorMessage } from '@bosun/contract';
 import { buildStallPayload, validateAgainstSchema } from '@bosun/config';
 import { ModelError, ThrottledError, type ModelResponse } from '@bosun/models';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
@@ -107,7 +107,7 @@ async function modelFailed(run: TaskRun, err: unknown): Promise<TaskResult> {
     throw err;
   }
   if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
-  return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
+  return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${errorMessage(err)}` });
 }
 
 /** Counts the model's turn (usage in the checkpoint with the turn), announces it and records its script. */

@@ -1,4 +1,4 @@
-import { toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult } from '@bosun/contract';
+import { toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult, errorMessage } from '@bosun/contract';
 import type { ToolCall, ToolResponse } from '@bosun/models';
 import { LOAD_TOOLS } from './routing.js';
 import { describeDecision, neededApproval, notApproved } from './task-approval.js';
@@ -93,7 +93,7 @@ async function sendCall(run: TaskRun, round: Round, call: ToolCall, index: numbe
       Number.isFinite(round.timeoutMs) ? { timeoutMs: round.timeoutMs } : {},
     );
   } catch (err) {
-    return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${(err as Error).message}` };
+    return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${errorMessage(err)}` };
   }
   if (result.inDoubt) round.inDoubt[index] = { key, tool: call.name };
   // The key goes with the result: the context budget names it when it shortens the result.

@@ -1,4 +1,4 @@
-import { FINISH_TASK_TOOL, type TaskJob, type TaskResult } from '@bosun/contract';
+import { FINISH_TASK_TOOL, type TaskJob, type TaskResult, errorMessage } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, ThrottledError, type ModelResponse, type ToolCall } from '@bosun/models';
 import { budgetStop, chargeModelCall } from './task-budget.js';
@@ -114,7 +114,7 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     }
     if (err instanceof ModelError && err.reason === 'context_length') return contextRefused(run, { system, tools: offered }, err, 'task');
     if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
-    return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
+    return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${errorMessage(err)}` });
   }
   recordModelTurn(run, response, Date.now() - started);
   return undefined;

@@ -161,7 +161,15 @@ export function parseStoredJson<S extends z.ZodType>(schema: S, text: string, wh
   try {
     value = JSON.parse(text) as unknown;
   } catch (err) {
-    throw new BadStoredValueError(what, [`(root): not valid JSON (${(err as Error).message})`], ['(root)'], err);
+    throw new BadStoredValueError(what, [`(root): not valid JSON (${errorMessage(err)})`], ['(root)'], err);
   }
   return parseStored(schema, value, what);
+}
+
+/**
+ * The message of anything thrown: an `Error`'s message, or the value as text. For logs and for
+ * the text people read; code branches on a {@link BosunError}'s `code` or on `instanceof`.
+ */
+export function errorMessage(err: unknown): string {
+  return errorMessage(err);
 }

@@ -11,7 +11,7 @@ import {
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
 import type { NatsSettings, RedisSettings, TlsMaterial } from '@bosun/config';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage } from '@bosun/contract';
 
 /** A Redis connection: one server, or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -385,7 +385,7 @@ export async function connectNats(settings: NatsSettings, options: { name?: stri
         : '';
     throw new BosunError(
       'nats_unreachable',
-      `NATS at ${settings.display} is unreachable (${(err as Error).message}). Start it or set NATS_URL.${hint}`,
+      `NATS at ${settings.display} is unreachable (${errorMessage(err)}). Start it or set NATS_URL.${hint}`,
       { cause: plainError(err as Error) },
     );
   }

@@ -1,7 +1,7 @@
 import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage } from '@bosun/contract';
 import { redactUrl, type BosunEnv, type Logger, type RetentionConfig } from '@bosun/config';
 import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
 import { EventPublisher } from './events.js';
@@ -190,7 +190,7 @@ export async function checkRuntime(env: BosunEnv, options: { service: string }):
     } catch (err) {
       throw new BosunError(
         'jetstream_unavailable',
-        `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${(err as Error).message}). Start nats-server with -js.`,
+        `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${errorMessage(err)}). Start nats-server with -js.`,
         { cause: err },
       );
     } finally {

@@ -1,5 +1,5 @@
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { BosunError, ToolCallResult, parseWith, type Catalog, type ToolCallJob } from '@bosun/contract';
+import { BosunError, ToolCallResult, parseWith, type Catalog, type ToolCallJob, errorMessage } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { SpanKind, inSpan, traceCarrier } from './tracing.js';
 import { toolOutcome, type ToolClient } from './tools.js';
@@ -131,7 +131,7 @@ export class NatsToolClient implements ToolClient {
         try {
           done({ kind: 'result', result: parseWith(ToolCallResult, msg.json(), 'tool call result') });
         } catch (err) {
-          done({ kind: 'refused', reason: `its reply is not a tool call result (${(err as Error).message})` });
+          done({ kind: 'refused', reason: `its reply is not a tool call result (${errorMessage(err)})` });
         }
       });
       listen();
@@ -228,7 +228,7 @@ export function serveToolCalls(options: ToolCallResponderOptions): ToolCallRespo
       msg.respond(JSON.stringify(result));
     } catch (err) {
       const h = headers();
-      h.set(REFUSED_HEADER, (err instanceof Error ? err.message : String(err)).replace(/[\r\n]+/g, ' '));
+      h.set(REFUSED_HEADER, errorMessage(err).replace(/[\r\n]+/g, ' '));
       if (!(err instanceof NotAToolCallError)) options.log.error({ err }, 'could not answer a tool call request');
       msg.respond(undefined, { headers: h });
     } finally {

@@ -32,6 +32,7 @@ import {
   type DeadLetterKind,
   type TaskJob,
   type TaskResult,
+  errorMessage,
 } from '@bosun/contract';
 import { ConfigError, buildStallPayload, validateAgainstSchema, type SpecialistConfig } from '@bosun/config';
 import { YieldError, type TaskAgentDeps } from '@bosun/agent';
@@ -52,8 +53,6 @@ type Ending =
 
 /** What the agent said of a send whose answer was lost: its task, no task, or nothing it can say. */
 type LookUp = { kind: 'found'; remoteTaskId: string } | { kind: 'absent' } | { kind: 'unknown'; why: string };
-
-const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** The longest wait on a remote stream between two looks at the task. */
 const STREAM_WAIT_MS = 5_000;
@@ -202,7 +201,7 @@ export class RemoteSpecialist {
       });
       tasks = listed.tasks;
     } catch (err) {
-      return { kind: 'unknown', why: `ListTasks: ${errorText(err)}` };
+      return { kind: 'unknown', why: `ListTasks: ${errorMessage(err)}` };
     }
     const holding = tasks.find((t) => (t.history ?? []).some((m) => m.messageId === ck.messageId));
     // A context of its own (new checkpoints) holds only this delegation's tasks; the run's context (old ones) needs the message id.

@@ -14,6 +14,7 @@ import {
   type Catalog,
   type CatalogTool,
   type ToolCallResult,
+  errorMessage,
 } from '@bosun/contract';
 import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config';
 import { decideCall, isReadOnlyTool, specialistCaller, type Caller } from '@bosun/policy';
@@ -141,7 +142,7 @@ export class ToolGateway {
           await s.connect();
           delete this.unavailable[s.name];
         } catch (err) {
-          this.unavailable[s.name] = (err as Error).message;
+          this.unavailable[s.name] = errorMessage(err);
           this.deps.log.error({ server: s.name, err }, 'MCP server unavailable');
         }
       }),
@@ -472,7 +473,7 @@ export class ToolGateway {
    */
   private async callFailed(run: CallRun, err: unknown, durationMs: number): Promise<ToolCallResult> {
     const { call } = run;
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
     if (err instanceof CallNotSentError) run.stage = 'claimed';
     const outcomeUnknown =
@@ -550,7 +551,7 @@ export class ToolGateway {
       await this.records
         .abandonClaim(call.key, run.owner)
         .catch((e: unknown) => this.deps.log.warn({ err: e, key: call.key }, 'could not free the claim of a call that was not sent'));
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     const mayHaveRun = run.stage === 'sent' && !run.readOnly;
     const why = `the gateway failed before it recorded the result (${message})`;
     try {
