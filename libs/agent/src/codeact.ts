@@ -241,7 +241,15 @@ async function finalResult(run: TaskRun, outcome: ScriptOutcome, output: unknown
   const { spec, state, job } = run;
   const problem = validateAgainstSchema(spec.outputSchema, output);
   if (problem === null) {
-    const result = await run.finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output, attempts: run.attempt });
+    const result = await run.finish({
+      v: 1,
+      taskId: job.taskId,
+      agent: spec.name,
+      status: 'completed',
+      output,
+      attempts: run.attempt,
+      reason: 'completed',
+    });
     run.emit('agent.completed', { taskId: job.taskId, steps: state.step, output: output ?? null, ...usageOf(run) });
     return result;
   }
@@ -276,6 +284,7 @@ async function transfer(run: TaskRun, agent: string, reason: string): Promise<Ta
     output: buildStallPayload(spec, spec.name, run.lastWords(), why),
     attempts: run.attempt,
     error: why,
+    reason: 'transfer',
     transfer: { agent, reason },
   });
 }

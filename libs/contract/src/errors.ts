@@ -171,5 +171,5 @@ export function parseStoredJson<S extends z.ZodType>(schema: S, text: string, wh
  * the text people read; code branches on a {@link BosunError}'s `code` or on `instanceof`.
  */
 export function errorMessage(err: unknown): string {
-  return errorMessage(err);
+  return err instanceof Error ? err.message : String(err);
 }

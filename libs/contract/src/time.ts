@@ -12,10 +12,13 @@ export function sleep(ms: number, signal?: AbortSignal, options: { unref?: boole
       clearTimeout(timer);
       resolve(false);
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve(true);
+      },
+      Math.max(0, ms),
+    );
     if (options.unref) timer.unref();
     signal?.addEventListener('abort', onAbort, { once: true });
   });

@@ -385,7 +385,7 @@ export class RemoteSpecialist {
     );
     this.deps.log.warn({ taskId: task.taskId, messageId: ck.messageId }, 'remote task in doubt');
     this.emit(task, 'agent.failed', { taskId: task.taskId, reason, marker: STALL_MARKER });
-    return { ...base, status: 'failed', output, error: reason, inDoubt: [call] };
+    return { ...base, status: 'failed', output, error: reason, reason: 'in_doubt', inDoubt: [call] };
   }
 
   private emit(
@@ -407,14 +407,14 @@ export class RemoteSpecialist {
     const base = { v: 1 as const, taskId: task.taskId, agent: this.deps.name, attempts };
     if (ending.kind === 'completed') {
       this.emit(task, 'agent.completed', { taskId: task.taskId, steps: 1, output: ending.output });
-      return { ...base, status: 'completed', output: ending.output };
+      return { ...base, status: 'completed', output: ending.output, reason: 'completed' };
     }
     if (ending.kind === 'in-doubt') return this.inDoubt(task, ck, base, ending.reason);
     const reason =
       ending.kind === 'cancelled' ? 'cancelled: the coordinator gave up on this task, or an operator cancelled its run' : ending.reason;
     const lastWords = ending.kind === 'cancelled' ? '' : ending.lastWords;
     const output = buildStallPayload(this.deps.spec, this.deps.name, lastWords, reason);
-    if (ending.kind === 'cancelled') return { ...base, status: 'stalled', output, error: 'cancelled' };
+    if (ending.kind === 'cancelled') return { ...base, status: 'stalled', output, error: 'cancelled', reason: 'cancelled' };
     const kind: DeadLetterKind = ending.kind;
     await this.deps.deadLetters.add(
       { kind, runId: task.runId, incidentId: task.incidentId, agent: this.deps.name, taskId: task.taskId, reason, lastWords, attempts },
@@ -423,9 +423,9 @@ export class RemoteSpecialist {
     this.deps.log.warn({ taskId: task.taskId, kind, reason }, 'remote task incomplete');
     if (ending.kind === 'failure') {
       this.emit(task, 'agent.failed', { taskId: task.taskId, reason, marker: STALL_MARKER });
-      return { ...base, status: 'failed', output, lastWords, error: reason };
+      return { ...base, status: 'failed', output, lastWords, error: reason, reason: 'failure' };
     }
     this.emit(task, 'agent.stalled', { taskId: task.taskId, kind: ending.kind, reason, marker: STALL_MARKER, lastWords });
-    return { ...base, status: 'stalled', output, lastWords, ...(ending.kind === 'timeout' ? { error: reason } : {}) };
+    return { ...base, status: 'stalled', output, lastWords, ...(ending.kind === 'timeout' ? { error: reason } : {}), reason: ending.kind };
   }
 }
