@@ -70,7 +70,7 @@ const show = defineRedisCommand({
   },
   async handler(id, deps) {
     const a = await withApprovals(deps, (store) => store.get(id));
-    if (!a) throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+    if (!a) throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`);
     printJson(a);
     return 0;
   },
@@ -152,8 +152,8 @@ async function decide(deps: RedisDeps, id: string, decision: Decision): Promise<
       return await store.decide(id, decision);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      if (err.code === 'not_found') throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1, err);
-      throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : 1, err);
+      if (err.code === 'not_found') throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, err);
+      throw new OperatorError(err.code === 'bad_request' ? 'bad_request' : 'conflict', err.message, err);
     }
   });
   const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;

@@ -21,7 +21,7 @@ import {
 } from '@bosun/transport';
 import { dropDeadLetter, listDeadLetters, retryDeadLetter } from '../dead-letters.js';
 import { readStats } from '../commands/stats.js';
-import { OperatorError, type OperatorDeps } from '../operator.js';
+import { OPERATOR_HTTP_STATUS, OperatorError, type OperatorDeps } from '../operator.js';
 import { showRun } from '../run-view.js';
 import { ackToolCall } from '../tool-calls.js';
 import { runStats } from './stats.js';
@@ -45,11 +45,10 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** An {@link OperatorError} as an answer: 404 for "no …", 400 for bad usage, 409 otherwise. */
+/** An {@link OperatorError} as an answer, its status from its reason (`OPERATOR_HTTP_STATUS`). */
 function operatorAnswer(err: unknown): HttpError {
   if (!(err instanceof OperatorError)) throw err;
-  const status = /^no /.test(err.message) ? 404 : err.exitCode === 2 ? 400 : 409;
-  return new HttpError(status, err.message, { cause: err });
+  return new HttpError(OPERATOR_HTTP_STATUS[err.reason], err.message, { cause: err });
 }
 
 /** The incident job's summary fields and result, as the run page shows them. */
