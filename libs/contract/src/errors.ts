@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'non_deterministic'
   | 'script_host_failure'
   | 'over_budget'
+  | 'cancelled'
   | 'lock_lost'
   // The CodeAct sandbox (libs/sandbox).
   | 'sandbox_aborted'
@@ -61,6 +62,8 @@ export type ErrorCode =
   // Processes started by the launcher.
   | 'process_exited'
   | 'process_timeout'
+  // Requests that are not what they claim to be.
+  | 'not_a_tool_call'
   // The CLI.
   | 'usage'
   | 'operator'

@@ -74,7 +74,7 @@ export {
   parseStoredJson,
   errorMessage,
 } from './errors.js';
-export { sleep } from './time.js';
+export { abortable, sleep } from './time.js';
 export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
 export type { AuditEntry } from './audit.js';
 export type { ErrorCode } from './errors.js';

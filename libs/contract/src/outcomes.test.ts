@@ -4,7 +4,7 @@ import { errorMessage } from './errors.js';
 import { TaskCheckpoint } from './task-checkpoint.js';
 import { TaskResult, ToolCallResult, taskEndReason } from './schemas.js';
 import { ToolCallRecord, resolvedResult } from './tool-record.js';
-import { sleep } from './time.js';
+import { abortable, sleep } from './time.js';
 
 // Outcomes as data (additive in v1): `TaskResult.reason` and `ToolCallResult.code`. Results
 // stored before the fields existed still parse, and read by their structure, never their text.
@@ -81,5 +81,20 @@ describe('sleep', () => {
     expect(await waiting).toBe(false);
     expect(Date.now() - started).toBeLessThan(1_000);
     expect(await sleep(60_000, controller.signal)).toBe(false);
+  });
+});
+
+describe('abortable', () => {
+  it("is the work's outcome when nothing aborts, and an AbortError at once when the signal does", async () => {
+    expect(await abortable(Promise.resolve(7), new AbortController().signal, 'w')).toBe(7);
+    const controller = new AbortController();
+    const waiting = abortable(new Promise<never>(() => undefined), controller.signal, 'the answer of k1');
+    controller.abort('drain');
+    await expect(waiting).rejects.toMatchObject({
+      name: 'AbortError',
+      message: 'the answer of k1: stopped waiting (aborted)',
+      cause: 'drain',
+    });
+    await expect(abortable(Promise.resolve(1), controller.signal, 'late')).rejects.toMatchObject({ name: 'AbortError' });
   });
 });

@@ -23,3 +23,26 @@ export function sleep(ms: number, signal?: AbortSignal, options: { unref?: boole
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * Waits for `work`, or stops waiting when `signal` aborts: then it rejects with an
+ * `AbortError`-named error carrying the signal's reason as its cause. The work itself goes on
+ * (it is not told); use it where what is waited for is safe to abandon, such as the answer to a
+ * tool call the gateway records under its key either way.
+ */
+export function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined, what: string): Promise<T> {
+  if (!signal) return work;
+  const aborted = (): Error =>
+    Object.assign(new Error(`${what}: stopped waiting (aborted)`, { cause: signal.reason }), { name: 'AbortError' });
+  if (signal.aborted) {
+    // The work's own outcome is no longer awaited: a rejection of it is not unhandled.
+    work.catch(() => undefined);
+    return Promise.reject(aborted());
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(aborted());
+    signal.addEventListener('abort', onAbort, { once: true });
+    // Settled by the work or by the abort, whichever comes first; the listener goes either way.
+    void work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
