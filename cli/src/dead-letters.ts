@@ -16,6 +16,7 @@ import {
   timerJobId,
   type TimerJob,
   type ToolCallResolution,
+  sleep,
 } from '@bosun/contract';
 import { StoredDeadLetter, annotateEntry, readEntry, type DeadLetterEntry, type RetriedAs } from './dead-letter-entry.js';
 import { publishIncident } from './publish.js';
@@ -282,7 +283,7 @@ async function retryInOpenRun(
       return { outcome: { deadLetterId: entry.id, originalIncidentId: incidentId, incidentId, runId, taskId: retry.taskId, at } };
     }
     if (now?.result !== undefined) return {};
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   throw new OperatorError(
     'unavailable',

@@ -10,6 +10,7 @@ import {
   runIdFor,
   type IncidentInput,
   errorMessage,
+  sleep,
 } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 import { UsageError } from './args.js';
@@ -232,7 +233,7 @@ async function waitForReplacement(queue: Queue, id: string, rejectedTimestamp: n
   while (Date.now() < until) {
     const job = await Job.fromId(queue, id);
     if (job && job.timestamp !== rejectedTimestamp) return job;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   return undefined;
 }

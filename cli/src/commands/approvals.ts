@@ -3,7 +3,7 @@
  * approvals are read and decided through `ApprovalStore` (libs/transport), which parses them with
  * the contract's `Approval`; a decision is checked by the contract's `parseDecision`.
  */
-import { DecisionError, parseDecision, type Approval, type Decision, errorMessage } from '@bosun/contract';
+import { DecisionError, parseDecision, type Approval, type Decision, errorMessage, sleep } from '@bosun/contract';
 import { createLogger, type BosunEnv } from '@bosun/config';
 import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
 import { UsageError } from '../args.js';
@@ -128,7 +128,7 @@ async function publishResolved(env: BosunEnv, deps: OperatorDeps, approval: Appr
     // the event is then counted as not published, and the warning below says so.
     await Promise.race([
       ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined),
-      new Promise((r) => setTimeout(r, 5_000).unref()),
+      sleep(5_000, undefined, { unref: true }),
     ]);
     const log = createLogger({ service: 'bosun-cli', level: 'error', destination: process.stderr });
     const events = new EventPublisher({ prefix: env.prefix, redis: deps.redis, nats: nc, log });

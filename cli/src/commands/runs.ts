@@ -4,7 +4,7 @@
  * operator API uses too; `runs show` reads the run's checkpoints (`run-view.ts`).
  */
 import { Job, Queue } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, describeIssues } from '@bosun/contract';
+import { INCIDENTS_QUEUE, RunResult, describeIssues, sleep } from '@bosun/contract';
 import { RUN_STATES, RunControl, RunControlError, type CancelOutcome, type RunSummary } from '@bosun/transport';
 import { UsageError, integerOption, secondsOption } from '../args.js';
 import { commandGroup, defineRedisCommand, type RedisDeps } from '../command.js';
@@ -163,7 +163,7 @@ async function waitForEnd(deps: OperatorDeps, incidentId: string, ms: number): P
       }
       if (state === 'failed') return { kind: 'failed', reason: job.failedReason ?? '' };
       if (Date.now() >= until) return { kind: 'pending' };
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
   } finally {
     await queue.close();

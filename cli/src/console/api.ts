@@ -5,7 +5,7 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage } from '@bosun/contract';
+import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
 import {
   ApprovalError,
   HttpError,
@@ -96,7 +96,7 @@ export class ConsoleApi {
     try {
       const decided = await this.deps.approvals.decide(id, decision);
       this.deps.events.emit(approvalResolvedEvent(decided));
-      await Promise.race([this.deps.events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
+      await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
       sendJson(res, 200, decided);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;

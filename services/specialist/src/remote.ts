@@ -33,6 +33,7 @@ import {
   type TaskJob,
   type TaskResult,
   errorMessage,
+  sleep,
 } from '@bosun/contract';
 import { ConfigError, buildStallPayload, validateAgainstSchema, type SpecialistConfig } from '@bosun/config';
 import { YieldError, type TaskAgentDeps } from '@bosun/agent';
@@ -272,7 +273,7 @@ export class RemoteSpecialist {
     const client = await this.clientFor().catch(() => undefined);
     const card = await client?.getAgentCard().catch(() => undefined);
     if (!client || !card?.capabilities?.streaming) {
-      await new Promise((r) => setTimeout(r, Math.min(this.remote.pollMs, left)));
+      await sleep(Math.min(this.remote.pollMs, left));
       return;
     }
     const signal = AbortSignal.timeout(Math.min(STREAM_WAIT_MS, left));
@@ -285,7 +286,7 @@ export class RemoteSpecialist {
     } catch (err) {
       if (signal.aborted) return;
       this.deps.log.debug({ err, remoteTaskId }, 'the remote stream ended; polling');
-      await new Promise((r) => setTimeout(r, Math.min(this.remote.pollMs, left)));
+      await sleep(Math.min(this.remote.pollMs, left));
     }
   }
 

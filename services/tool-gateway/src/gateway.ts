@@ -16,6 +16,7 @@ import {
   type ToolCallCode,
   type ToolCallResult,
   errorMessage,
+  sleep,
 } from '@bosun/contract';
 import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config';
 import { decideCall, isReadOnlyTool, specialistCaller, type Caller } from '@bosun/policy';
@@ -106,10 +107,6 @@ function inDoubtResult(call: ToolCallJob, why = 'the gateway stopped before it r
 /** The resolution an in-doubt dead letter gets when the call's outcome is recorded after all. */
 function seenDone(at = new Date().toISOString()): { action: string; by: string; at: string } {
   return { action: 'seen-done', by: 'tool-gateway', at };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** The agent name calls through the gateway's own MCP face carry. */
