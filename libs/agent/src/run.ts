@@ -125,7 +125,7 @@ function freshState(deps: RunDeps, incident: Incident, runId: string): RunCheckp
 async function openRun(job: IncidentJob, deps: RunDeps, incident: Incident): Promise<{ ctx: LoopContext; fresh: boolean } | RunOutcome> {
   const runId = runIdFor(incident.id, job.timestamp);
   const ckptId = runCheckpointId(runId);
-  const ctx: LoopContext = { deps, job, incident, ckptId, state: freshState(deps, incident, runId) };
+  const ctx: LoopContext = { deps, job, incident, ckptId, state: freshState(deps, incident, runId), signal: job.signal };
   // Picked up for the first time (BullMQ counts every start): there is no checkpoint to read.
   if (job.attemptsStarted <= 1) return { ctx, fresh: true };
   try {
