@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
@@ -126,6 +127,8 @@ runService({
     // Aborted when the process starts draining: every task's model call, script or wait for
     // tools in flight stops at once and the task is handed back (libs/agent TaskStop).
     const drain = new AbortController();
+    // One listener per task in flight: thousands, by design (no leak warning for them).
+    setMaxListeners(0, drain.signal);
     // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
     // the run), read in one round trip.
     const isCancelled = async (taskId: string, runId: string) =>
