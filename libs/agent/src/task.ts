@@ -10,13 +10,7 @@ import { endIncomplete, finishStep, stallUnlessCancelled } from './task-end.js';
 import { afterStop, stepBoundary } from './task-boundary.js';
 import { toolRound } from './task-round.js';
 import { TaskRun, openTaskRun } from './task-run.js';
-import {
-  DEFAULT_TASK_INSTRUCTION,
-  RetryableTaskError,
-  type TaskAgentDeps,
-  type TaskAgentSpec,
-  type TaskAttempt,
-} from './task-types.js';
+import { DEFAULT_TASK_INSTRUCTION, RetryableTaskError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
 import { withRunbook } from './runbook.js';
 
 export { APPROVED_CALLS_MARKER } from './task-approval.js';
