@@ -1,4 +1,14 @@
-import type { TaskRun } from './task-run.js';
+import type { TaskAgentDeps } from './task-types.js';
+
+/** What a task's stop reads of its run (a `TaskRun`). */
+export interface StoppableRun {
+  readonly job: { readonly taskId: string; readonly runId: string };
+  readonly deps: Pick<TaskAgentDeps, 'shouldYield' | 'isCancelled' | 'log'>;
+  /** The time, on the loop's clock. */
+  now(): number;
+  /** When the task must be done. */
+  deadline(): number;
+}
 
 /**
  * Why a task was stopped from outside: it was cancelled (by the coordinator, or its run by an
@@ -25,7 +35,7 @@ export class TaskStop {
   why: TaskStopReason | undefined;
 
   constructor(
-    private readonly run: TaskRun,
+    private readonly run: StoppableRun,
     private readonly outer: { signal?: AbortSignal | undefined; drain?: AbortSignal | undefined },
   ) {
     this.handOver = AbortSignal.any([outer.signal, outer.drain].filter((s): s is AbortSignal => s !== undefined));
