@@ -1,5 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage } from '@bosun/contract';
 
 /** Bad usage of a command: exit 2, with the message (and the usage text when `showUsage`). */
 export class UsageError extends BosunError {
@@ -28,7 +28,7 @@ export function parseCommand<O extends Options>(command: string, args: string[],
   try {
     parsed = parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (err) {
-    throw new UsageError(`${command}: ${(err as Error).message}`);
+    throw new UsageError(`${command}: ${errorMessage(err)}`);
   }
   if (parsed.positionals.length > positionals)
     throw new UsageError(`${command}: unexpected argument "${parsed.positionals[positionals] ?? ''}"`);

@@ -16,6 +16,7 @@ import {
   timerJobId,
   type TimerJob,
   type ToolCallResolution,
+  sleep,
 } from '@bosun/contract';
 import { StoredDeadLetter, annotateEntry, readEntry, type DeadLetterEntry, type RetriedAs } from './dead-letter-entry.js';
 import { publishIncident } from './publish.js';
@@ -123,7 +124,7 @@ export async function dropDeadLetter(deps: OperatorDeps, jobId: string): Promise
 }
 
 function notFound(deps: OperatorDeps, jobId: string): OperatorError {
-  return new OperatorError(`no dead-letter entry ${jobId} under BOSUN_PREFIX=${deps.prefix}`, 1);
+  return new OperatorError('not_found', `no dead-letter entry ${jobId} under BOSUN_PREFIX=${deps.prefix}`);
 }
 
 /** What {@link retryDeadLetter} did. */
@@ -157,21 +158,21 @@ function retryableIncident(entry: DeadLetterEntry): string {
   const { id, kind } = entry;
   if (kind === 'poison') {
     throw new OperatorError(
+      'bad_request',
       `dead letter ${id} is poison: its input is invalid as it stands and retrying it would fail the same way. ` +
         `Fix the input (see \`bosun dlq show ${id}\`) and publish it with \`bosun publish\`.`,
-      2,
     );
   }
   if (kind === 'in-doubt') {
     const key = InDoubtDeadLetterInput.safeParse(entry.input).data?.key ?? '<key>';
     throw new OperatorError(
+      'bad_request',
       `dead letter ${id} is an in-doubt tool call: it is not retried from here. Check whether the call took effect, then resolve it with ` +
         `\`bosun ack ${key} --done\`, \`--skip\`, or \`bosun ack ${key} --retry\` to send it once more.`,
-      2,
     );
   }
   // What is left is a stall, a timeout, a failure or a budget stop (the contract's `DeadLetterKind`): re-run (a new task, with a budget of its own).
-  if (!entry.incidentId) throw new OperatorError(`dead letter ${id} names no incident: there is nothing to re-run`, 2);
+  if (!entry.incidentId) throw new OperatorError('bad_request', `dead letter ${id} names no incident: there is nothing to re-run`);
   return entry.incidentId;
 }
 
@@ -208,8 +209,8 @@ async function rerunIncident(
   const source: unknown = original?.data ?? entry.input;
   if (source === undefined) {
     throw new OperatorError(
+      'conflict',
       `incident ${originalId} of dead letter ${entry.id} is no longer in the incidents queue under BOSUN_PREFIX=${deps.prefix}: nothing to re-run`,
-      1,
     );
   }
   const incident = parseStored(Incident, source, `incident ${originalId} of dead letter ${entry.id}`);
@@ -230,7 +231,7 @@ async function rerunIncident(
       ...(entry.retriedAs ? { previous: entry.retriedAs } : {}),
     };
   }
-  throw new OperatorError(`incident ${originalId} has been retried too often: no free retry id`, 1);
+  throw new OperatorError('conflict', `incident ${originalId} has been retried too often: no free retry id`);
 }
 
 /** A run's checkpoint, or null when there is none; `problem` says why one could not be used. */
@@ -282,11 +283,11 @@ async function retryInOpenRun(
       return { outcome: { deadLetterId: entry.id, originalIncidentId: incidentId, incidentId, runId, taskId: retry.taskId, at } };
     }
     if (now?.result !== undefined) return {};
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   throw new OperatorError(
+    'unavailable',
     `run ${runId} is open, but no coordinator took the retry of ${failed.taskId} within 15 s: is a coordinator running under BOSUN_PREFIX=${deps.prefix}?`,
-    1,
   );
 }
 

@@ -63,6 +63,6 @@ export async function retryDelivery(deps: OperatorDeps, job: Job, entry: DeadLet
       await annotateEntry(job, entry, { retriedAs: { incidentId, runId, at } });
       return { deadLetterId: entry.id, originalIncidentId: incidentId, incidentId, runId, at, deliveryJobId: id };
     }
-    throw new OperatorError(`the delivery ${base} has been retried too often: no free retry id`, 1);
+    throw new OperatorError('conflict', `the delivery ${base} has been retried too often: no free retry id`);
   });
 }

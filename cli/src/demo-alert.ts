@@ -8,7 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage } from '@bosun/contract';
 
 /** The sink the demo adds to its config: every run's answer goes to the local receiver. */
 export const DEMO_SINK = 'demo-slack';
@@ -197,7 +197,7 @@ export async function prepareDemoAlert(root: string, configFile: string): Promis
         say('===');
         return 0;
       } catch (err) {
-        say(`!! the alert hop: ${(err as Error).message}`);
+        say(`!! the alert hop: ${errorMessage(err)}`);
         return 1;
       }
     },

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
-import { BosunError, INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput } from '@bosun/contract';
+import { BosunError, INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput, errorMessage, sleep } from '@bosun/contract';
 import { createLogger, readEnv, type BosunEnv } from '@bosun/config';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -114,7 +114,7 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number): Promis
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (await check()) return true;
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
   }
   return false;
 }
@@ -299,7 +299,7 @@ function approvalPrompt(clients: DemoClients, once: boolean, consoleUrl: string)
             clients.events.emit(approvalResolvedEvent(a));
             say(`  >> approved ${id}`);
           })
-          .catch((err: unknown) => say(`  !! could not approve ${id}: ${(err as Error).message}`));
+          .catch((err: unknown) => say(`  !! could not approve ${id}: ${errorMessage(err)}`));
       }, 2_000).unref();
     } else {
       say(`  >> approve it from another terminal:  npx bosun approve ${id}`);
@@ -321,7 +321,7 @@ async function followLive(options: { nc: NatsConnection; prefix: string; signal:
       }
       return;
     } catch {
-      await new Promise((r) => setTimeout(r, 300));
+      await sleep(300);
     }
   }
 }
@@ -350,7 +350,7 @@ async function publishSamples(clients: DemoClients, stamp: string): Promise<numb
         say('===');
       } catch (err) {
         failures++;
-        say(`!! ${p.incidentId}: ${(err as Error).message}`);
+        say(`!! ${p.incidentId}: ${errorMessage(err)}`);
       }
     }),
   );
@@ -406,7 +406,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const ac = new AbortController();
   const onApproval = approvalPrompt(clients, options.once, operatorConsole.url);
   const follow = followLive({ nc: clients.nc, prefix: env.prefix, signal: ac.signal, onApproval });
-  await new Promise((r) => setTimeout(r, 500));
+  await sleep(500);
   const stamp = new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14);
   const samples = Promise.all([publishSamples(clients, stamp), alertHop?.run(stamp, say) ?? 0]);
   // Ctrl-C while the samples still wait for their results (the rollback waits for an operator):

@@ -4,7 +4,7 @@
  * it, and maps errors to exit codes — 0 ok, 1 failure, 2 bad input or usage, 3 not finished yet
  * (a command returns 3 itself).
  */
-import { InvalidInputError } from '@bosun/contract';
+import { InvalidInputError, errorMessage } from '@bosun/contract';
 import { ConfigError, readEnv } from '@bosun/config';
 import { UsageError } from './args.js';
 import { COMMANDS, USAGE } from './commands/index.js';
@@ -40,7 +40,7 @@ function reportError(err: unknown): number {
     say(err.message);
     return 2;
   }
-  say(err instanceof Error ? err.message : String(err));
+  say(errorMessage(err));
   return 1;
 }
 

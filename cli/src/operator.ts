@@ -4,7 +4,7 @@
  * `run-view.ts` and `tool-calls.ts` (data in, data out); `commands/*.ts` print it.
  */
 import { Queue } from 'bullmq';
-import { BadCheckpointError, BadStoredValueError, BosunError, InvalidInputError } from '@bosun/contract';
+import { BadCheckpointError, BadStoredValueError, BosunError, InvalidInputError, errorMessage } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 
 /** What every operator command needs. */
@@ -13,14 +13,34 @@ export interface OperatorDeps {
   prefix: string;
 }
 
-/** A refusal or a failure the CLI reports as is, with its exit code (1 failure/not found, 2 bad usage). */
+/**
+ * Why an operator's request was refused or failed, as data: `not_found` (no such run, entry,
+ * approval or tool call), `bad_request` (the request cannot be done as asked), `conflict` (not in
+ * the state the request needs), `corrupt` (a stored value it needs does not parse), `unavailable`
+ * (a service it needs did not answer). The CLI's exit code and the console's HTTP status come
+ * from it ({@link OPERATOR_HTTP_STATUS}), never from the message.
+ */
+export type OperatorReason = 'not_found' | 'bad_request' | 'conflict' | 'corrupt' | 'unavailable';
+
+/** The console's HTTP status for each {@link OperatorReason}. */
+export const OPERATOR_HTTP_STATUS: Readonly<Record<OperatorReason, number>> = {
+  not_found: 404,
+  bad_request: 400,
+  conflict: 409,
+  corrupt: 500,
+  unavailable: 503,
+};
+
+/** A refusal or a failure the CLI reports as is, with why (`reason`) and its exit code (2 for a bad request, else 1). */
 export class OperatorError extends BosunError {
+  readonly reason: OperatorReason;
   readonly exitCode: 1 | 2;
 
-  constructor(message: string, exitCode: 1 | 2 = 1, cause?: unknown) {
-    super('operator', message, { cause });
+  constructor(reason: OperatorReason, message: string, cause?: unknown) {
+    super('operator', message, { cause, data: { reason } });
     this.name = 'OperatorError';
-    this.exitCode = exitCode;
+    this.reason = reason;
+    this.exitCode = reason === 'bad_request' ? 2 : 1;
   }
 }
 
@@ -55,7 +75,7 @@ export async function readCheckpoint(deps: OperatorDeps, id: string): Promise<un
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new OperatorError(`checkpoint ${key} is not valid JSON (${(err as Error).message}); it cannot be shown`, 1, err);
+    throw new OperatorError('corrupt', `checkpoint ${key} is not valid JSON (${errorMessage(err)}); it cannot be shown`, err);
   }
 }
 

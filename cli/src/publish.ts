@@ -9,6 +9,8 @@ import {
   parseWith,
   runIdFor,
   type IncidentInput,
+  errorMessage,
+  sleep,
 } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 import { UsageError } from './args.js';
@@ -34,13 +36,13 @@ export function readIncident(path: string): unknown {
           ? 'it is a directory'
           : code === 'EACCES'
             ? 'permission denied'
-            : (err as Error).message;
+            : errorMessage(err);
     throw new UsageError(`publish: cannot read ${path === '-' ? 'standard input' : `"${path}"`}: ${why}`, { showUsage: false });
   }
   try {
     return JSON.parse(text) as unknown;
   } catch (err) {
-    throw new InvalidInputError('incident', [`not valid JSON: ${(err as Error).message}`], ['(root)']);
+    throw new InvalidInputError('incident', [`not valid JSON: ${errorMessage(err)}`], ['(root)']);
   }
 }
 
@@ -231,7 +233,7 @@ async function waitForReplacement(queue: Queue, id: string, rejectedTimestamp: n
   while (Date.now() < until) {
     const job = await Job.fromId(queue, id);
     if (job && job.timestamp !== rejectedTimestamp) return job;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   return undefined;
 }

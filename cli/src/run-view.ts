@@ -194,7 +194,7 @@ async function delegationView(deps: OperatorDeps, d: Delegation, problems: strin
 /** `bosun runs show`: a run's state from its checkpoints and tool-call records. */
 export async function showRun(deps: OperatorDeps, runId: string): Promise<RunView> {
   const raw = await readCheckpoint(deps, runCheckpointId(runId));
-  if (raw === null) throw new OperatorError(`no run ${runId} under BOSUN_PREFIX=${deps.prefix}`, 1);
+  if (raw === null) throw new OperatorError('not_found', `no run ${runId} under BOSUN_PREFIX=${deps.prefix}`);
   const run = parseStored(RunCheckpoint, raw, `checkpoint ${runCheckpointKey(deps.prefix, runId)}`);
   const view: RunView = { runId, delegations: [], inDoubt: [], problems: [] };
   for (const f of ['incidentId', 'mode', 'phase', 'startedAt', 'deadlineAt', 'jobId'] as const) view[f] = run[f];

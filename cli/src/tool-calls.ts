@@ -18,6 +18,7 @@ import {
   type ToolCallJob,
   type ToolCallRecord,
   type ToolCallResolution,
+  errorMessage,
 } from '@bosun/contract';
 import { ToolCallRecords } from '@bosun/transport';
 import { annotateInDoubt } from './dead-letters.js';
@@ -61,9 +62,9 @@ export async function ackToolCall(
   const records = new ToolCallRecords(deps);
   // A record that does not parse is a failure to report (exit 1), not bad usage.
   const record = await records.read(key).catch((err: unknown) => {
-    throw err instanceof InvalidInputError ? new OperatorError(err.message, 1, err) : err;
+    throw err instanceof InvalidInputError ? new OperatorError('corrupt', err.message, err) : err;
   });
-  if (!record) throw new OperatorError(`no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`, 1);
+  if (!record) throw new OperatorError('not_found', `no tool call ${key} under BOSUN_PREFIX=${deps.prefix}`);
   const at = new Date().toISOString();
   if (record.state === 'done' && record.seenDoneAt) return acknowledgeSeenDone(deps, { key, record, action, by: options.by, at });
   if (record.state !== 'in-doubt') throw notInDoubt(key, record.state);
@@ -87,20 +88,21 @@ async function acknowledgeSeenDone(
 ): Promise<AckOutcome> {
   const { key, record } = a;
   const seen = `was declared in doubt, and its outcome was recorded after all (${record.result?.status ?? '?'} at ${record.seenDoneAt ?? '?'})`;
-  if (a.action !== 'done') throw new OperatorError(`tool call ${key} ${seen}: its outcome is known; acknowledge it with --done`, 1);
+  if (a.action !== 'done')
+    throw new OperatorError('conflict', `tool call ${key} ${seen}: its outcome is known; acknowledge it with --done`);
   const resolution = { action: a.action, by: a.by, at: a.at };
   const change = await new ToolCallRecords(deps).acknowledgeSeenDone(key, resolution);
   if (!change.changed) {
     const by = record.resolution ? ` by ${record.resolution.by} at ${record.resolution.at}` : '';
-    throw new OperatorError(`tool call ${key} ${seen}, and was acknowledged already${by}`, 1);
+    throw new OperatorError('conflict', `tool call ${key} ${seen}, and was acknowledged already${by}`);
   }
   const result = record.result;
-  if (!result) throw new OperatorError(`tool call ${key} ${seen}, but its record holds no result`, 1);
+  if (!result) throw new OperatorError('corrupt', `tool call ${key} ${seen}, but its record holds no result`);
   return { key, action: a.action, resolution, result, ...(await annotate(deps, key, resolution)) };
 }
 
 function notInDoubt(key: string, state: string | null): OperatorError {
-  return new OperatorError(`tool call ${key} is not in doubt: its state is "${state ?? '(none)'}"`, 1);
+  return new OperatorError('conflict', `tool call ${key} is not in doubt: its state is "${state ?? '(none)'}"`);
 }
 
 /** The tool job that sends an in-doubt call once more, from its record (and the real arguments, when the record's are redacted). */
@@ -112,7 +114,7 @@ async function retryJob(deps: OperatorDeps, key: string, record: ToolCallRecord)
     const missing = Object.entries({ tool, runId, incidentId, agent, args })
       .filter(([, v]) => !v)
       .map(([f]) => f);
-    throw new OperatorError(`tool call ${key} cannot be re-sent: its record lacks ${missing.join(', ')}`, 1);
+    throw new OperatorError('corrupt', `tool call ${key} cannot be re-sent: its record lacks ${missing.join(', ')}`);
   }
   // A call that needed approval is re-sent under the same approval: the gateway checks it again.
   return { v: 1, key, runId, incidentId, agent, tool, args, ...(record.approvalId ? { approvalId: record.approvalId } : {}) };
@@ -143,9 +145,9 @@ async function retryToolCall(
       value = await job.waitUntilFinished(events, r.timeoutMs ?? 120_000);
     } catch (err) {
       throw new OperatorError(
-        `tool call ${key} was re-sent as job ${String(job.id)}, but ${(err as Error).message}. ` +
+        'unavailable',
+        `tool call ${key} was re-sent as job ${String(job.id)}, but ${errorMessage(err)}. ` +
           `Its record is in state "retry"; the gateway runs it once when it picks the job up (see bosun runs show ${call.runId}).`,
-        1,
         err,
       );
     }
@@ -192,10 +194,10 @@ async function realArgs(deps: OperatorDeps, key: string, record: ToolCallRecord)
   // The checkpoint's call must be the recorded one: same tool, same arguments once redacted.
   if (!found || found.tool !== record.tool || canonicalJson(redactSecrets(found.args)) !== canonicalJson(record.args)) {
     throw new OperatorError(
+      'conflict',
       `tool call ${key} cannot be re-sent: its arguments hold secrets, which Bosun shows and stores redacted, and ` +
         `${ckpt ? `the task checkpoint ${ckptId} has no matching call` : 'no task checkpoint keeps them (a call through the gateway MCP face, or an expired run)'}. ` +
         'Resolve it with --done or --skip, and make the call again yourself if it is still needed.',
-      1,
     );
   }
   return found.args;

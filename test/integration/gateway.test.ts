@@ -155,12 +155,15 @@ describe('tool gateway against real MCP servers', () => {
     const bad = await call('k-bad-svc', 'demo__get_pods', { service: 'nope' });
     expect(bad.status).toBe('ok');
     expect(bad.isError).toBe(true);
+    expect(bad.code).toBe('tool_error');
     expect(bad.text).toContain('nope');
     const refused = await call('k-refused', 'demo__restart_pod', { service: 'checkout', pod: 'x' }, 'reader');
     expect(refused.status).toBe('error');
+    expect(refused.code).toBe('refused');
     expect(refused.error).toMatch(/not allowed for agent "reader"/);
     const unknown = await call('k-unknown', 'demo__drop_database', {});
     expect(unknown.error).toMatch(/unknown tool "demo__drop_database"/);
+    expect(unknown.code).toBe('unknown_tool');
     await collector.waitFor((e) => e.type === 'tool.failed' && e.data.key === 'k-refused', 10_000);
   });
 
@@ -172,6 +175,7 @@ describe('tool gateway against real MCP servers', () => {
     expect(result.status).toBe('error');
     expect(result.error).toMatch(/^IN DOUBT/);
     expect(result.inDoubt).toBe(true);
+    expect(result.code).toBe('in_doubt');
     expect(logged('rollback_deployment')).toBe(before);
     const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
     const entries = (await dlq.getWaiting()).map((j) => j.data as { kind: string; input?: { key?: string } });
@@ -194,6 +198,7 @@ describe('tool gateway against real MCP servers', () => {
     // trigger-long-running-operation runs for `duration` seconds; the gateway's timeout is 2 s.
     const slow = await call('k-slow', 'everything__trigger-long-running-operation', { duration: 5, steps: 5 });
     expect(slow.status).toBe('error');
+    expect(slow.code).toBe('timeout');
     expect(slow.error).toMatch(/timed out/i);
     expect(slow.error).not.toMatch(/IN DOUBT/);
   });
@@ -203,9 +208,11 @@ describe('tool gateway against real MCP servers', () => {
     expect(ro.error).toMatch(/timed out/);
     expect(ro.error).not.toMatch(/IN DOUBT/);
     expect(ro.inDoubt).toBeUndefined();
+    expect(ro.code).toBe('timeout');
     const rw = await call('k-hang-rw', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' });
     expect(rw.error).toMatch(/^IN DOUBT/);
     expect(rw.inDoubt).toBe(true);
+    expect(rw.code).toBe('in_doubt');
     // Asked again (a retry after a crash), it stays in doubt and is not sent again.
     const again = await call('k-hang-rw', 'hang__restart_pod', { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' });
     expect(again.error).toMatch(/^IN DOUBT/);

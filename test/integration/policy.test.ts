@@ -140,11 +140,13 @@ describe('the gateway enforces the policy at call time', () => {
   it('off: refused for everyone', async () => {
     const r = await call('reader', 'demo__get_logs', { service: 'checkout' });
     expect(r.error).toBe('tool "demo__get_logs" is off by policy');
+    expect(r.code).toBe('refused');
   });
 
   it('ask: refused without an approval that covers exactly this call; runs with one', async () => {
     const args = { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' };
-    expect((await call('writer', 'demo__restart_pod', args)).error).toBe('tool "demo__restart_pod" needs an operator\'s approval');
+    const unasked = await call('writer', 'demo__restart_pod', args);
+    expect(unasked).toMatchObject({ code: 'needs_approval', error: 'tool "demo__restart_pod" needs an operator\'s approval' });
     const now = Date.now();
     const base = {
       runId: 'r-policy',
@@ -165,7 +167,9 @@ describe('the gateway enforces the policy at call time', () => {
       ],
     });
     // (A refusal is recorded under its key like any answer: these use keys of their own.)
-    expect((await call('writer', 'demo__restart_pod', args, 'ap-pending')).error).toMatch(/approval ap-pending is pending, not approved/);
+    const pending = await call('writer', 'demo__restart_pod', args, 'ap-pending');
+    expect(pending.code).toBe('denied');
+    expect(pending.error).toMatch(/approval ap-pending is pending, not approved/);
     await approvals.decide('ap-pending', { approve: true, by: 'erin' });
     // The key of the other approved call, with this call's arguments.
     expect((await call('writer', 'demo__restart_pod', args, 'ap-pending', 't-s1-c1')).error).toBe(

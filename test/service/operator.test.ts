@@ -396,6 +396,7 @@ describe('bosun ack', () => {
       isError: true,
       text: '',
       error: 'Resolved by an operator: treated as not executed.',
+      code: 'refused',
       durationMs: 0,
     });
     expect((await dataOf(dl)).resolution).toMatchObject({ action: 'skip', by: 'bob' });

@@ -3,7 +3,7 @@
  * approvals are read and decided through `ApprovalStore` (libs/transport), which parses them with
  * the contract's `Approval`; a decision is checked by the contract's `parseDecision`.
  */
-import { DecisionError, parseDecision, type Approval, type Decision } from '@bosun/contract';
+import { DecisionError, parseDecision, type Approval, type Decision, errorMessage, sleep } from '@bosun/contract';
 import { createLogger, type BosunEnv } from '@bosun/config';
 import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
 import { UsageError } from '../args.js';
@@ -70,7 +70,7 @@ const show = defineRedisCommand({
   },
   async handler(id, deps) {
     const a = await withApprovals(deps, (store) => store.get(id));
-    if (!a) throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+    if (!a) throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`);
     printJson(a);
     return 0;
   },
@@ -119,7 +119,7 @@ async function publishResolved(env: BosunEnv, deps: OperatorDeps, approval: Appr
   try {
     nc = await connectNats(env.nats, { name: 'bosun-cli' });
   } catch (err) {
-    warn((err as Error).message);
+    warn(errorMessage(err));
     return;
   }
   try {
@@ -128,7 +128,7 @@ async function publishResolved(env: BosunEnv, deps: OperatorDeps, approval: Appr
     // the event is then counted as not published, and the warning below says so.
     await Promise.race([
       ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined),
-      new Promise((r) => setTimeout(r, 5_000).unref()),
+      sleep(5_000, undefined, { unref: true }),
     ]);
     const log = createLogger({ service: 'bosun-cli', level: 'error', destination: process.stderr });
     const events = new EventPublisher({ prefix: env.prefix, redis: deps.redis, nats: nc, log });
@@ -152,8 +152,8 @@ async function decide(deps: RedisDeps, id: string, decision: Decision): Promise<
       return await store.decide(id, decision);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      if (err.code === 'not_found') throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1, err);
-      throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : 1, err);
+      if (err.code === 'not_found') throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, err);
+      throw new OperatorError(err.code === 'bad_request' ? 'bad_request' : 'conflict', err.message, err);
     }
   });
   const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;

@@ -66,7 +66,7 @@ const show = defineRedisCommand({
   check: ({ positionals }) => entryId('show', positionals),
   async handler(id, deps) {
     const shown = await showDeadLetter(deps, id);
-    if (!shown) throw new OperatorError(`no dead-letter entry ${id} under BOSUN_PREFIX=${deps.prefix}`, 1);
+    if (!shown) throw new OperatorError('not_found', `no dead-letter entry ${id} under BOSUN_PREFIX=${deps.prefix}`);
     if ('entry' in shown) {
       printJson(shown.entry);
       return 0;

@@ -1,5 +1,5 @@
 import { Job, Queue, QueueEvents } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, parseStored, runIdFor } from '@bosun/contract';
+import { INCIDENTS_QUEUE, RunResult, parseStored, runIdFor, errorMessage } from '@bosun/contract';
 import { UsageError, secondsOption } from '../args.js';
 import { defineRedisCommand, type RedisDeps } from '../command.js';
 import { escapeControl, printJson } from '../terminal.js';
@@ -20,7 +20,7 @@ async function waitForResult(deps: RedisDeps, job: Job, timeoutS: number): Promi
     try {
       value = await job.waitUntilFinished(events, timeoutS * 1000);
     } catch (err) {
-      process.stderr.write(`incident ${String(job.id)}: ${(err as Error).message}\n`);
+      process.stderr.write(`incident ${String(job.id)}: ${errorMessage(err)}\n`);
       return 1;
     }
     return printResult(String(job.id), value);

@@ -4,13 +4,20 @@
  * operator API uses too; `runs show` reads the run's checkpoints (`run-view.ts`).
  */
 import { Job, Queue } from 'bullmq';
-import { INCIDENTS_QUEUE, RunResult, describeIssues } from '@bosun/contract';
+import { INCIDENTS_QUEUE, RunResult, describeIssues, sleep } from '@bosun/contract';
 import { RUN_STATES, RunControl, RunControlError, type CancelOutcome, type RunSummary } from '@bosun/transport';
 import { UsageError, integerOption, secondsOption } from '../args.js';
 import { commandGroup, defineRedisCommand, type RedisDeps } from '../command.js';
-import { OperatorError, formatAge, oneLine, type OperatorDeps } from '../operator.js';
+import { OperatorError, formatAge, oneLine, type OperatorDeps, type OperatorReason } from '../operator.js';
 import { showRun, type DelegationView, type RunView } from '../run-view.js';
 import { escapeControl, printJson, printText, reportProblems, safeJson } from '../terminal.js';
+
+/** Why the run control refused a cancel, as an operator's error. */
+const RUN_CONTROL_REASON: Record<RunControlError['code'], OperatorReason> = {
+  not_found: 'not_found',
+  finished: 'conflict',
+  bad_request: 'bad_request',
+};
 
 async function withRuns<T>(deps: OperatorDeps, fn: (runs: RunControl) => Promise<T>): Promise<T> {
   const runs = new RunControl({ redis: deps.redis, prefix: deps.prefix });
@@ -156,7 +163,7 @@ async function waitForEnd(deps: OperatorDeps, incidentId: string, ms: number): P
       }
       if (state === 'failed') return { kind: 'failed', reason: job.failedReason ?? '' };
       if (Date.now() >= until) return { kind: 'pending' };
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
   } finally {
     await queue.close();
@@ -171,7 +178,7 @@ async function requestCancel(deps: OperatorDeps, runId: string, who: { by: strin
   try {
     return await withRuns(deps, (r) => r.cancel(runId, who));
   } catch (err) {
-    if (err instanceof RunControlError) throw new OperatorError(`cancel: ${err.message}`, err.code === 'bad_request' ? 2 : 1, err);
+    if (err instanceof RunControlError) throw new OperatorError(RUN_CONTROL_REASON[err.code], `cancel: ${err.message}`, err);
     throw err;
   }
 }

@@ -5,7 +5,7 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import { DeadLetterKind, RunResult, parseDecision, DecisionError } from '@bosun/contract';
+import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
 import {
   ApprovalError,
   HttpError,
@@ -21,7 +21,7 @@ import {
 } from '@bosun/transport';
 import { dropDeadLetter, listDeadLetters, retryDeadLetter } from '../dead-letters.js';
 import { readStats } from '../commands/stats.js';
-import { OperatorError, type OperatorDeps } from '../operator.js';
+import { OPERATOR_HTTP_STATUS, OperatorError, type OperatorDeps } from '../operator.js';
 import { showRun } from '../run-view.js';
 import { ackToolCall } from '../tool-calls.js';
 import { runStats } from './stats.js';
@@ -45,11 +45,10 @@ function parseJson(text: string): unknown {
   }
 }
 
-/** An {@link OperatorError} as an answer: 404 for "no …", 400 for bad usage, 409 otherwise. */
+/** An {@link OperatorError} as an answer, its status from its reason (`OPERATOR_HTTP_STATUS`). */
 function operatorAnswer(err: unknown): HttpError {
   if (!(err instanceof OperatorError)) throw err;
-  const status = /^no /.test(err.message) ? 404 : err.exitCode === 2 ? 400 : 409;
-  return new HttpError(status, err.message, { cause: err });
+  return new HttpError(OPERATOR_HTTP_STATUS[err.reason], err.message, { cause: err });
 }
 
 /** The incident job's summary fields and result, as the run page shows them. */
@@ -77,7 +76,7 @@ export class ConsoleApi {
     const summary = await this.deps.runs.get(runId);
     if (!summary) throw new HttpError(404, `no run ${runId}`);
     const job = await this.deps.runs.findJob(runId);
-    const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [(err as Error).message] }));
+    const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [errorMessage(err)] }));
     sendJson(res, 200, { summary, ...jobDetail(job), view });
   }
 
@@ -97,7 +96,7 @@ export class ConsoleApi {
     try {
       const decided = await this.deps.approvals.decide(id, decision);
       this.deps.events.emit(approvalResolvedEvent(decided));
-      await Promise.race([this.deps.events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
+      await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
       sendJson(res, 200, decided);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;

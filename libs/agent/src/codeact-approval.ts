@@ -30,8 +30,8 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
       taskId: job.taskId,
       calls: [{ index, tool: call.tool, args: call.args, needsApproval: true, key: call.key }],
       reason: `call ${index} of the script of step ${state.step}:\n${state.codeact?.script ?? ''}`,
-      createdAt: new Date().toISOString(),
-      timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
+      createdAt: new Date(run.now()).toISOString(),
+      timeoutAt: new Date(run.now() + timeoutMs).toISOString(),
     });
     run.deps.events.emit(approvalRequestedEvent(approval));
     run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'script waiting for approval');
@@ -41,7 +41,7 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
     approval = await waiter.expire(approval);
   }
   if (state.pending?.kind === 'approval' && state.pending.approvalId === id) {
-    const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
+    const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : run.now();
     state.approvalWaitMs = (state.approvalWaitMs ?? 0) + Math.max(0, decided - Date.parse(state.pending.at));
     delete state.pending;
     run.dirty = true;

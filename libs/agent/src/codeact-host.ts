@@ -6,6 +6,7 @@ import {
   type CodeActCall,
   type CodeActJournal,
   type ToolCallResult,
+  errorMessage,
 } from '@bosun/contract';
 import type { SandboxHost } from '@bosun/sandbox';
 import { scriptApproval } from './codeact-approval.js';
@@ -41,9 +42,9 @@ export class ScriptOverBudget extends BosunError {
 }
 
 /** The task was cancelled before one of the script's effects: nothing more may take effect. */
-export class ScriptCancelled extends Error {
+export class ScriptCancelled extends BosunError {
   constructor() {
-    super('cancelled');
+    super('cancelled', "the task was cancelled before the script's next effect");
     this.name = 'ScriptCancelled';
   }
 }
@@ -148,10 +149,10 @@ export class ScriptHost implements SandboxHost {
     const { job, spec, deps, state } = run;
     const resent = state.pending?.kind === 'tools' && state.pending.keys.includes(call.key);
     if (resent) this.emitReplay(call, index, 'gateway');
-    state.pending = { kind: 'tools', step: this.journal.step, keys: [call.key], at: new Date().toISOString() };
+    state.pending = { kind: 'tools', step: this.journal.step, keys: [call.key], at: new Date(run.now()).toISOString() };
     await run.save();
     if (await run.isCancelled()) throw new ScriptCancelled();
-    const timeoutMs = Math.max(1_000, Math.min(this.timeoutMs, run.deadline() - Date.now()));
+    const timeoutMs = Math.max(1_000, Math.min(this.timeoutMs, run.deadline() - run.now()));
     let result: ToolCallResult;
     try {
       const sent = { v: 1 as const, key: call.key, runId: job.runId, incidentId: job.incidentId, agent: spec.name, tool: call.tool };
@@ -160,7 +161,7 @@ export class ScriptHost implements SandboxHost {
         Number.isFinite(timeoutMs) ? { timeoutMs } : {},
       );
     } catch (err) {
-      throw new ScriptHostFailure(`the tool call ${call.key} (${call.tool}) could not be completed: ${(err as Error).message}`, err);
+      throw new ScriptHostFailure(`the tool call ${call.key} (${call.tool}) could not be completed: ${errorMessage(err)}`, err);
     }
     if (result.inDoubt && !state.inDoubt?.some((d) => d.key === call.key)) (state.inDoubt ??= []).push({ key: call.key, tool: call.tool });
     delete state.pending;

@@ -1,4 +1,4 @@
-import { STALL_MARKER, type CodeActJournal, type TaskJob, type TaskResult } from '@bosun/contract';
+import { STALL_MARKER, type CodeActJournal, type TaskJob, type TaskResult, errorMessage } from '@bosun/contract';
 import { buildStallPayload, validateAgainstSchema } from '@bosun/config';
 import { ModelError, ThrottledError, type ModelResponse } from '@bosun/models';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
@@ -12,14 +12,13 @@ import {
   type TaggedResult,
 } from '@bosun/sandbox';
 import { NonDeterminismError, ScriptCancelled, ScriptHost, ScriptHostFailure, ScriptOverBudget } from './codeact-host.js';
-import { ScriptStop } from './codeact-stop.js';
 import { clip, codeActSystem, describeOutcome, extractScript } from './codeact-prompt.js';
-import { stepBoundary } from './task.js';
+import { afterStop, stepBoundary } from './task-boundary.js';
 import { budgetStop, chargeModelCall } from './task-budget.js';
 import { contextRefused, fitTaskContext } from './context-budget.js';
 import { endIncomplete, stallUnlessCancelled, usageOf } from './task-end.js';
 import { TaskRun, openTaskRun } from './task-run.js';
-import { RetryableTaskError, YieldError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
+import { RetryableTaskError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
 
 const ASK_TO_FINISH =
   'You have used every script turn this task allows. Return { final_result: ... } now with what you found, ' +
@@ -48,19 +47,23 @@ export async function runCodeActTask(
   const at = typeof attempt === 'number' ? { attempt } : attempt;
   const opened = await openTaskRun(job, spec, deps, at);
   if (!(opened instanceof TaskRun)) return opened;
-  for (;;) {
-    const ended = (await stepBoundary(opened)) ?? (await codeActStep(opened, at.signal));
-    if (ended) return ended;
+  try {
+    for (;;) {
+      const ended = (await stepBoundary(opened)) ?? (await codeActStep(opened));
+      if (ended) return ended;
+    }
+  } finally {
+    opened.stop.dispose();
   }
 }
 
-async function codeActStep(run: TaskRun, signal: AbortSignal | undefined): Promise<TaskResult | undefined> {
+async function codeActStep(run: TaskRun): Promise<TaskResult | undefined> {
   const last = run.lastMessage();
   if (last.role !== 'model') return modelTurn(run);
   run.newTurn();
   const script = extractScript(last.text);
   if (!script) return stallUnlessCancelled(run, 'ended its turn without a script');
-  return scriptTurn(run, script, signal);
+  return scriptTurn(run, script);
 }
 
 /** The model's turn: it is shown the tools as `call_tool` usage lines and writes a script. */
@@ -80,22 +83,25 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
   const system = codeActSystem(spec.instruction, tools.allowed, spec.outputSchema);
   // The same context budget as the task loop, over the scripts and their outcomes.
   fitTaskContext(run, { system, tools: [] }, 'estimate', 'codeact');
-  const started = Date.now();
+  const started = run.now();
   let response: ModelResponse;
   try {
-    response = await deps.model.generate({
+    const request = {
       agent: spec.name,
-      mode: 'codeact',
+      mode: 'codeact' as const,
       system,
       messages: state.messages,
       tools: [],
       outputSchema: spec.outputSchema,
-    });
+    };
+    // The task's stop signal ends the call at once on a drain, a lost lock, a cancel or the deadline.
+    response = await run.stop.watch((signal) => deps.model.generate(request, { signal }));
   } catch (err) {
+    if (run.stop.why) return afterStop(run);
     if (err instanceof ModelError && err.reason === 'context_length') return contextRefused(run, { system, tools: [] }, err, 'codeact');
     return modelFailed(run, err);
   }
-  recordModelTurn(run, response, Date.now() - started);
+  recordModelTurn(run, response, run.now() - started);
   return undefined;
 }
 
@@ -107,7 +113,7 @@ async function modelFailed(run: TaskRun, err: unknown): Promise<TaskResult> {
     throw err;
   }
   if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
-  return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
+  return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${errorMessage(err)}` });
 }
 
 /** Counts the model's turn (usage in the checkpoint with the turn), announces it and records its script. */
@@ -161,7 +167,7 @@ function journalOf(run: TaskRun, script: string): { journal: CodeActJournal; rep
 }
 
 /** Runs (or replays) the script of the model's turn and acts on how it ended. */
-async function scriptTurn(run: TaskRun, script: string, signal: AbortSignal | undefined): Promise<TaskResult | undefined> {
+async function scriptTurn(run: TaskRun, script: string): Promise<TaskResult | undefined> {
   const { state, job } = run;
   const found = journalOf(run, script);
   if (typeof found === 'string') return endIncomplete(run, { kind: 'failure', reason: found });
@@ -176,36 +182,21 @@ async function scriptTurn(run: TaskRun, script: string, signal: AbortSignal | un
   }
   run.dirty = true;
   let outcome: ScriptOutcome;
-  const stop = new ScriptStop(run, signal);
   try {
     const host = new ScriptHost(run, journal, run.deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY);
-    outcome = await (run.deps.sandbox ?? defaultSandboxPool()).run(script, host, limitsOf(run.spec), { signal: stop.signal });
+    const sandbox = run.deps.sandbox ?? defaultSandboxPool();
+    // The task's stop signal stops the script where it is (the sandbox waits for a call in flight).
+    outcome = await run.stop.watch((signal) => sandbox.run(script, host, limitsOf(run.spec), { signal }));
   } catch (err) {
     if (err instanceof ScriptCancelled) return endIncomplete(run, { kind: 'cancelled' });
     if (err instanceof ScriptOverBudget) return endIncomplete(run, { kind: 'budget', reason: err.reason });
     if (err instanceof NonDeterminismError || err instanceof ScriptHostFailure)
       return endIncomplete(run, { kind: 'failure', reason: err.message });
-    if (err instanceof SandboxAborted) return stopped(run, stop);
+    if (err instanceof SandboxAborted) return afterStop(run);
     if (err instanceof SandboxFailure) return endIncomplete(run, { kind: 'failure', reason: `the sandbox failed: ${err.message}` });
     throw err;
-  } finally {
-    stop.dispose();
   }
   return actOnOutcome(run, outcome);
-}
-
-/**
- * A script stopped from outside. Its journal holds every call it made, each with its answer
- * (the sandbox waits for a call in flight), so another attempt replays it without running a
- * tool twice: cancelled, the task ends as cancelled; past its deadline, as timed out; else
- * (the process drains, the caller aborted) the task is handed back.
- */
-async function stopped(run: TaskRun, stop: ScriptStop): Promise<TaskResult> {
-  if (stop.why === 'cancelled') return endIncomplete(run, { kind: 'cancelled' });
-  const ended = await stepBoundary(run);
-  if (ended) return ended;
-  await run.saveIfDirty();
-  throw new YieldError(run.job.taskId);
 }
 
 function emitOutcome(run: TaskRun, outcome: ScriptOutcome): void {
@@ -241,7 +232,15 @@ async function finalResult(run: TaskRun, outcome: ScriptOutcome, output: unknown
   const { spec, state, job } = run;
   const problem = validateAgainstSchema(spec.outputSchema, output);
   if (problem === null) {
-    const result = await run.finish({ v: 1, taskId: job.taskId, agent: spec.name, status: 'completed', output, attempts: run.attempt });
+    const result = await run.finish({
+      v: 1,
+      taskId: job.taskId,
+      agent: spec.name,
+      status: 'completed',
+      output,
+      attempts: run.attempt,
+      reason: 'completed',
+    });
     run.emit('agent.completed', { taskId: job.taskId, steps: state.step, output: output ?? null, ...usageOf(run) });
     return result;
   }
@@ -276,6 +275,7 @@ async function transfer(run: TaskRun, agent: string, reason: string): Promise<Ta
     output: buildStallPayload(spec, spec.name, run.lastWords(), why),
     attempts: run.attempt,
     error: why,
+    reason: 'transfer',
     transfer: { agent, reason },
   });
 }

@@ -29,6 +29,8 @@ const LOST_TOO_OFTEN = /stalled more than allowable limit/;
 export interface RunContext {
   deps: RunDeps;
   state: RunCheckpoint;
+  /** Aborted when the run's job is lost (BullMQ's processor signal): the model call in flight ends. */
+  signal?: AbortSignal | undefined;
 }
 
 /** Why a delegation became an INCOMPLETE part (see {@link incompletePart}). */

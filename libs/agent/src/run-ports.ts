@@ -61,6 +61,8 @@ export interface IncidentJob {
   fence?: CheckpointFence | undefined;
   /** True once BullMQ has told the processor it lost the job's lock (its renewal failed). */
   lost?: () => boolean;
+  /** BullMQ's processor signal, aborted when the job's lock is lost: it ends the coordinator's model call in flight. */
+  signal?: AbortSignal | undefined;
   /** Sets the job's progress. */
   progress(value: Record<string, unknown>): Promise<void>;
 }

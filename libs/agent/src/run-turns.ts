@@ -21,7 +21,7 @@ import { withRunbook } from './runbook.js';
 async function ask(ctx: RunContext, incident: Incident, request: ModelRequest): Promise<ModelResponse> {
   const { model, events, clock } = ctx.deps;
   const started = clock.now();
-  const response = await model.generate(request);
+  const response = await model.generate(request, ctx.signal ? { signal: ctx.signal } : {});
   // The coordinator's own spending, saved with the turn it belongs to.
   const price = priceOf(ctx.deps.config, response.fallback?.to ?? model.name);
   ctx.state.usage = sumUsage(ctx.state.usage, modelCallUsage(response.usage, price, response.fallback !== undefined));

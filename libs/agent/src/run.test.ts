@@ -15,7 +15,15 @@ import {
   type TimerJob,
 } from '@bosun/contract';
 import { createLogger, parseClusterConfig, type ClusterConfig } from '@bosun/config';
-import { GeminiModel, ModelError, OpenAiModel, type Model, type ModelRequest, type ModelResponse } from '@bosun/models';
+import {
+  GeminiModel,
+  ModelError,
+  OpenAiModel,
+  type GenerateOptions,
+  type Model,
+  type ModelRequest,
+  type ModelResponse,
+} from '@bosun/models';
 import {
   ApprovalError,
   MemoryCheckpointStore,
@@ -61,15 +69,15 @@ const INCIDENT: IncidentInput = {
 };
 
 /** What the model answers to one request; a promise that never settles stands for a process killed during the call. */
-type Script = (request: ModelRequest, n: number) => ModelResponse | Promise<ModelResponse>;
+type Script = (request: ModelRequest, n: number, options?: GenerateOptions) => ModelResponse | Promise<ModelResponse>;
 
 class ScriptModel implements Model {
   readonly name = 'script';
   readonly requests: ModelRequest[] = [];
   constructor(private readonly script: Script) {}
-  async generate(request: ModelRequest): Promise<ModelResponse> {
+  async generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse> {
     this.requests.push(structuredClone(request));
-    return this.script(request, this.requests.length);
+    return this.script(request, this.requests.length, options);
   }
 }
 
@@ -519,6 +527,28 @@ describe('a run whose lock passed to another coordinator', () => {
     const result = resultOf(await w.process());
     expect(result.status).toBe('completed');
     expect(w.eventsOf('run.completed')).toHaveLength(1);
+    expect(w.eventsOf('run.failed')).toEqual([]);
+  });
+
+  it("ends the coordinator's model call in flight when BullMQ's signal says the lock is lost, and gives the run up", async () => {
+    let sawAbort = false;
+    const w = new World(
+      (_req, _n, options) =>
+        new Promise<ModelResponse>((_resolve, reject) =>
+          options?.signal?.addEventListener('abort', () => {
+            sawAbort = true;
+            reject(new Error('aborted'));
+          }),
+        ),
+    );
+    w.publish();
+    const lock = new AbortController();
+    const job = { ...(w as unknown as { incidentJob(p: ParentSim): IncidentJob }).incidentJob(w.parents.get(INCIDENT.id)!) };
+    const running = runIncident({ ...job, signal: lock.signal, lost: () => lock.signal.aborted }, w.deps());
+    await settleUntil(() => w.model.requests.length === 1);
+    lock.abort();
+    expect((await running).kind).toBe('lost');
+    expect(sawAbort).toBe(true);
     expect(w.eventsOf('run.failed')).toEqual([]);
   });
 

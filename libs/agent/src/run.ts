@@ -16,6 +16,7 @@ import {
   timerJobId,
   type RunCancellation,
   type RunResult,
+  errorMessage,
 } from '@bosun/contract';
 import { ModelError } from '@bosun/models';
 import { BadCheckpointError } from './checkpoint.js';
@@ -124,7 +125,7 @@ function freshState(deps: RunDeps, incident: Incident, runId: string): RunCheckp
 async function openRun(job: IncidentJob, deps: RunDeps, incident: Incident): Promise<{ ctx: LoopContext; fresh: boolean } | RunOutcome> {
   const runId = runIdFor(incident.id, job.timestamp);
   const ckptId = runCheckpointId(runId);
-  const ctx: LoopContext = { deps, job, incident, ckptId, state: freshState(deps, incident, runId) };
+  const ctx: LoopContext = { deps, job, incident, ckptId, state: freshState(deps, incident, runId), signal: job.signal };
   // Picked up for the first time (BullMQ counts every start): there is no checkpoint to read.
   if (job.attemptsStarted <= 1) return { ctx, fresh: true };
   try {
@@ -142,7 +143,7 @@ async function openRun(job: IncidentJob, deps: RunDeps, incident: Incident): Pro
     ctx.state = parsed.data;
     return { ctx, fresh: false };
   } catch (err) {
-    const reason = err instanceof Error ? err.message : String(err);
+    const reason = errorMessage(err);
     await deps.deadLetters.add({ kind: 'failure', runId, incidentId: incident.id, reason, input: job.data }, `failure-${runId}-checkpoint`);
     deps.events.emit({ type: 'run.failed', runId, incidentId: incident.id, data: { reason } });
     return { kind: 'rejected', reason };
@@ -191,7 +192,7 @@ async function save(ctx: LoopContext): Promise<void> {
 
 /** The outcome of a run this process no longer holds: nothing more is written or announced for it. */
 function lost(ctx: LoopContext, err: unknown): RunOutcome {
-  const reason = err instanceof Error ? err.message : String(err);
+  const reason = errorMessage(err);
   ctx.deps.log.warn({ runId: ctx.state.runId, jobId: ctx.job.id }, 'lost the lock of the run: leaving it to its next owner');
   return { kind: 'lost', reason };
 }
@@ -421,7 +422,7 @@ async function failRun(ctx: LoopContext, err: unknown): Promise<RunResult> {
   const { runId } = state;
   await started(ctx).catch((e: unknown) => deps.log.warn({ err: e, runId }, 'could not record the run start as job progress'));
   if (err instanceof ModelError && err.retryable && job.attemptsMade + 1 < job.maxAttempts) throw err;
-  const reason = err instanceof Error ? err.message : String(err);
+  const reason = errorMessage(err);
   deps.log.error({ err, runId }, 'run failed');
   const inDoubt = runInDoubt(state);
   const specialists = outcomes(state);

@@ -27,7 +27,7 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
   }
   const { state } = run;
   if (state.pending?.kind === 'approval') {
-    const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : Date.now();
+    const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : run.now();
     const waitMs = Math.max(0, decided - Date.parse(state.pending.at));
     state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitMs;
     metrics.approvalDecided(approval.status, waitMs / 1000);
@@ -61,8 +61,8 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
       key: toolCallKey(job.taskId, state.step, index),
     })),
     reason: last?.role === 'model' ? (last.text ?? '') : '',
-    createdAt: new Date().toISOString(),
-    timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
+    createdAt: new Date(run.now()).toISOString(),
+    timeoutAt: new Date(run.now() + timeoutMs).toISOString(),
   });
   run.deps.events.emit(approvalRequestedEvent(approval));
   spanEvent('approval.requested', { 'bosun.approval.id': id, 'bosun.approval.calls': approval.calls.length });
@@ -75,7 +75,7 @@ export async function parkForApproval(run: TaskRun, approval: Approval): Promise
   const { state } = run;
   // Parked since the first time (a task woken early keeps its original start of the wait).
   const since =
-    state.pending?.kind === 'approval' && state.pending.approvalId === approval.id ? state.pending.at : new Date().toISOString();
+    state.pending?.kind === 'approval' && state.pending.approvalId === approval.id ? state.pending.at : new Date(run.now()).toISOString();
   state.pending = { kind: 'approval', step: state.step, approvalId: approval.id, at: since };
   await run.save();
   spanEvent('approval.parked', { 'bosun.approval.id': approval.id, 'bosun.approval.timeout_at': approval.timeoutAt });

@@ -45,6 +45,7 @@ function cancelledResult(run: TaskRun): TaskResult {
     output: buildStallPayload(spec, spec.name, run.lastWords(), why),
     attempts: run.attempt,
     error: 'cancelled',
+    reason: 'cancelled',
   };
 }
 
@@ -72,6 +73,7 @@ async function stalledResult(run: TaskRun, kind: 'stall' | 'timeout' | 'budget',
     attempts: run.attempt,
     lastWords,
     ...(kind === 'stall' ? {} : { error: reason }),
+    reason: kind,
   };
 }
 
@@ -82,7 +84,17 @@ async function failedResult(run: TaskRun, reason: string): Promise<TaskResult> {
   await deadLetter(run, 'failure', reason, lastWords);
   run.emit('agent.failed', { taskId: job.taskId, reason, marker: STALL_MARKER, ...usageOf(run) });
   run.deps.log.warn({ taskId: job.taskId, reason }, 'task failed');
-  return { v: 1, taskId: job.taskId, agent: spec.name, status: 'failed', output, attempts: run.attempt, error: reason, lastWords };
+  return {
+    v: 1,
+    taskId: job.taskId,
+    agent: spec.name,
+    status: 'failed',
+    output,
+    attempts: run.attempt,
+    error: reason,
+    reason: 'failure',
+    lastWords,
+  };
 }
 
 /**
@@ -128,6 +140,7 @@ async function complete(run: TaskRun, finishCall: ToolCall): Promise<TaskResult>
     status: 'completed',
     output: finishCall.args,
     attempts: run.attempt,
+    reason: 'completed',
   });
   run.emit('agent.completed', {
     taskId: job.taskId,

@@ -1,9 +1,10 @@
-import { toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult } from '@bosun/contract';
+import { toolCallKey, type Approval, type InDoubtCall, type TaskResult, type ToolCallResult, errorMessage } from '@bosun/contract';
 import type { ToolCall, ToolResponse } from '@bosun/models';
 import { LOAD_TOOLS } from './routing.js';
 import { describeDecision, neededApproval, notApproved } from './task-approval.js';
 import { chargeToolCalls } from './task-budget.js';
 import { endIncomplete } from './task-end.js';
+import { afterStop } from './task-boundary.js';
 import type { TaskRun } from './task-run.js';
 
 /** One round of tool calls under way: its step, the approval it ran under, and what came back in doubt. */
@@ -30,15 +31,23 @@ export async function toolRound(run: TaskRun, calls: readonly ToolCall[], approv
     state.toolRounds++;
     chargeToolCalls(run, calls.length);
   }
-  state.pending = { kind: 'tools', step, keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)), at: new Date().toISOString() };
+  state.pending = {
+    kind: 'tools',
+    step,
+    keys: calls.map((_, i) => toolCallKey(job.taskId, step, i)),
+    at: new Date(run.now()).toISOString(),
+  };
   const cancelling = run.isCancelled();
   // Awaited below, after the save; a rejection is handled there, not left unhandled meanwhile.
   cancelling.catch(() => undefined);
   await run.save();
   if (await cancelling) return endIncomplete(run, { kind: 'cancelled' });
-  const timeoutMs = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, run.deadline() - Date.now()));
+  const timeoutMs = Math.max(1_000, Math.min(deps.toolTimeoutMs ?? Number.POSITIVE_INFINITY, run.deadline() - run.now()));
   const round: Round = { step, approval, timeoutMs, inDoubt: [] };
   const responses = await Promise.all(calls.map((call, index) => answerCall(run, round, call, index)));
+  // Handed over while waiting (a drain, a lost lock): the round stays pending, and the next owner
+  // sends the same keys again (answered from the gateway's records).
+  if (run.stop.handOver.aborted) return afterStop(run);
   state.messages.push({ role: 'tool', responses });
   // A round redone after a crash gets the same keys in doubt again: each is kept once.
   for (const c of round.inDoubt) if (c && !state.inDoubt?.some((d) => d.key === c.key)) (state.inDoubt ??= []).push(c);
@@ -90,10 +99,10 @@ async function sendCall(run: TaskRun, round: Round, call: ToolCall, index: numbe
         args: call.args,
         ...(approval && neededApproval(approval, index) ? { approvalId: approval.id } : {}),
       },
-      Number.isFinite(round.timeoutMs) ? { timeoutMs: round.timeoutMs } : {},
+      { ...(Number.isFinite(round.timeoutMs) ? { timeoutMs: round.timeoutMs } : {}), signal: run.stop.handOver },
     );
   } catch (err) {
-    return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${(err as Error).message}` };
+    return { id: call.id, name: call.name, isError: true, output: `The tool call could not be completed: ${errorMessage(err)}` };
   }
   if (result.inDoubt) round.inDoubt[index] = { key, tool: call.name };
   // The key goes with the result: the context budget names it when it shortens the result.

@@ -9,6 +9,7 @@ import {
 } from '@bosun/contract';
 import { renderIncident } from '@bosun/models';
 import { ApprovalWaiter } from '@bosun/transport';
+import { TaskStop } from './task-stop.js';
 import { ToolView } from './task-tools.js';
 import type { TaskAgentDeps, TaskAgentSpec, TaskAttempt } from './task-types.js';
 
@@ -18,6 +19,8 @@ interface TaskRunInit {
   spec: TaskAgentSpec;
   deps: TaskAgentDeps;
   attempt: number;
+  /** The attempt's own signal (BullMQ's processor signal), when it has one. */
+  signal?: AbortSignal | undefined;
   state: TaskCheckpointData;
   dirty: boolean;
   tools: ToolView;
@@ -35,6 +38,8 @@ export class TaskRun {
   /** The checkpoint id: `task:<taskId>`. */
   readonly ckptId: string;
   readonly tools: ToolView;
+  /** The task's one stop signal (a lost lock, the drain, a cancel, the deadline): see {@link TaskStop}. */
+  readonly stop: TaskStop;
   state: TaskCheckpointData;
   /**
    * What is in memory but not yet in the checkpoint. The state is saved before every effect
@@ -55,6 +60,12 @@ export class TaskRun {
     this.tools = init.tools;
     this.state = init.state;
     this.dirty = init.dirty;
+    this.stop = new TaskStop(this, { signal: init.signal, drain: init.deps.drain });
+  }
+
+  /** The time, from the deps' clock (the system clock by default). */
+  now(): number {
+    return this.deps.clock ? this.deps.clock.now() : Date.now();
   }
 
   /** Emits an event of this task's run and agent. */
@@ -85,7 +96,7 @@ export class TaskRun {
 
   /** When the task must be done; see {@link taskDeadline}. */
   deadline(): number {
-    return taskDeadline(this.job.deadlineAt, this.state);
+    return taskDeadline(this.job.deadlineAt, this.state, this.now());
   }
 
   /** The last message of the conversation: the model's turn, or what it answers next. */
@@ -167,7 +178,7 @@ export async function openTaskRun(job: TaskJob, spec: TaskAgentSpec, deps: TaskA
     const routing = tools.initialRouting();
     if (routing) state.routing = routing;
   }
-  return new TaskRun({ job, spec, deps, attempt: at.attempt, state, dirty: !loaded, tools });
+  return new TaskRun({ job, spec, deps, attempt: at.attempt, signal: at.signal, state, dirty: !loaded, tools });
 }
 
 /**

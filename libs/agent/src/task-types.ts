@@ -5,6 +5,7 @@ import type { Model } from '@bosun/models';
 import type { SandboxPool } from '@bosun/sandbox';
 import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
 import type { RoutingSpec } from './routing.js';
+import type { Clock } from './run-ports.js';
 
 /**
  * The default system instruction of a task-mode specialist. When and how to report is said once,
@@ -71,6 +72,14 @@ export interface TaskAgentDeps {
   toolTimeoutMs?: number;
   /** True when the process is draining: the loop hands the task back at the next step. */
   shouldYield?: () => boolean;
+  /**
+   * Aborted when the process starts draining: a model call, a script or a wait for tools in
+   * flight stops at once and the task is handed back (without it, only `shouldYield` is asked,
+   * at step boundaries and every 500 ms during a model call or a script).
+   */
+  drain?: AbortSignal | undefined;
+  /** Where the loop reads the time (deadlines, durations); default the system clock. */
+  clock?: Clock | undefined;
   /**
    * Whether the coordinator has given up on this task (deadline passed), or an operator has
    * cancelled its run. Checked before the task's effects — tool calls, an approval request, an
@@ -141,6 +150,9 @@ export interface RunTaskOptions {
 export interface TaskAttempt extends RunTaskOptions {
   /** The attempt number (BullMQ's `attemptsMade` + 1): it goes into the task's result. */
   attempt: number;
-  /** Aborted when this attempt must stop (BullMQ's processor signal); the CodeAct loop stops its script and hands the task back. */
+  /**
+   * Aborted when this attempt must stop (BullMQ's processor signal: the job's lock was lost, or it
+   * was cancelled in its worker): the model call, the tool calls and the script in flight stop.
+   */
   signal?: AbortSignal | undefined;
 }

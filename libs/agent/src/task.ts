@@ -1,4 +1,4 @@
-import { FINISH_TASK_TOOL, type TaskJob, type TaskResult } from '@bosun/contract';
+import { FINISH_TASK_TOOL, type TaskJob, type TaskResult, errorMessage } from '@bosun/contract';
 import { MAX_TOOLS_PER_REQUEST } from '@bosun/policy';
 import { ModelError, ThrottledError, type ModelResponse, type ToolCall } from '@bosun/models';
 import { budgetStop, chargeModelCall } from './task-budget.js';
@@ -7,20 +7,15 @@ import { LOAD_TOOLS, type RoutingState } from './routing.js';
 import { approvalStep } from './task-approval.js';
 import { malformedArgsStep } from './task-args.js';
 import { endIncomplete, finishStep, stallUnlessCancelled } from './task-end.js';
+import { afterStop, stepBoundary } from './task-boundary.js';
 import { toolRound } from './task-round.js';
 import { TaskRun, openTaskRun } from './task-run.js';
-import {
-  DEFAULT_TASK_INSTRUCTION,
-  RetryableTaskError,
-  YieldError,
-  type TaskAgentDeps,
-  type TaskAgentSpec,
-  type TaskAttempt,
-} from './task-types.js';
+import { DEFAULT_TASK_INSTRUCTION, RetryableTaskError, type TaskAgentDeps, type TaskAgentSpec, type TaskAttempt } from './task-types.js';
 import { withRunbook } from './runbook.js';
 
 export { APPROVED_CALLS_MARKER } from './task-approval.js';
 export { taskDeadline } from './task-run.js';
+export { afterStop, stepBoundary } from './task-boundary.js';
 export { DEFAULT_TASK_INSTRUCTION, ParkError, RetryableTaskError, YieldError } from './task-types.js';
 export type { RunTaskOptions, TaskAgentDeps, TaskAgentSpec, TaskAttempt, TaskPolicy } from './task-types.js';
 
@@ -46,9 +41,13 @@ const ASK_TO_FINISH =
 export async function runTask(job: TaskJob, spec: TaskAgentSpec, deps: TaskAgentDeps, attempt: number | TaskAttempt): Promise<TaskResult> {
   const opened = await openTaskRun(job, spec, deps, typeof attempt === 'number' ? { attempt } : attempt);
   if (!(opened instanceof TaskRun)) return opened;
-  for (;;) {
-    const result = await nextStep(opened);
-    if (result) return result;
+  try {
+    for (;;) {
+      const result = await nextStep(opened);
+      if (result) return result;
+    }
+  } finally {
+    opened.stop.dispose();
   }
 }
 
@@ -59,24 +58,6 @@ async function nextStep(run: TaskRun): Promise<TaskResult | undefined> {
   if (ended) return ended;
   if (last.role !== 'model') return modelTurn(run);
   return actOnTurn(run, last.calls ?? []);
-}
-
-/**
- * The step boundary, shared with the CodeAct loop: where a task may stop (saving what it has) or
- * be handed over. A result when its deadline has passed; throws {@link YieldError} when draining.
- */
-export async function stepBoundary(run: TaskRun): Promise<TaskResult | undefined> {
-  if (Date.now() >= run.deadline()) {
-    const { approvalWaitMs } = run.state;
-    const paused = approvalWaitMs ? `, moved by ${approvalWaitMs} ms spent waiting for approvals` : '';
-    const reason = `did not finish before its deadline (${run.job.deadlineAt ?? ''}${paused})`;
-    return endIncomplete(run, { kind: 'timeout', reason });
-  }
-  if (run.deps.shouldYield?.()) {
-    await run.saveIfDirty();
-    throw new YieldError(run.job.taskId);
-  }
-  return undefined;
 }
 
 /**
@@ -102,11 +83,14 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
   const system = withRunbook(spec.instruction ?? DEFAULT_TASK_INSTRUCTION, run.job.incident);
   // The request must fit the model's window: the history is trimmed first when it would not.
   fitTaskContext(run, { system, tools: offered }, 'estimate', 'task');
-  const started = Date.now();
+  const started = run.now();
   let response: ModelResponse;
   try {
-    response = await deps.model.generate({ agent: spec.name, mode: 'task', system, messages: state.messages, tools: offered });
+    // The task's stop signal ends the call at once on a drain, a lost lock, a cancel or the deadline.
+    const request = { agent: spec.name, mode: 'task' as const, system, messages: state.messages, tools: offered };
+    response = await run.stop.watch((signal) => deps.model.generate(request, { signal }));
   } catch (err) {
+    if (run.stop.why) return afterStop(run);
     // Its turn at the cluster-wide limiter is far off: hand the task back, holding no worker.
     if (err instanceof ThrottledError) {
       await run.saveIfDirty();
@@ -114,9 +98,9 @@ async function modelTurn(run: TaskRun): Promise<TaskResult | undefined> {
     }
     if (err instanceof ModelError && err.reason === 'context_length') return contextRefused(run, { system, tools: offered }, err, 'task');
     if (err instanceof ModelError && err.retryable) throw new RetryableTaskError(`model call failed: ${err.message}`, err);
-    return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${(err as Error).message}` });
+    return endIncomplete(run, { kind: 'failure', reason: `model call failed: ${errorMessage(err)}` });
   }
-  recordModelTurn(run, response, Date.now() - started);
+  recordModelTurn(run, response, run.now() - started);
   return undefined;
 }
 

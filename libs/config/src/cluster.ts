@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { parse as parseYaml } from 'yaml';
-import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey } from '@bosun/contract';
+import { AGENT_NAME_PATTERN, BosunError, describeIssues, isSecretKey, errorMessage } from '@bosun/contract';
 import { checkOutputSchema } from './output-schema.js';
 import { normalizeHost, normalizeOrigin } from './http-origin.js';
 import { IntakeConfigSchema } from './intake.js';
@@ -531,7 +531,7 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
     try {
       checkOutputSchema(name, spec);
     } catch (err) {
-      throw new ConfigError(`${file}: specialists.${name}: ${(err as Error).message}`, { cause: err });
+      throw new ConfigError(`${file}: specialists.${name}: ${errorMessage(err)}`, { cause: err });
     }
   }
   return deepFreeze(config);
@@ -543,13 +543,13 @@ export function loadClusterConfig(file: string, options: Omit<ParseOptions, 'fil
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
-    throw new ConfigError(`cannot read config file ${file}: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`cannot read config file ${file}: ${errorMessage(err)}`, { cause: err });
   }
   let raw: unknown;
   try {
     raw = parseYaml(text);
   } catch (err) {
-    throw new ConfigError(`${file}: not valid YAML: ${(err as Error).message}`, { cause: err });
+    throw new ConfigError(`${file}: not valid YAML: ${errorMessage(err)}`, { cause: err });
   }
   return parseClusterConfig(raw, { file, ...options });
 }

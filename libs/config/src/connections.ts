@@ -1,3 +1,4 @@
+import { errorMessage } from '@bosun/contract';
 import { X509Certificate, createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
@@ -108,7 +109,7 @@ function readFileVar(name: string, path: string | undefined): string | undefined
           ? 'permission denied'
           : code === 'EISDIR'
             ? 'it is a folder'
-            : (code ?? (err as Error).message);
+            : (code ?? errorMessage(err));
     throw new ConfigError(`${name}: cannot read ${p} (${why})`);
   }
   return text.trim() === '' ? undefined : text;

@@ -1,5 +1,5 @@
 import { Ajv, type ValidateFunction } from 'ajv';
-import { BosunError, isStalled, stallText } from '@bosun/contract';
+import { BosunError, isStalled, stallText, errorMessage } from '@bosun/contract';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 const compiled = new WeakMap<object, ValidateFunction>();
@@ -150,13 +150,13 @@ export function checkOutputSchema(agent: string, spec: OutputSpec): void {
   try {
     validatorFor(spec.outputSchema);
   } catch (err) {
-    throw new OutputSchemaError(`outputSchema does not compile: ${(err as Error).message}`, { cause: err });
+    throw new OutputSchemaError(`outputSchema does not compile: ${errorMessage(err)}`, { cause: err });
   }
   let payload: Record<string, unknown>;
   try {
     payload = buildStallPayload(spec, agent, 'sample last words');
   } catch (err) {
-    throw new OutputSchemaError(`cannot build a stall payload: ${(err as Error).message}`, { cause: err });
+    throw new OutputSchemaError(`cannot build a stall payload: ${errorMessage(err)}`, { cause: err });
   }
   const problem = validateAgainstSchema(spec.outputSchema, payload);
   if (problem) throw new OutputSchemaError(`the stall payload does not validate against outputSchema: ${problem}`);

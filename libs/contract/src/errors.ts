@@ -25,6 +25,7 @@ export type ErrorCode =
   | 'non_deterministic'
   | 'script_host_failure'
   | 'over_budget'
+  | 'cancelled'
   | 'lock_lost'
   // The CodeAct sandbox (libs/sandbox).
   | 'sandbox_aborted'
@@ -61,6 +62,8 @@ export type ErrorCode =
   // Processes started by the launcher.
   | 'process_exited'
   | 'process_timeout'
+  // Requests that are not what they claim to be.
+  | 'not_a_tool_call'
   // The CLI.
   | 'usage'
   | 'operator'
@@ -161,7 +164,15 @@ export function parseStoredJson<S extends z.ZodType>(schema: S, text: string, wh
   try {
     value = JSON.parse(text) as unknown;
   } catch (err) {
-    throw new BadStoredValueError(what, [`(root): not valid JSON (${(err as Error).message})`], ['(root)'], err);
+    throw new BadStoredValueError(what, [`(root): not valid JSON (${errorMessage(err)})`], ['(root)'], err);
   }
   return parseStored(schema, value, what);
+}
+
+/**
+ * The message of anything thrown: an `Error`'s message, or the value as text. For logs and for
+ * the text people read; code branches on a {@link BosunError}'s `code` or on `instanceof`.
+ */
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

@@ -32,8 +32,11 @@ export {
   RunResult,
   TaskJob,
   TaskResult,
+  TaskEndReason,
+  taskEndReason,
   ToolCallJob,
   ToolCallResult,
+  ToolCallCode,
   DeadLetterKind,
   DeadLetter,
   InDoubtDeadLetterInput,
@@ -69,7 +72,9 @@ export {
   parseWith,
   parseStored,
   parseStoredJson,
+  errorMessage,
 } from './errors.js';
+export { abortable, sleep } from './time.js';
 export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
 export type { AuditEntry } from './audit.js';
 export type { ErrorCode } from './errors.js';

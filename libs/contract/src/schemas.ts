@@ -190,6 +190,16 @@ export const TaskJob = z.object({
 export type TaskJob = z.infer<typeof TaskJob>;
 export type TaskJobInput = z.input<typeof TaskJob>;
 
+/**
+ * Why a task ended, as data (additive in v1): `completed`; `stall` (it stopped without reporting);
+ * `timeout` (its deadline passed); `budget` (its next call would cross a budget limit);
+ * `cancelled` (the coordinator gave up on it, or an operator cancelled its run); `transfer` (a
+ * CodeAct script asked to hand the task to another specialist); `failure` (it could not go on);
+ * `in_doubt` (a remote agent may or may not have taken the task). Read with {@link taskEndReason}.
+ */
+export const TaskEndReason = z.enum(['completed', 'stall', 'timeout', 'budget', 'cancelled', 'transfer', 'failure', 'in_doubt']);
+export type TaskEndReason = z.infer<typeof TaskEndReason>;
+
 /** The return value of a `task` job. */
 export const TaskResult = z.object({
   v: z.literal(1),
@@ -200,8 +210,10 @@ export const TaskResult = z.object({
   attempts: z.number().int().nonnegative(),
   /** The agent's final text when it stalled, verbatim. */
   lastWords: z.string().optional(),
-  /** Why the task failed, when it did. */
+  /** Why the task failed, when it did: for people. Code reads {@link TaskEndReason} (`reason`) instead. */
   error: z.string().optional(),
+  /** Why the task ended. Additive in v1: results written before it have none (see {@link taskEndReason}). */
+  reason: TaskEndReason.optional(),
   /** The task's tool calls that came back in doubt, when there were any. Additive in v1. */
   inDoubt: z.array(InDoubtCall).optional(),
   /** What the task spent (counted across crashes and resumes). Additive in v1. */
@@ -210,6 +222,18 @@ export const TaskResult = z.object({
   transfer: z.object({ agent: z.string(), reason: z.string() }).optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
+
+/**
+ * Why a task ended: its `reason`, or, for a result written before `reason` existed, what its
+ * structure says (its status, and `transfer`); never its text. Such an old result that was
+ * cancelled or timed out reads as `stall`: the kinds of a stall were not kept as data then.
+ */
+export function taskEndReason(result: Pick<TaskResult, 'status' | 'reason' | 'transfer'>): TaskEndReason {
+  if (result.reason) return result.reason;
+  if (result.status === 'completed') return 'completed';
+  if (result.status === 'failed') return 'failure';
+  return result.transfer ? 'transfer' : 'stall';
+}
 
 /** Data of a `tool-call` job on the `tools` queue. The job id is the idempotency key. */
 export const ToolCallJob = z.object({
@@ -244,6 +268,16 @@ export const ToolCallJob = z.object({
 });
 export type ToolCallJob = z.infer<typeof ToolCallJob>;
 
+/**
+ * Why a tool call did not succeed, as data (additive in v1): `refused` (policy, a stale task owner,
+ * a key recorded for another call, or an operator's `skip`); `unknown_tool`; `needs_approval` (an
+ * `ask` tool sent without an approval); `denied` (its approval is not approved, or does not cover
+ * it); `timeout`; `in_doubt` (a mutating call whose outcome is unknown); `tool_error` (the call
+ * failed, or the tool answered with its own `isError`).
+ */
+export const ToolCallCode = z.enum(['refused', 'unknown_tool', 'needs_approval', 'denied', 'timeout', 'in_doubt', 'tool_error']);
+export type ToolCallCode = z.infer<typeof ToolCallCode>;
+
 /** The return value of a `tool-call` job. */
 export const ToolCallResult = z.object({
   v: z.literal(1),
@@ -257,8 +291,10 @@ export const ToolCallResult = z.object({
   text: z.string().default(''),
   /** MCP `structuredContent`, when the tool returned one. */
   structured: jsonValue.optional(),
-  /** Why the call could not run, when `status` is `error`. */
+  /** Why the call could not run, when `status` is `error`: for people. Code reads `code`. */
   error: z.string().optional(),
+  /** Why the call did not succeed: set when `status` is `error` or the tool's `isError` is. Additive in v1: older records have none. */
+  code: ToolCallCode.optional(),
   durationMs: z.number().nonnegative().default(0),
   /** Set on every answer for a mutating call whose outcome is unknown (`error` starts `IN DOUBT:`). Additive in v1. */
   inDoubt: z.literal(true).optional(),

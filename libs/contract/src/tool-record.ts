@@ -162,6 +162,7 @@ export function resolvedResult(key: string, tool: string, action: 'done' | 'skip
         isError: true,
         text: '',
         error: 'Resolved by an operator: treated as not executed.',
+        code: 'refused',
         durationMs: 0,
       };
 }

@@ -7,6 +7,7 @@
  * and every message it builds is scrubbed of the API key. The SDK's own OpenTelemetry spans are
  * off: Bosun traces its model calls itself (libs/otel), and the SDK's could carry content.
  */
+import { errorMessage } from '@bosun/contract';
 import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
 import type {
   ContentBlockParam,
@@ -335,6 +336,6 @@ export function anthropicError(error: unknown, call: FailedCall): ModelError {
       cause,
     });
   }
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return new ModelError(scrub(`Anthropic request failed: ${message}`), { retryable: false, cause });
 }

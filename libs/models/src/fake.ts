@@ -1,4 +1,4 @@
-import { FINISH_TASK_TOOL, callFingerprint } from '@bosun/contract';
+import { FINISH_TASK_TOOL, callFingerprint, sleep as pause } from '@bosun/contract';
 import { APIError as AnthropicApiError } from '@anthropic-ai/sdk';
 import { APIError as OpenAiApiError } from 'openai';
 import { anthropicError } from './anthropic.js';
@@ -247,18 +247,9 @@ function resolveArgs(value: unknown, incident: Json | undefined): unknown {
   return value;
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(resolve, ms);
-    signal?.addEventListener(
-      'abort',
-      () => {
-        clearTimeout(t);
-        reject(new ModelError('the model call was aborted', { retryable: false }));
-      },
-      { once: true },
-    );
-  });
+/** Waits `ms`; an aborted call ends at once with an error, as a provider's would. */
+async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (!(await pause(ms, signal))) throw new ModelError('the model call was aborted', { retryable: false });
 }
 
 function readDirectives(incident: Json | undefined): FakeDirectives {

@@ -4,6 +4,7 @@
  * The adapter never logs and never puts the API key in an error message: the SDK sends the key in
  * the `x-goog-api-key` header, and every message built here is scrubbed of it as well.
  */
+import { errorMessage } from '@bosun/contract';
 import { ApiError, GoogleGenAI } from '@google/genai';
 import type { Content, FunctionDeclaration, GenerateContentConfig, GenerateContentResponse, Part } from '@google/genai';
 
@@ -203,7 +204,7 @@ export class GeminiModel implements Model {
       return new ModelError(`Gemini request timed out after ${this.#timeoutMs} ms`, { retryable: true, cause });
     }
     if (isApiError(error)) return geminiHttpError(error.status, error.message, (t) => this.#scrub(t), cause);
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     const code = networkCode(error);
     if (code !== undefined || isFetchFailure(error)) {
       return new ModelError(this.#scrub(`Gemini request failed: ${message}${code ? ` (${code})` : ''}`), {

@@ -2,6 +2,7 @@
  * How the `openai` package's failures become {@link ModelError}s: HTTP 429, 5xx, timeouts and
  * connection failures are retryable; the server's `Retry-After` (or `retry-after-ms`) is kept.
  */
+import { errorMessage } from '@bosun/contract';
 import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 
 import { isContextLengthError } from './context-errors.js';
@@ -42,7 +43,7 @@ export function openAiError(error: unknown, call: FailedCall): ModelError {
       cause,
     });
   }
-  const message = error instanceof Error ? error.message : String(error);
+  const message = errorMessage(error);
   return new ModelError(scrub(`OpenAI request failed: ${message}`), { retryable: false, cause });
 }
 

@@ -6,6 +6,7 @@
  * (retryable or not, with the server's `Retry-After`) and the caller decides what to do with it.
  * The adapter never logs, and every message it builds is scrubbed of the API key.
  */
+import { errorMessage } from '@bosun/contract';
 import OpenAI from 'openai';
 import type {
   ChatCompletion,
@@ -272,7 +273,7 @@ function parseArgs(raw: unknown): Record<string, unknown> | string {
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
     return 'the arguments are JSON but not an object';
   } catch (error) {
-    return `the arguments are not valid JSON (${(error as Error).message})`;
+    return `the arguments are not valid JSON (${errorMessage(error)})`;
   }
 }
 

@@ -3,7 +3,7 @@
  * (honouring the provider's `Retry-After`, within a cap), a cluster-wide limiter taken before
  * each call, and an optional fallback model used when the primary keeps failing.
  */
-import { BosunError } from '@bosun/contract';
+import { BosunError, sleep } from '@bosun/contract';
 import { ModelError } from './types.js';
 import type { GenerateOptions, Model, ModelRequest, ModelResponse } from './types.js';
 
@@ -38,7 +38,7 @@ export interface ResilientModelOptions {
   /** Waits longer than this for the limiter are not waited here: {@link ThrottledError} hands the task back (default 2000 ms). */
   maxInlineWaitMs?: number;
   /** Tests: the clock's sleep and the jitter's random source. */
-  sleep?: (ms: number) => Promise<void>;
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<unknown>;
   random?: () => number;
 }
 
@@ -55,7 +55,6 @@ export class ThrottledError extends BosunError {
   }
 }
 
-const sleepFor = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let callCounter = 0;
 
 /** A rough token estimate of a request (4 characters a token), for the tokens-per-window limit. */
@@ -78,7 +77,7 @@ export class ResilientModel implements Model {
   /** The fallback model's name, when there is one. */
   readonly fallbackName: string | undefined;
   readonly #o: ResilientModelOptions;
-  readonly #sleep: (ms: number) => Promise<void>;
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<unknown>;
   readonly #random: () => number;
 
   constructor(options: ResilientModelOptions) {
@@ -86,7 +85,7 @@ export class ResilientModel implements Model {
     this.name = options.primary.name;
     this.contextTokens = options.primary.contextTokens;
     this.fallbackName = options.fallback?.name;
-    this.#sleep = options.sleep ?? sleepFor;
+    this.#sleep = options.sleep ?? sleep;
     this.#random = options.random ?? Math.random;
   }
 
@@ -124,7 +123,9 @@ export class ResilientModel implements Model {
             cause: err,
           });
         }
-        await this.#sleep(this.backoffMs(attempt, err.retryAfterMs));
+        // A caller that gives up (a drain, a cancel) ends the backoff at once, with this error.
+        await this.#sleep(this.backoffMs(attempt, err.retryAfterMs), options?.signal);
+        if (options?.signal?.aborted) throw err;
       }
     }
   }
@@ -142,7 +143,7 @@ export class ResilientModel implements Model {
     if (!limiter) return model.generate(request, options);
     const id = `${process.pid}-${++callCounter}-${Date.now()}`;
     const tokens = estimateTokens(request);
-    await this.#turn(model, limiter, id, tokens);
+    await this.#turn(model, limiter, { id, tokens, signal: options?.signal });
     let used: number | undefined;
     try {
       const response = await model.generate(request, options);
@@ -155,7 +156,8 @@ export class ResilientModel implements Model {
   }
 
   /** Waits for the limiter while the wait is short; a long one is handed back as {@link ThrottledError}. */
-  async #turn(model: Model, limiter: CallLimiter, id: string, tokens: number): Promise<void> {
+  async #turn(model: Model, limiter: CallLimiter, ask: { id: string; tokens: number; signal: AbortSignal | undefined }): Promise<void> {
+    const { id, tokens, signal } = ask;
     const inline = this.#o.maxInlineWaitMs ?? 2_000;
     let waited = 0;
     for (;;) {
@@ -165,7 +167,9 @@ export class ResilientModel implements Model {
       // A little jitter, so waiting processes do not all come back in the same millisecond.
       const pause = wait + Math.round(this.#random() * 20);
       waited += pause;
-      await this.#sleep(pause);
+      await this.#sleep(pause, signal);
+      if (signal?.aborted)
+        throw new ModelError(`${model.name}: the call was aborted while it waited for the rate limiter`, { retryable: false });
     }
   }
 }

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage } from '@bosun/contract';
 import { DEFAULT_SANDBOX_LIMITS, timeLimitMessage, type SandboxLimits } from './limits.js';
 import { CONTROL_BYTES, type FromThread, type NewValues, type ThreadData, type ThreadOutcome, type ToThread } from './protocol.js';
 import { readTagged } from './tagged.js';
@@ -376,7 +376,7 @@ export class SandboxPool {
           value = outcome.json === undefined ? undefined : JSON.parse(outcome.json);
         } catch (err) {
           return this.settle(run, {
-            outcome: { kind: 'script_error', message: `the script's result could not be read as JSON: ${(err as Error).message}`, ...base },
+            outcome: { kind: 'script_error', message: `the script's result could not be read as JSON: ${errorMessage(err)}`, ...base },
           });
         }
         const tagged = readTagged(value);
@@ -478,7 +478,7 @@ export class SandboxPool {
     thread.runs.clear();
     for (const run of runs) {
       if (how.fatal) {
-        this.settle(run, { error: new SandboxFailure(`the sandbox could not start: ${(err as Error).message}`, err) });
+        this.settle(run, { error: new SandboxFailure(`the sandbox could not start: ${errorMessage(err)}`, err) });
         continue;
       }
       run.losses++;
@@ -486,7 +486,7 @@ export class SandboxPool {
         const oom = (err as { code?: unknown }).code === 'ERR_WORKER_OUT_OF_MEMORY';
         const message = oom
           ? 'the script ran its sandbox thread out of memory (memory limit); it was stopped'
-          : `the sandbox thread running the script stopped (${(err as Error).message}), again after the script was run anew; it was stopped`;
+          : `the sandbox thread running the script stopped (${errorMessage(err)}), again after the script was run anew; it was stopped`;
         this.settle(run, {
           outcome: {
             kind: 'script_error',

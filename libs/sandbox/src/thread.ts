@@ -1,3 +1,4 @@
+import { errorMessage } from '@bosun/contract';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Engines, runInEngine, type EngineChannel } from './engine.js';
 import type { FromThread, ThreadData, ToThread } from './protocol.js';
@@ -80,7 +81,7 @@ async function run(message: Extract<ToThread, { t: 'run' }>): Promise<void> {
     done = {
       t: 'done',
       id,
-      outcome: { kind: 'failed', message: `the sandbox could not run the script: ${(err as Error).message}` },
+      outcome: { kind: 'failed', message: `the sandbox could not run the script: ${errorMessage(err)}` },
       toolCalls: 0,
       clock: [],
       random: [],
@@ -124,4 +125,4 @@ engines
     engines.release(engine, true);
     send({ t: 'ready' });
   })
-  .catch((err: unknown) => send({ t: 'fatal', message: `the interpreter could not be loaded: ${(err as Error).message}` }));
+  .catch((err: unknown) => send({ t: 'fatal', message: `the interpreter could not be loaded: ${errorMessage(err)}` }));

@@ -11,7 +11,7 @@ import {
   type NodeConnectionOptions,
 } from '@nats-io/transport-node';
 import type { NatsSettings, RedisSettings, TlsMaterial } from '@bosun/config';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage, sleep } from '@bosun/contract';
 
 /** A Redis connection: one server, or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -268,7 +268,7 @@ export async function waitForRedis(redis: RedisClient, settings: RedisSettings, 
   try {
     for (;;) {
       try {
-        await Promise.race([redis.ping(), refused, sleep(2_000).then(() => Promise.reject(noAnswer))]);
+        await Promise.race([redis.ping(), refused, pause(2_000).then(() => Promise.reject(noAnswer))]);
         return;
       } catch (err) {
         if (err instanceof ConnectionSettingsError) throw err;
@@ -294,7 +294,7 @@ export async function waitForRedis(redis: RedisClient, settings: RedisSettings, 
             },
           );
         }
-        await Promise.race([refused, sleep(200)]);
+        await Promise.race([refused, pause(200)]);
       }
     }
   } finally {
@@ -303,8 +303,9 @@ export async function waitForRedis(redis: RedisClient, settings: RedisSettings, 
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms).unref());
+/** A wait between connection tries that does not keep the process alive. */
+function pause(ms: number): Promise<boolean> {
+  return sleep(ms, undefined, { unref: true });
 }
 
 /**
@@ -385,7 +386,7 @@ export async function connectNats(settings: NatsSettings, options: { name?: stri
         : '';
     throw new BosunError(
       'nats_unreachable',
-      `NATS at ${settings.display} is unreachable (${(err as Error).message}). Start it or set NATS_URL.${hint}`,
+      `NATS at ${settings.display} is unreachable (${errorMessage(err)}). Start it or set NATS_URL.${hint}`,
       { cause: plainError(err as Error) },
     );
   }

@@ -1,7 +1,7 @@
 import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import { boundJson, eventSubject, jsonDepth, type EventType, type RunEvent } from '@bosun/contract';
+import { boundJson, eventSubject, jsonDepth, type EventType, type RunEvent, sleep } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { keys } from './keys.js';
 import { metrics } from './metrics.js';
@@ -272,10 +272,9 @@ export class EventPublisher implements EventSink {
     const until = Date.now() + timeoutMs;
     // Events emitted in this tick are numbered on the next one.
     if (this.unnumbered.size > 0) await new Promise((r) => process.nextTick(r));
-    while (this.pending.size > 0 && Date.now() < until)
-      await Promise.race([Promise.allSettled([...this.pending]), new Promise((r) => setTimeout(r, 100))]);
+    while (this.pending.size > 0 && Date.now() < until) await Promise.race([Promise.allSettled([...this.pending]), sleep(100)]);
     if (this.js) this.drainBuffer();
-    while (this.inflight > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    while (this.inflight > 0 && Date.now() < until) await sleep(20);
   }
 }
 

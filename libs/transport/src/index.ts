@@ -41,7 +41,7 @@ export {
 export type { NatsToolClientOptions, ToolCallResponder, ToolCallResponderOptions } from './tools-nats.js';
 export { ToolCallRecords } from './tool-records.js';
 export type { ToolCallClaim, ClaimOutcome, OperatorChange, ToolCallRecordsOptions } from './tool-records.js';
-export type { ToolClient, QueueToolClientOptions } from './tools.js';
+export type { ToolClient, ToolCallOptions, QueueToolClientOptions } from './tools.js';
 export { runService, readyLine, READY_LINE } from './service.js';
 export { ServiceProcess, ProcessGroup, launchProcess } from './launcher.js';
 export type { LaunchOptions, ExitStatus } from './launcher.js';

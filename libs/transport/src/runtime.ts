@@ -1,7 +1,7 @@
 import type { RedisClient } from './connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { BosunError } from '@bosun/contract';
+import { BosunError, errorMessage, sleep } from '@bosun/contract';
 import { redactUrl, type BosunEnv, type Logger, type RetentionConfig } from '@bosun/config';
 import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
 import { EventPublisher } from './events.js';
@@ -39,7 +39,8 @@ export async function openRuntime(
   const seqTtl = retention ? { seqTtlSeconds: retention.checkpoints + 86_400 } : {};
   const events = new EventPublisher({ prefix: env.prefix, redis, nats: null, log, ...seqTtl });
   let nc: NatsConnection | null = null;
-  let closed = false;
+  // Aborted by close(): the NATS retries and their waits stop at once.
+  const closing = new AbortController();
   const streamLimits = runsStreamLimits(env, retention);
   // Credentials or certificates NATS refuses at start-up stop the service: they will not fix
   // themselves. Later (NATS was away at start-up), the refusal is logged and retried.
@@ -48,15 +49,18 @@ export async function openRuntime(
   let refusalLogged = false;
 
   const attach = async (): Promise<void> => {
-    for (let attempt = 0; !closed; attempt++) {
+    for (let attempt = 0; !closing.signal.aborted; attempt++) {
       try {
         const conn = await openNats(env, service);
-        if (closed) {
+        if (closing.signal.aborted) {
           await conn.close();
           return;
         }
         // The stream captures events for late observers: without holding up the service.
-        await Promise.race([ensureRunsStreamRetrying(conn, streamLimits, log, () => closed), new Promise((r) => setTimeout(r, 5_000))]);
+        await Promise.race([
+          ensureRunsStreamRetrying(conn, streamLimits, log, closing.signal),
+          sleep(5_000, closing.signal, { unref: true }),
+        ]);
         nc = conn;
         events.attach(conn);
         log.info('connected to NATS');
@@ -83,13 +87,13 @@ export async function openRuntime(
           if (!refusalLogged) log.error({ err }, 'NATS refused the connection settings; events are buffered until it accepts them');
           refusalLogged = true;
         } else if (attempt === 0) log.warn({ err }, 'NATS unreachable; events are buffered until it answers');
-        await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** attempt, 5_000)));
+        await sleep(Math.min(500 * 2 ** attempt, 5_000), closing.signal);
       }
     }
   };
   const attaching = attach();
   // Give NATS a moment at start-up so the first events go straight out.
-  await Promise.race([attaching, new Promise((r) => setTimeout(r, 3_000))]);
+  await Promise.race([attaching, sleep(3_000, undefined, { unref: true })]);
   starting = false;
   if (refusedAtStart) {
     redis.disconnect();
@@ -105,7 +109,7 @@ export async function openRuntime(
     checkpoints,
     deadLetters,
     async close() {
-      closed = true;
+      closing.abort();
       await events.flush();
       await deadLetters.close();
       const conn = nc;
@@ -128,23 +132,23 @@ function runsStreamLimits(env: BosunEnv, retention: RetentionConfig | undefined)
 
 /**
  * Creates the runs stream, trying again every second up to 30 times while JetStream does not
- * take it (a NATS cluster may still be electing its leader), unless the runtime is `closed`;
+ * take it (a NATS cluster may still be electing its leader), unless the runtime is closing;
  * then logs that late observers cannot replay runs.
  */
 async function ensureRunsStreamRetrying(
   conn: NatsConnection,
   limits: RunsStreamLimits & { prefix: string },
   log: Logger,
-  closed: () => boolean,
+  closing: AbortSignal,
 ): Promise<void> {
   for (let tries = 30; ; tries--) {
     try {
       await ensureRunsStream(conn, limits.prefix, limits);
       return;
     } catch (err) {
-      if (tries === 0 || closed()) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');
+      if (tries === 0 || closing.aborted) return log.error({ err }, 'could not create the runs stream; late observers cannot replay runs');
       log.warn({ err }, 'runs stream not ready; retrying');
-      await new Promise((r) => setTimeout(r, 1_000));
+      await sleep(1_000, closing);
     }
   }
 }
@@ -190,7 +194,7 @@ export async function checkRuntime(env: BosunEnv, options: { service: string }):
     } catch (err) {
       throw new BosunError(
         'jetstream_unavailable',
-        `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${(err as Error).message}). Start nats-server with -js.`,
+        `NATS at ${redactUrl(env.natsUrl)} answers, but JetStream does not (${errorMessage(err)}). Start nats-server with -js.`,
         { cause: err },
       );
     } finally {

@@ -1,3 +1,4 @@
+import { errorMessage } from '@bosun/contract';
 import type { ServerResponse } from 'node:http';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/config';
@@ -83,7 +84,7 @@ export function runService(options: RunServiceOptions): void {
     tracing = options.tracing?.();
   } catch (err) {
     // Before LOG_LEVEL is known: the one line on standard error names the variable.
-    process.stderr.write(`${name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`${name}: ${errorMessage(err)}\n`);
     process.exit(1);
   }
   setLogLevel(log, env.logLevel);
@@ -116,7 +117,7 @@ export function runService(options: RunServiceOptions): void {
       process.stdout.write(`${readyLine(name)}\n`);
     })
     .catch((err: unknown) => {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       log.fatal({ err }, `${name} failed to start: ${message}`);
       process.stderr.write(`${name}: ${message}\n`);
       process.exit(1);
@@ -134,7 +135,7 @@ function parseServiceArgs(options: RunServiceOptions): ServiceArgs {
     }).values;
   } catch (err) {
     const flags = ['--check', ...Object.keys(options.args ?? {}).map((k) => `--${k}`)].join(', ');
-    process.stderr.write(`${options.name}: ${(err as Error).message} (options: ${flags})\n`);
+    process.stderr.write(`${options.name}: ${errorMessage(err)} (options: ${flags})\n`);
     process.exit(2);
   }
 }
@@ -173,7 +174,7 @@ function runCheck(name: string, log: Logger, check: () => Promise<string>): void
   check().then(
     (summary) => process.stdout.write(`${name}: check ok: ${scrub(summary)}\n`, () => process.exit(0)),
     (err: unknown) => {
-      const message = err instanceof Error ? err.message : String(err);
+      const message = errorMessage(err);
       process.stderr.write(`${name}: check failed: ${scrub(message)}\n`, () => process.exit(1));
     },
   );

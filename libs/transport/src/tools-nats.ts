@@ -1,8 +1,8 @@
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
-import { BosunError, ToolCallResult, parseWith, type Catalog, type ToolCallJob } from '@bosun/contract';
+import { BosunError, ToolCallResult, abortable, parseWith, type Catalog, type ToolCallJob, errorMessage } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { SpanKind, inSpan, traceCarrier } from './tracing.js';
-import { toolOutcome, type ToolClient } from './tools.js';
+import { toolOutcome, type ToolCallOptions, type ToolClient } from './tools.js';
 
 /** The subject tool calls are requested on: `<prefix>.tools.call` (docs/protocol.md). */
 export const toolCallSubject = (prefix: string) => `${prefix}.tools.call`;
@@ -68,7 +68,7 @@ export class NatsToolClient implements ToolClient {
     return this.options.fallback.catalog();
   }
 
-  async call(call: ToolCallJob, options: { timeoutMs?: number } = {}): Promise<ToolCallResult> {
+  async call(call: ToolCallJob, options: ToolCallOptions = {}): Promise<ToolCallResult> {
     const nc = this.options.nats();
     if (!nc || nc.isClosed() || nc.isDraining()) return this.options.fallback.call(call, options);
     const attributes = {
@@ -78,7 +78,7 @@ export class NatsToolClient implements ToolClient {
       'bosun.tool.transport': 'nats',
     };
     const outcome = await inSpan(`execute_tool ${call.tool}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
-      const out = await this.request(nc, call, options.timeoutMs);
+      const out = await abortable(this.request(nc, call, options.timeoutMs), options.signal, `tool call ${call.key}`);
       span.setAttribute('bosun.tool.outcome', out.kind === 'result' ? toolOutcome(out.result) : out.kind);
       return out;
     });
@@ -131,7 +131,7 @@ export class NatsToolClient implements ToolClient {
         try {
           done({ kind: 'result', result: parseWith(ToolCallResult, msg.json(), 'tool call result') });
         } catch (err) {
-          done({ kind: 'refused', reason: `its reply is not a tool call result (${(err as Error).message})` });
+          done({ kind: 'refused', reason: `its reply is not a tool call result (${errorMessage(err)})` });
         }
       });
       listen();
@@ -171,7 +171,12 @@ export class NatsToolClient implements ToolClient {
 }
 
 /** A request that is not a tool call: the reply refuses it with this reason. */
-export class NotAToolCallError extends Error {}
+export class NotAToolCallError extends BosunError {
+  constructor(message: string) {
+    super('not_a_tool_call', message);
+    this.name = 'NotAToolCallError';
+  }
+}
 
 /** Options of {@link serveToolCalls}. */
 export interface ToolCallResponderOptions {
@@ -228,7 +233,7 @@ export function serveToolCalls(options: ToolCallResponderOptions): ToolCallRespo
       msg.respond(JSON.stringify(result));
     } catch (err) {
       const h = headers();
-      h.set(REFUSED_HEADER, (err instanceof Error ? err.message : String(err)).replace(/[\r\n]+/g, ' '));
+      h.set(REFUSED_HEADER, errorMessage(err).replace(/[\r\n]+/g, ' '));
       if (!(err instanceof NotAToolCallError)) options.log.error({ err }, 'could not answer a tool call request');
       msg.respond(undefined, { headers: h });
     } finally {

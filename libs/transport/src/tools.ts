@@ -1,6 +1,16 @@
 import { Queue, QueueEvents } from 'bullmq';
 import type { RedisClient } from './connections.js';
-import { BosunError, Catalog, TOOLS_QUEUE, TOOL_CALL_JOB, ToolCallResult, parseWith, type ToolCallJob } from '@bosun/contract';
+import {
+  BosunError,
+  Catalog,
+  TOOLS_QUEUE,
+  TOOL_CALL_JOB,
+  ToolCallResult,
+  abortable,
+  parseWith,
+  sleep,
+  type ToolCallJob,
+} from '@bosun/contract';
 import { keys } from './keys.js';
 import type { ToolOutcome } from './metrics.js';
 import { SpanKind, inSpan, traceCarrier } from './tracing.js';
@@ -9,8 +19,20 @@ import { SpanKind, inSpan, traceCarrier } from './tracing.js';
 export interface ToolClient {
   /** The current tool catalog. */
   catalog(): Promise<Catalog>;
-  /** Executes one call (idempotent by `call.key`) and returns its result. */
-  call(call: ToolCallJob, options?: { timeoutMs?: number }): Promise<ToolCallResult>;
+  /**
+   * Executes one call (idempotent by `call.key`) and returns its result. `signal`: stop waiting
+   * for the answer (a drain or a lost lock hands the task over; the gateway still records the
+   * outcome under the key, and the task's next owner is answered from that record).
+   */
+  call(call: ToolCallJob, options?: ToolCallOptions): Promise<ToolCallResult>;
+}
+
+/** Options of {@link ToolClient.call}. */
+export interface ToolCallOptions {
+  /** How long to wait for the answer. Default: no limit. */
+  timeoutMs?: number;
+  /** Aborted: stop waiting for the answer (the call rejects). */
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -91,12 +113,12 @@ export class QueueToolClient implements ToolClient {
           `no tool catalog from the gateway after ${this.catalogWaitMs} ms: is the tool gateway running under BOSUN_PREFIX=${this.prefix}?`,
         );
       }
-      await new Promise((r) => setTimeout(r, 250));
+      await sleep(250);
     }
   }
 
   /** Sends the call as a `tool-call` job (carrying this span's trace context) and waits for its result. */
-  async call(call: ToolCallJob, options: { timeoutMs?: number } = {}): Promise<ToolCallResult> {
+  async call(call: ToolCallJob, options: ToolCallOptions = {}): Promise<ToolCallResult> {
     const attributes = {
       'gen_ai.operation.name': 'execute_tool',
       'gen_ai.tool.name': call.tool,
@@ -115,7 +137,11 @@ export class QueueToolClient implements ToolClient {
           removeOnFail: { age: 7 * 24 * 3600 },
         },
       );
-      const value: unknown = await job.waitUntilFinished(this.events, options.timeoutMs);
+      const value: unknown = await abortable(
+        job.waitUntilFinished(this.events, options.timeoutMs),
+        options.signal,
+        `tool call ${call.key}`,
+      );
       const result = parseWith(ToolCallResult, value, 'tool call result');
       span.setAttribute('bosun.tool.outcome', toolOutcome(result));
       return result;

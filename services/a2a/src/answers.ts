@@ -7,7 +7,7 @@
 import { RequestMalformedError, UnsupportedOperationError } from '@a2a-js/sdk/errors';
 import type { Message } from '@a2a-js/sdk';
 import type { Logger } from '@bosun/config';
-import { DecisionError, parseDecision, type A2aTaskRecord } from '@bosun/contract';
+import { DecisionError, parseDecision, type A2aTaskRecord, sleep } from '@bosun/contract';
 import { ApprovalError, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
 import type { Caller } from './auth.js';
 import type { RunReader } from './runs.js';
@@ -47,7 +47,7 @@ export class ApprovalAnswers {
       'approval decided over A2A',
     );
     this.deps.events.emit(approvalResolvedEvent(decided));
-    await Promise.race([this.deps.events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
+    await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
     return this.deps.store.append(record, { ...message, taskId: record.taskId, contextId: record.contextId });
   }
 }

@@ -5,7 +5,7 @@
  */
 import { DeliverPolicy, jetstream, type Consumer } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { RunEvent, runSubject, runsStreamName } from '@bosun/contract';
+import { RunEvent, runSubject, runsStreamName, sleep } from '@bosun/contract';
 import { SeqOrder } from '@bosun/transport';
 
 /** One step of {@link followRun}: an event, or a quiet interval. */
@@ -47,7 +47,7 @@ export async function* followRun(
     const nc = nats();
     if (!consumer && nc) consumer = await openConsumer(nc, prefix, runId);
     if (!consumer) {
-      await new Promise((r) => setTimeout(r, TICK_MS / 4));
+      await sleep(TICK_MS / 4);
       yield { kind: 'tick' };
       continue;
     }

@@ -31,7 +31,7 @@ import type {
 } from '@a2a-js/sdk';
 import type { A2ARequestHandler, ServerCallContext } from '@a2a-js/sdk/server';
 import type { A2aConfig, Logger } from '@bosun/config';
-import { runIdFor, type A2aTaskRecord } from '@bosun/contract';
+import { runIdFor, type A2aTaskRecord, sleep } from '@bosun/contract';
 import { RunControlError, type RunControl } from '@bosun/transport';
 import { TaskState } from '@a2a-js/sdk';
 import type { NatsConnection } from '@nats-io/transport-node';
@@ -267,7 +267,7 @@ export class BosunA2AHandler implements A2ARequestHandler {
     const deadline = Date.now() + CANCEL_WAIT_MS;
     let view = await this.deps.runs.view(record);
     while (!isTerminal(stateOf(view)) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
       view = await this.deps.runs.view(record);
     }
     return taskOf(record, view);

@@ -4,6 +4,7 @@
  * bearer check), each in protocol 1.0 and, through the SDK's compat layer, 0.3. In front of the
  * SDK: the body limit, the version query parameter, and the JSON-RPC envelope check.
  */
+import { errorMessage } from '@bosun/contract';
 import type { Server } from 'node:http';
 import express from 'express';
 import { AGENT_CARD_PATH, type AgentCard } from '@a2a-js/sdk';
@@ -137,7 +138,7 @@ export async function listenA2a(app: express.Express, options: { host: string; p
     s.once('error', reject);
   }).catch((err: unknown) => {
     const code = (err as NodeJS.ErrnoException).code === 'EADDRINUSE' ? 'address_in_use' : 'listen_failed';
-    throw new ListenError(code, `A2A server: cannot listen on ${options.host}:${options.port}: ${(err as Error).message}`, err);
+    throw new ListenError(code, `A2A server: cannot listen on ${options.host}:${options.port}: ${errorMessage(err)}`, err);
   });
   server.headersTimeout = 15_000;
   server.keepAliveTimeout = 5_000;

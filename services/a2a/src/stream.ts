@@ -9,6 +9,7 @@
  * the run ends before the stream has read them (the stream ends at the run's last event, not at
  * the first read that finds the run over).
  */
+import { sleep } from '@bosun/contract';
 import { TaskState, type StreamResponse, type TaskStatusUpdateEvent } from '@a2a-js/sdk';
 import type { A2aTaskRecord, RunEvent } from '@bosun/contract';
 import type { FollowStep } from './follow.js';
@@ -100,7 +101,7 @@ export class RunStream {
     const deadline = Date.now() + SETTLE_MS;
     let view = await this.deps.runs.view(record);
     while (!isTerminal(stateOf(view)) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
       view = await this.deps.runs.view(record);
     }
     return view;

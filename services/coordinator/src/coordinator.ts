@@ -1,5 +1,5 @@
 import { UnrecoverableError, WaitingChildrenError, WaitingError, type Job } from 'bullmq';
-import { Incident, LockLostError, TimerJob, type RunResult } from '@bosun/contract';
+import { Incident, LockLostError, TimerJob, type RunResult, errorMessage } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
@@ -93,7 +93,7 @@ export class Coordinator {
       outcome = await runIncident(this.jobs.incidentJob(job, token, signal), this.run);
     } catch (err) {
       if (!(err instanceof LockLostError || signal?.aborted)) throw err;
-      outcome = { kind: 'lost', reason: (err as Error).message };
+      outcome = { kind: 'lost', reason: errorMessage(err) };
     }
     if (outcome.kind === 'lost') {
       this.onLockLost?.(String(job.id));
@@ -126,7 +126,7 @@ export class Coordinator {
             kind: 'delivery',
             runId: result.runId,
             incidentId: incident.id,
-            reason: `could not queue the delivery of run ${result.runId} to sink ${delivery.sink}: ${(err as Error).message}`,
+            reason: `could not queue the delivery of run ${result.runId} to sink ${delivery.sink}: ${errorMessage(err)}`,
             marker: 'UNDELIVERED — the answer did not reach this sink.',
             input: delivery,
           },

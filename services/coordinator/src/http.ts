@@ -18,7 +18,7 @@
  * plumbing (auth, body limit, routing, listen and close) is the toolkit of `libs/transport`.
  */
 import { ConfigError, type Logger } from '@bosun/config';
-import { DecisionError, parseDecision } from '@bosun/contract';
+import { DecisionError, parseDecision, sleep } from '@bosun/contract';
 import {
   ApprovalError,
   BearerAuth,
@@ -192,7 +192,7 @@ class OperatorRoutes {
     );
     events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
-    await Promise.race([events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
+    await Promise.race([events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
     sendJson(res, 200, decided);
   }
 

@@ -123,6 +123,7 @@ export class BullRunJobs implements RunJobs {
       progress: (value) => job.updateProgress(value),
       ...(token && job.id !== undefined ? { fence: { key: `${job.queueQualifiedName}:${job.id}:lock`, token } } : {}),
       lost: () => signal?.aborted ?? false,
+      signal,
     };
   }
 

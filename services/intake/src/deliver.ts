@@ -1,6 +1,6 @@
 import { createHmac } from 'node:crypto';
 import type { DeliverySink } from '@bosun/config';
-import { BosunError, type ApprovalAnnouncement, type DeliveryJob } from '@bosun/contract';
+import { BosunError, type ApprovalAnnouncement, type DeliveryJob, errorMessage } from '@bosun/contract';
 import { approvalText, slackText } from './slack.js';
 
 /** The header of a webhook delivery's signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
@@ -82,7 +82,7 @@ export async function send(job: Deliverable, sink: DeliverySink, attempt: number
     const why =
       (err as Error).name === 'TimeoutError'
         ? `no answer within ${sink.timeoutMs} ms`
-        : ((err as Error & { cause?: Error }).cause?.message ?? (err as Error).message);
+        : ((err as Error & { cause?: Error }).cause?.message ?? errorMessage(err));
     throw new DeliveryError(`sink ${job.sink}: ${why}`, false, err);
   }
   // The body is not needed: read it off so that the connection can be reused.

@@ -13,6 +13,7 @@ import {
   type IncidentInput,
   type JoinedAlert,
   type IntakeResolution,
+  errorMessage,
 } from '@bosun/contract';
 import { RunControl, RunControlError, type RedisClient } from '@bosun/transport';
 
@@ -100,7 +101,7 @@ export class IntakeQueue {
       return await Promise.race([work(), timeout]);
     } catch (err) {
       if (err instanceof RedisUnavailableError) throw err;
-      throw new RedisUnavailableError(`Redis failed: ${(err as Error).message}; ${what} was not stored`, err);
+      throw new RedisUnavailableError(`Redis failed: ${errorMessage(err)}; ${what} was not stored`, err);
     } finally {
       clearTimeout(timer);
     }

@@ -1,3 +1,4 @@
+import { errorMessage } from '@bosun/contract';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { ConfigError, type RunbookConfig } from '@bosun/config';
@@ -21,7 +22,7 @@ export function loadRunbooks(runbooks: readonly RunbookConfig[], configFile: str
     try {
       text = readFileSync(path, 'utf8');
     } catch (err) {
-      throw new ConfigError(`${configFile}: intake.runbooks.${i}.file: cannot read ${path}: ${(err as Error).message}`, { cause: err });
+      throw new ConfigError(`${configFile}: intake.runbooks.${i}.file: cannot read ${path}: ${errorMessage(err)}`, { cause: err });
     }
     if (text.trim() === '' || text.length > MAX_TEXT)
       throw new ConfigError(

@@ -12,7 +12,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { IntakeSource, Logger, ResolvedIntakeConfig } from '@bosun/config';
-import { Incident, InvalidInputError, describeIssues, parseWith, type IncidentInput } from '@bosun/contract';
+import { Incident, InvalidInputError, describeIssues, parseWith, type IncidentInput, errorMessage } from '@bosun/contract';
 import { HttpServer, Router, sendJson, type DeadLetters, type RouteContext } from '@bosun/transport';
 import { AlertmanagerPayload, alertmanagerBatch } from './alertmanager.js';
 import { SourceAuth } from './auth.js';
@@ -121,7 +121,7 @@ class IntakeRoutes {
     try {
       parsed = JSON.parse(body.text) as unknown;
     } catch (err) {
-      return this.reject(res, name, new Rejected(400, `body: not valid JSON (${(err as Error).message})`, body.text));
+      return this.reject(res, name, new Rejected(400, `body: not valid JSON (${errorMessage(err)})`, body.text));
     }
     const batch = batchOf(name, source, parsed);
     if (batch instanceof Rejected) return this.reject(res, name, batch);

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { Worker } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
@@ -123,12 +124,16 @@ runService({
     const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix, ttlSeconds: config.retention.checkpoints });
     const workers: Worker[] = [];
     const lockWatches: WorkerLocks[] = [];
-    let draining = false;
+    // Aborted when the process starts draining: every task's model call, script or wait for
+    // tools in flight stops at once and the task is handed back (libs/agent TaskStop).
+    const drain = new AbortController();
+    // One listener per task in flight: thousands, by design (no leak warning for them).
+    setMaxListeners(0, drain.signal);
     // The task's own key (the coordinator gave up on it) and its run's (an operator cancelled
     // the run), read in one round trip.
     const isCancelled = async (taskId: string, runId: string) =>
       (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null);
-    const shared: WorkerContext = { config, env, rt, tools, approvals, ledger, isCancelled, draining: () => draining, sandbox };
+    const shared: WorkerContext = { config, env, rt, tools, approvals, ledger, isCancelled, drain: drain.signal, sandbox };
     for (const name of names) {
       const { worker, locks } = specialistWorker(name, shared);
       workers.push(worker);
@@ -136,8 +141,8 @@ runService({
     }
     return {
       async close() {
-        // Stop taking work; tasks in flight hand themselves back at their next step boundary.
-        draining = true;
+        // Stop taking work; tasks in flight hand themselves back at once (what they wait on is aborted).
+        drain.abort();
         // Then the sandbox's threads: every task has handed itself back or ended (a running
         // script is stopped as the process drains).
         await Promise.all(workers.map((w) => w.close())).then(() => sandbox?.close());
@@ -160,14 +165,16 @@ interface WorkerContext {
   approvals: ApprovalStore;
   ledger: RunUsageLedger;
   isCancelled: (taskId: string, runId: string) => Promise<boolean>;
-  draining: () => boolean;
+  /** Aborted when the process starts draining. */
+  drain: AbortSignal;
   /** The CodeAct sandbox's threads, when a specialist of this process runs `loop: codeact`. */
   sandbox: SandboxPool | undefined;
 }
 
 /** The worker of one specialist's queue, and the watch over its locks. */
 function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; locks: WorkerLocks } {
-  const { config, env, rt, tools, approvals, ledger, isCancelled, draining, sandbox } = ctx;
+  const { config, env, rt, tools, approvals, ledger, isCancelled, drain, sandbox } = ctx;
+  const draining = (): boolean => drain.aborted;
   const spec = specialistConfig(config, name)!;
   const model = buildModel({
     spec: spec.model,
@@ -197,6 +204,7 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
       // Longer than any call the gateway may make, so the gateway's own timeout answers first.
       toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
       shouldYield: draining,
+      drain,
       approvals,
       traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
       remote,

@@ -32,6 +32,8 @@ import {
   type DeadLetterKind,
   type TaskJob,
   type TaskResult,
+  errorMessage,
+  sleep,
 } from '@bosun/contract';
 import { ConfigError, buildStallPayload, validateAgainstSchema, type SpecialistConfig } from '@bosun/config';
 import { YieldError, type TaskAgentDeps } from '@bosun/agent';
@@ -52,8 +54,6 @@ type Ending =
 
 /** What the agent said of a send whose answer was lost: its task, no task, or nothing it can say. */
 type LookUp = { kind: 'found'; remoteTaskId: string } | { kind: 'absent' } | { kind: 'unknown'; why: string };
-
-const errorText = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 /** The longest wait on a remote stream between two looks at the task. */
 const STREAM_WAIT_MS = 5_000;
@@ -202,7 +202,7 @@ export class RemoteSpecialist {
       });
       tasks = listed.tasks;
     } catch (err) {
-      return { kind: 'unknown', why: `ListTasks: ${errorText(err)}` };
+      return { kind: 'unknown', why: `ListTasks: ${errorMessage(err)}` };
     }
     const holding = tasks.find((t) => (t.history ?? []).some((m) => m.messageId === ck.messageId));
     // A context of its own (new checkpoints) holds only this delegation's tasks; the run's context (old ones) needs the message id.
@@ -273,7 +273,7 @@ export class RemoteSpecialist {
     const client = await this.clientFor().catch(() => undefined);
     const card = await client?.getAgentCard().catch(() => undefined);
     if (!client || !card?.capabilities?.streaming) {
-      await new Promise((r) => setTimeout(r, Math.min(this.remote.pollMs, left)));
+      await sleep(Math.min(this.remote.pollMs, left));
       return;
     }
     const signal = AbortSignal.timeout(Math.min(STREAM_WAIT_MS, left));
@@ -286,7 +286,7 @@ export class RemoteSpecialist {
     } catch (err) {
       if (signal.aborted) return;
       this.deps.log.debug({ err, remoteTaskId }, 'the remote stream ended; polling');
-      await new Promise((r) => setTimeout(r, Math.min(this.remote.pollMs, left)));
+      await sleep(Math.min(this.remote.pollMs, left));
     }
   }
 
@@ -386,7 +386,7 @@ export class RemoteSpecialist {
     );
     this.deps.log.warn({ taskId: task.taskId, messageId: ck.messageId }, 'remote task in doubt');
     this.emit(task, 'agent.failed', { taskId: task.taskId, reason, marker: STALL_MARKER });
-    return { ...base, status: 'failed', output, error: reason, inDoubt: [call] };
+    return { ...base, status: 'failed', output, error: reason, reason: 'in_doubt', inDoubt: [call] };
   }
 
   private emit(
@@ -408,14 +408,14 @@ export class RemoteSpecialist {
     const base = { v: 1 as const, taskId: task.taskId, agent: this.deps.name, attempts };
     if (ending.kind === 'completed') {
       this.emit(task, 'agent.completed', { taskId: task.taskId, steps: 1, output: ending.output });
-      return { ...base, status: 'completed', output: ending.output };
+      return { ...base, status: 'completed', output: ending.output, reason: 'completed' };
     }
     if (ending.kind === 'in-doubt') return this.inDoubt(task, ck, base, ending.reason);
     const reason =
       ending.kind === 'cancelled' ? 'cancelled: the coordinator gave up on this task, or an operator cancelled its run' : ending.reason;
     const lastWords = ending.kind === 'cancelled' ? '' : ending.lastWords;
     const output = buildStallPayload(this.deps.spec, this.deps.name, lastWords, reason);
-    if (ending.kind === 'cancelled') return { ...base, status: 'stalled', output, error: 'cancelled' };
+    if (ending.kind === 'cancelled') return { ...base, status: 'stalled', output, error: 'cancelled', reason: 'cancelled' };
     const kind: DeadLetterKind = ending.kind;
     await this.deps.deadLetters.add(
       { kind, runId: task.runId, incidentId: task.incidentId, agent: this.deps.name, taskId: task.taskId, reason, lastWords, attempts },
@@ -424,9 +424,9 @@ export class RemoteSpecialist {
     this.deps.log.warn({ taskId: task.taskId, kind, reason }, 'remote task incomplete');
     if (ending.kind === 'failure') {
       this.emit(task, 'agent.failed', { taskId: task.taskId, reason, marker: STALL_MARKER });
-      return { ...base, status: 'failed', output, lastWords, error: reason };
+      return { ...base, status: 'failed', output, lastWords, error: reason, reason: 'failure' };
     }
     this.emit(task, 'agent.stalled', { taskId: task.taskId, kind: ending.kind, reason, marker: STALL_MARKER, lastWords });
-    return { ...base, status: 'stalled', output, lastWords, ...(ending.kind === 'timeout' ? { error: reason } : {}) };
+    return { ...base, status: 'stalled', output, lastWords, ...(ending.kind === 'timeout' ? { error: reason } : {}), reason: ending.kind };
   }
 }

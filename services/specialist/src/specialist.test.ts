@@ -5,9 +5,16 @@ import { BosunError, STALL_MARKER, isStalled, taskIdFor, type TaskJob, type Task
 import { createLogger, defaultConfigFile, loadClusterConfig, specialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runTask } from '@bosun/agent';
 import type * as Agent from '@bosun/agent';
-import { FakeModel } from '@bosun/models';
-import { MemoryCheckpointStore, MemoryEventSink, type ApprovalStore, type DeadLetterInput, type ToolClient } from '@bosun/transport';
-import { specialistProcessor, type SpecialistDeps } from './specialist.js';
+import { FakeModel, type Model } from '@bosun/models';
+import {
+  MemoryCheckpointStore,
+  MemoryEventSink,
+  metrics,
+  type ApprovalStore,
+  type DeadLetterInput,
+  type ToolClient,
+} from '@bosun/transport';
+import { specialistProcessor, taskStatus, type SpecialistDeps } from './specialist.js';
 
 // The specialist's glue (BullMQ job ↔ the task loop), with the task loop stubbed and in-memory
 // stand-ins for the job API and the stores: what each outcome of the loop does to the job.
@@ -205,5 +212,66 @@ describe('specialistProcessor', () => {
       { input: { kind: 'poison', agent: 'kubernetes', reason: expect.stringMatching(reason), input: data }, dedupeId: `poison-${TASK_ID}` },
     ]);
     expect(runTaskMock).not.toHaveBeenCalled();
+  });
+});
+
+/** The count of `bosun_tasks_finished_total` for the kubernetes specialist and `status`. */
+async function finished(status: string): Promise<number> {
+  const line = (await metrics.text())
+    .split('\n')
+    .find((l) => l.startsWith(`bosun_tasks_finished_total{specialist="kubernetes",status="${status}"}`));
+  return line === undefined ? 0 : Number(line.split(' ').pop());
+}
+
+/** Tools for the real loops: one read-only demo tool that answers `ok`. */
+const okTools: ToolClient = {
+  catalog: async () => ({
+    v: 1,
+    updatedAt: new Date(0).toISOString(),
+    tools: [
+      {
+        name: 'demo__get_pods',
+        server: 'demo',
+        remoteName: 'get_pods',
+        description: 'pods',
+        inputSchema: { type: 'object' },
+        annotations: { readOnlyHint: true },
+      },
+    ],
+    unavailable: {},
+  }),
+  call: async (call) => ({ v: 1, key: call.key, tool: call.tool, status: 'ok', isError: false, text: 'ok', durationMs: 0 }),
+};
+
+describe('bosun_tasks_finished_total', () => {
+  // The real task and CodeAct loops (not the stub): the metric is counted from why the task ended.
+  it('counts a budget stop as `budget` and a CodeAct transfer as `transfer`, not as `timeout`', async () => {
+    const actual = await vi.importActual<typeof Agent>('@bosun/agent');
+    runTaskMock.mockImplementation(actual.runTask);
+    const before = { budget: await finished('budget'), transfer: await finished('transfer'), timeout: await finished('timeout') };
+
+    const plan = Array.from({ length: 5 }, (_, i) => ({ tool: 'demo__get_pods', args: { service: `s${i}` } }));
+    const budgeted = { ...spec, budget: { toolCalls: 1 } };
+    const overBudget = deps({ spec: budgeted, tools: okTools, model: new FakeModel({ plans: { kubernetes: plan } }) });
+    const stopped = await specialistProcessor(overBudget.deps)(fakeJob(task).job);
+    expect(stopped).toMatchObject({ status: 'stalled', reason: 'budget' });
+
+    const script = 'return { transfer_to_agent: { agent: "database", reason: "it is the DB" } };';
+    const transferring: Model = { name: 'scripted', generate: async () => ({ text: `\`\`\`js\n${script}\n\`\`\``, calls: [] }) };
+    const codeact = deps({ spec: { ...spec, loop: 'codeact' }, tools: okTools, model: transferring });
+    const handed = await specialistProcessor(codeact.deps)(fakeJob(task).job);
+    expect(handed).toMatchObject({ status: 'stalled', reason: 'transfer', transfer: { agent: 'database' } });
+
+    expect(await finished('budget')).toBe(before.budget + 1);
+    expect(await finished('transfer')).toBe(before.transfer + 1);
+    expect(await finished('timeout')).toBe(before.timeout);
+  });
+
+  it('counts a result written before `reason` existed by its structure, never by its error text', () => {
+    const old = { ...result, status: 'stalled' as const, error: 'did not finish before its deadline' };
+    expect(taskStatus(old)).toBe('stalled');
+    expect(taskStatus({ ...old, transfer: { agent: 'database', reason: '' } })).toBe('transfer');
+    expect(taskStatus({ ...result, status: 'failed' })).toBe('failed');
+    expect(taskStatus({ ...old, reason: 'timeout' })).toBe('timeout');
   });
 });

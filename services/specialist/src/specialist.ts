@@ -1,5 +1,5 @@
 import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
-import { BosunError, LockLostError, TaskJob, describeIssues, type TaskResult } from '@bosun/contract';
+import { BosunError, LockLostError, TaskJob, describeIssues, taskEndReason, type TaskEndReason, type TaskResult } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, type TaskAgentDeps } from '@bosun/agent';
 import { ThrottledError } from '@bosun/models';
@@ -141,6 +141,7 @@ async function attemptTask(
         output: buildStallPayload(deps.spec, deps.name, '', reason),
         attempts: attempt,
         error: reason,
+        reason: 'failure',
       };
     }
     if (err instanceof RetryableTaskError) log.warn({ taskId: task.taskId, attempt, err }, 'task will be retried');
@@ -149,9 +150,19 @@ async function attemptTask(
   }
 }
 
-/** A task result's status as counted: `completed`, `failed`, or the kind of a stall (`stalled`, `timeout`, `cancelled`). */
-function taskStatus(result: TaskResult): string {
-  if (result.status !== 'stalled') return result.status;
-  if (result.error === 'cancelled') return 'cancelled';
-  return result.error === undefined ? 'stalled' : 'timeout';
+/** The `status` label of `bosun_tasks_finished_total` for each way a task ends (docs/observability.md). */
+const FINISHED_AS: Record<TaskEndReason, string> = {
+  completed: 'completed',
+  stall: 'stalled',
+  timeout: 'timeout',
+  budget: 'budget',
+  cancelled: 'cancelled',
+  transfer: 'transfer',
+  failure: 'failed',
+  in_doubt: 'in_doubt',
+};
+
+/** A task result's status as counted, from why it ended (its `reason`), never from its text. */
+export function taskStatus(result: TaskResult): string {
+  return FINISHED_AS[taskEndReason(result)];
 }

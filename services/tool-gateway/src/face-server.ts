@@ -1,3 +1,4 @@
+import { errorMessage } from '@bosun/contract';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
@@ -69,7 +70,7 @@ function callTool(deps: FaceServerDeps, request: CallToolRequest, extra: Extra):
     })
     .catch((err: unknown) => {
       deps.log.warn({ tool: name, err }, 'MCP face call failed');
-      return textResult(`the gateway could not run ${name}: ${err instanceof Error ? err.message : String(err)}`, {});
+      return textResult(`the gateway could not run ${name}: ${errorMessage(err)}`, {});
     });
   deps.track(work);
   return work;

@@ -138,6 +138,7 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
     const result = await gateway.execute(call('u-record', 'restart_pod'));
     expect(sent).toEqual(['restart_pod']);
     expect(result.inDoubt).toBe(true);
+    expect(result.code).toBe('in_doubt');
     expect(result.error).toMatch(
       /^IN DOUBT: the mutating call demo__restart_pod \(key u-record\) was sent to its server, but the gateway failed before it recorded the result \(redis bosunRecordCall failed\)\./,
     );
@@ -201,7 +202,11 @@ describe('ToolGateway.execute, when something fails unexpectedly', () => {
   it('after a read-only call was sent, when nothing can be recorded: an error and tool.failed, not in doubt', async () => {
     failing.add('bosunRecordCall');
     const result = await gateway.execute(call('u-ro', 'get_pods'));
-    expect(result).toMatchObject({ status: 'error', error: 'the tool gateway could not process the call: redis bosunRecordCall failed' });
+    expect(result).toMatchObject({
+      status: 'error',
+      code: 'tool_error',
+      error: 'the tool gateway could not process the call: redis bosunRecordCall failed',
+    });
     expect(result.inDoubt).toBeUndefined();
     expect(eventsOf('u-ro')).toEqual(['tool.started', 'tool.failed']);
     expect(deadLetters).toEqual([]);
@@ -284,7 +289,7 @@ describe('a mutating call found in flight, its key, its caller', () => {
     expect(await gateway.execute(call('k-same', 'restart_pod'))).toMatchObject({ status: 'ok' });
     const other = { ...call('k-same', 'restart_pod'), args: { pod: 'p2' } };
     const refused = await gateway.execute(other);
-    expect(refused).toMatchObject({ status: 'error', isError: true });
+    expect(refused).toMatchObject({ status: 'error', isError: true, code: 'refused' });
     expect(refused.error).toMatch(/^tool call key k-same is recorded for another call \(demo__restart_pod with its own arguments\)/);
     expect(sent).toEqual(['restart_pod']);
     expect(deadLetters).toMatchObject([
@@ -303,7 +308,7 @@ describe('a mutating call found in flight, its key, its caller', () => {
     await ctx.redis.set(lockKey, 'the-new-owner');
     const stale = { ...call('s-stale', 'restart_pod'), taskLock: { taskId: 't-stale', token: 'the-old-owner' } };
     const result = await gateway.execute(stale);
-    expect(result).toMatchObject({ status: 'error', isError: true });
+    expect(result).toMatchObject({ status: 'error', isError: true, code: 'refused' });
     expect(result.error).toMatch(/^not executed: the specialist that sent it no longer holds task t-stale/);
     expect(result.inDoubt).toBeUndefined();
     expect(sent).toEqual([]);

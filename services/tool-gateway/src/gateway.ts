@@ -13,7 +13,10 @@ import {
   type AuditStatus,
   type Catalog,
   type CatalogTool,
+  type ToolCallCode,
   type ToolCallResult,
+  errorMessage,
+  sleep,
 } from '@bosun/contract';
 import { mcpServerConfig, type ClusterConfig, type Logger } from '@bosun/config';
 import { decideCall, isReadOnlyTool, specialistCaller, type Caller } from '@bosun/policy';
@@ -87,16 +90,23 @@ function inDoubtResult(call: ToolCallJob, why = 'the gateway stopped before it r
     `IN DOUBT: the mutating call ${call.tool} (key ${call.key}) was sent to its server, but ${why}. ` +
     'Whether it took effect is unknown. It will not be retried automatically; an operator must resolve it. ' +
     'Do not assume it succeeded or failed.';
-  return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0, inDoubt: true };
+  return {
+    v: 1,
+    key: call.key,
+    tool: call.tool,
+    status: 'error',
+    isError: true,
+    text: '',
+    error,
+    code: 'in_doubt',
+    durationMs: 0,
+    inDoubt: true,
+  };
 }
 
 /** The resolution an in-doubt dead letter gets when the call's outcome is recorded after all. */
 function seenDone(at = new Date().toISOString()): { action: string; by: string; at: string } {
   return { action: 'seen-done', by: 'tool-gateway', at };
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** The agent name calls through the gateway's own MCP face carry. */
@@ -141,7 +151,7 @@ export class ToolGateway {
           await s.connect();
           delete this.unavailable[s.name];
         } catch (err) {
-          this.unavailable[s.name] = (err as Error).message;
+          this.unavailable[s.name] = errorMessage(err);
           this.deps.log.error({ server: s.name, err }, 'MCP server unavailable');
         }
       }),
@@ -255,18 +265,18 @@ export class ToolGateway {
     }
     // A refusal is not recorded: nothing ran, and a recorded refusal would answer the same key
     // later, when an approval may cover it.
-    if (!tool || !decision) return this.fail(run, `unknown tool "${call.tool}"`, { record: false });
+    if (!tool || !decision) return this.fail(run, `unknown tool "${call.tool}"`, { record: false, code: 'unknown_tool' });
     run.tool = tool;
     run.readOnly = isReadOnlyTool(tool);
     if (decision.decision === 'refuse') {
       if (!run.readOnly) await this.audit(call, 'refused');
-      return this.fail(run, decision.reason, { record: false });
+      return this.fail(run, decision.reason, { record: false, code: 'refused' });
     }
     if (decision.decision === 'ask') {
       const verdict = await this.checkApproval(call);
       if (typeof verdict === 'string') {
         await this.audit(call, 'refused');
-        return this.fail(run, verdict, { record: false });
+        return this.fail(run, verdict, { record: false, code: call.approvalId ? 'denied' : 'needs_approval' });
       }
       run.approval = verdict;
     }
@@ -342,7 +352,7 @@ export class ToolGateway {
     run.decision = 'stale';
     this.deps.log.info({ key: call.key, tool: call.tool, taskId: call.taskLock?.taskId }, 'refused a call from a stale owner of its task');
     const error = `not executed: the specialist that sent it no longer holds task ${call.taskLock?.taskId ?? ''} (its lock expired or passed to another process, which makes this call itself)`;
-    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
+    return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, code: 'refused', durationMs: 0 };
   }
 
   /**
@@ -368,7 +378,7 @@ export class ToolGateway {
       `poison-mismatch-${call.key}-${toolCallDigest(call.key, call.tool, call.args).slice(0, 12)}`,
     );
     if (!run.readOnly) await this.audit(call, 'refused');
-    return this.fail(run, reason, { record: false });
+    return this.fail(run, reason, { record: false, code: 'refused' });
   }
 
   /** A call still running under another gateway's lease long after its timeout: answered with an error, not in doubt (its gateway is alive and will record it). */
@@ -376,7 +386,7 @@ export class ToolGateway {
     return this.fail(
       run,
       `the call is still running in another gateway well past its timeout; its outcome will be in its record (key ${run.call.key})`,
-      { record: false },
+      { record: false, code: 'timeout' },
     );
   }
 
@@ -451,6 +461,7 @@ export class ToolGateway {
       isError: outcome.isError,
       text: outcome.text,
       ...(outcome.structured === undefined ? {} : { structured: outcome.structured }),
+      ...(outcome.isError ? { code: 'tool_error' as const } : {}),
       durationMs,
     };
     await this.record(run, result);
@@ -472,7 +483,7 @@ export class ToolGateway {
    */
   private async callFailed(run: CallRun, err: unknown, durationMs: number): Promise<ToolCallResult> {
     const { call } = run;
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     const timedOut = err instanceof McpError && err.code === Number(ErrorCode.RequestTimeout);
     if (err instanceof CallNotSentError) run.stage = 'claimed';
     const outcomeUnknown =
@@ -483,7 +494,11 @@ export class ToolGateway {
     }
     this.deps.log.warn({ key: call.key, tool: call.tool, err }, 'tool call failed');
     if (!run.readOnly) await this.audit(call, 'error', run.approval);
-    return this.fail(run, timedOut ? `timed out after ${durationMs} ms` : message, { record: true, durationMs });
+    return this.fail(run, timedOut ? `timed out after ${durationMs} ms` : message, {
+      record: true,
+      durationMs,
+      code: timedOut ? 'timeout' : 'tool_error',
+    });
   }
 
   /**
@@ -520,10 +535,25 @@ export class ToolGateway {
    * Answers a call with an error and a `tool.failed` event. A call that was claimed (sent and
    * failed, or never sent) is recorded under its key; a refusal is not.
    */
-  private async fail(run: CallRun, error: string, options: { record: boolean; durationMs?: number }): Promise<ToolCallResult> {
+  private async fail(
+    run: CallRun,
+    error: string,
+    options: { record: boolean; code: ToolCallCode; durationMs?: number },
+  ): Promise<ToolCallResult> {
     const { call } = run;
+    const { code } = options;
     const durationMs = options.durationMs ?? 0;
-    const result: ToolCallResult = { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs };
+    const result: ToolCallResult = {
+      v: 1,
+      key: call.key,
+      tool: call.tool,
+      status: 'error',
+      isError: true,
+      text: '',
+      error,
+      code,
+      durationMs,
+    };
     if (options.record) {
       await this.record(run, result);
       run.stage = 'recorded';
@@ -550,13 +580,16 @@ export class ToolGateway {
       await this.records
         .abandonClaim(call.key, run.owner)
         .catch((e: unknown) => this.deps.log.warn({ err: e, key: call.key }, 'could not free the claim of a call that was not sent'));
-    const message = err instanceof Error ? err.message : String(err);
+    const message = errorMessage(err);
     const mayHaveRun = run.stage === 'sent' && !run.readOnly;
     const why = `the gateway failed before it recorded the result (${message})`;
     try {
       if (mayHaveRun) return (await this.inDoubt(run, { by: 'owner', why, approval: run.approval }))!;
       if (run.stage !== 'checking' && !run.readOnly) await this.audit(call, 'error', run.approval);
-      return await this.fail(run, `the tool gateway could not process the call: ${message}`, { record: run.stage !== 'checking' });
+      return await this.fail(run, `the tool gateway could not process the call: ${message}`, {
+        record: run.stage !== 'checking',
+        code: 'tool_error',
+      });
     } catch (again) {
       this.deps.log.error({ err: again, key: call.key }, 'could not record the outcome of a tool call that failed unexpectedly');
       if (mayHaveRun) {
@@ -565,7 +598,7 @@ export class ToolGateway {
       }
       const error = `the tool gateway could not process the call: ${message}`;
       this.deps.events.emit({ ...run.base, type: 'tool.failed', data: { key: call.key, tool: call.tool, error, durationMs: 0 } });
-      return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, durationMs: 0 };
+      return { v: 1, key: call.key, tool: call.tool, status: 'error', isError: true, text: '', error, code: 'tool_error', durationMs: 0 };
     }
   }
 

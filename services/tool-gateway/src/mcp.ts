@@ -2,7 +2,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { BosunError, TOOL_NAMESPACE_SEPARATOR, type CatalogTool } from '@bosun/contract';
+import { BosunError, TOOL_NAMESPACE_SEPARATOR, type CatalogTool, errorMessage } from '@bosun/contract';
 import { scrub, type ClusterConfig, type Logger, type McpServerConfig } from '@bosun/config';
 
 /** A call that never reached its server (no connection): its effect certainly did not happen. */
@@ -111,7 +111,7 @@ export class McpServerConnection {
       this.nextAttemptAt = Date.now() + Math.min(500 * 2 ** (this.failures - 1), 30_000);
       // The client that failed to connect: the connect error is what matters, and it is thrown below.
       await client.close().catch(() => undefined);
-      throw new BosunError('mcp_connect_failed', `cannot connect to MCP server ${this.name}: ${(err as Error).message}`, { cause: err });
+      throw new BosunError('mcp_connect_failed', `cannot connect to MCP server ${this.name}: ${errorMessage(err)}`, { cause: err });
     }
   }
 
@@ -130,7 +130,7 @@ export class McpServerConnection {
     try {
       client = await this.connect();
     } catch (err) {
-      throw new CallNotSentError((err as Error).message, { cause: err });
+      throw new CallNotSentError(errorMessage(err), { cause: err });
     }
     const result = await client.callTool({ name: remoteName, arguments: args }, undefined, {
       timeout: options.timeoutMs,
@@ -178,7 +178,7 @@ export async function checkMcpServers(config: ClusterConfig, log: Logger): Promi
         await s.connect();
         return { ok: `${s.name} (${s.tools.length} tools)` };
       } catch (err) {
-        return { failed: scrub((err as Error).message, secrets) };
+        return { failed: scrub(errorMessage(err), secrets) };
       } finally {
         await s.close();
       }
