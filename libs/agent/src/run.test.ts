@@ -114,6 +114,8 @@ class World {
   readonly deadLetters = new Map<string, DeadLetterInput>();
   readonly timers = new Map<string, { timer: TimerJob; dueAt: number }>();
   readonly removedTimers: string[] = [];
+  /** Every park the loop asked for, taken or refused. */
+  parks = 0;
   readonly cancelled = new Map<string, RunCancellation>();
   readonly stopped = new Set<string>();
   readonly parents = new Map<string, ParentSim>();
@@ -304,6 +306,7 @@ class World {
       parkable: true,
       children: { ...this.childrenOf(p), read },
       park: async () => {
+        this.parks++;
         await io();
         if (this.fenced && this.checkpoints.locks.get(`lock:${p.id}`) !== token) throw new LockLostError(`run of incident job ${p.id}`);
         if (p.pending.size === 0) return false;
@@ -413,6 +416,25 @@ describe('route mode', () => {
     expect((await w.checkpoint()).result).toEqual(result);
     // The run's timer is removed with its result.
     expect(w.removedTimers).toEqual([w.runTimer(T0 + 65_000)]);
+  });
+
+  it('goes straight to collecting when every child has reported by the time it is picked up again: no park, no timer', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.parks).toBe(1);
+    const [k8s, db] = w.taskIds() as [string, string];
+    const armed = [...w.timers.keys()];
+    w.complete(k8s, report(k8s, 'kubernetes', 'OOM kills'));
+    // One child still out: picked up again (as after a restart), the run parks as before.
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.parks).toBe(2);
+    w.complete(db, report(db, 'database', 'slow queries'));
+    expect(resultOf(await w.process()).status).toBe('completed');
+    // The last pickup read both reports beside the checkpoint: it neither parked nor armed a timer.
+    expect(w.parks).toBe(2);
+    expect([...w.timers.keys()]).toEqual([]);
+    expect(w.removedTimers).toEqual(armed);
   });
 
   it("reports the run's usage: the coordinator's calls (also in the run's ledger) and every part's", async () => {

@@ -240,10 +240,14 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
       if (deps.clock.now() >= Date.parse(state.deadlineAt)) return result(await endAtDeadline(ctx));
     }
     if (state.phase === 'waiting') {
-      // Back to waiting after a restart: its timer may have fired meanwhile, finding it not parked.
-      if (await armTimer(ctx)) await save(ctx);
-      // Park until every child has finished; the job is picked up again then.
-      if (await job.park()) return { kind: 'parked' };
+      // Back from waiting with every child reported (the read beside the checkpoint says so):
+      // collect now, with no timer to re-arm and no park that could only fail.
+      if (!(await allReported(ctx))) {
+        // Back to waiting after a restart: its timer may have fired meanwhile, finding it not parked.
+        if (await armTimer(ctx)) await save(ctx);
+        // Park until every child has finished; the job is picked up again then.
+        if (await job.park()) return { kind: 'parked' };
+      }
       await collectWaiting(ctx);
     }
     if (state.phase === 'routing') await stepRouting(ctx);
@@ -252,6 +256,25 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
       if (answer) return result(answer);
     } else if (state.phase === 'done') return result(await finish(ctx, mergeReports(ctx.incident, state)));
   }
+}
+
+/**
+ * Whether the children read beside the checkpoint (a run picked up again) holds a result or a
+ * failure for every delegation still out. A read that fails, or none, says no: the run parks as
+ * before, and its collect reads the children again.
+ */
+async function allReported(ctx: LoopContext): Promise<boolean> {
+  if (!ctx.early) return false;
+  let read: ChildrenRead;
+  try {
+    read = await ctx.early;
+  } catch (err) {
+    // The early read is only a shortcut: park as without it (collect reads the children again).
+    ctx.deps.log.warn({ err, runId: ctx.state.runId }, 'could not read the children beside the checkpoint: parking as without the read');
+    ctx.early = undefined;
+    return false;
+  }
+  return ctx.state.delegations.every((d) => d.result || read.values.has(d.taskId) || read.failures.has(d.taskId));
 }
 
 /** Back from waiting: the children's results into the delegations; delegate mode gives them to the model. */
