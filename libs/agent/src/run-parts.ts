@@ -18,6 +18,7 @@ import { buildStallPayload, specialistConfig } from '@bosun/config';
 import { ApprovalError, approvalResolvedEvent } from '@bosun/transport';
 import { TaskCheckpoint } from './checkpoint.js';
 import type { ChildrenRead, RunChildren, RunDeps } from './run-ports.js';
+import { readOutputs } from './run-outputs.js';
 
 /** Time a specialist has past its own deadline to report the timeout itself before the coordinator does. */
 export const DEADLINE_GRACE_MS = 5_000;
@@ -29,6 +30,8 @@ const LOST_TOO_OFTEN = /stalled more than allowable limit/;
 export interface RunContext {
   deps: RunDeps;
   state: RunCheckpoint;
+  /** The delegations whose output, stored in their task checkpoint, has been read into their result (`run-outputs.ts`). */
+  outputsRead?: Set<string>;
 }
 
 /** Why a delegation became an INCOMPLETE part (see {@link incompletePart}). */
@@ -83,6 +86,8 @@ export async function collect(
       (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
     await incompletePart(ctx, d, { kind: failed !== undefined && LOST_TOO_OFTEN.test(failed) ? 'stall' : 'failure', reason });
   }
+  // The results that refer to their task checkpoint for the output: read it now.
+  await readOutputs(ctx);
 }
 
 /** A delegation to a specialist the config does not know: a `failed` part at once, with its dead letter. */

@@ -3,6 +3,7 @@ import {
   LockLostError,
   STALL_MARKER,
   isStalled,
+  outputByReference,
   runCheckpointId,
   runIdFor,
   timerJobId,
@@ -435,6 +436,39 @@ describe('route mode', () => {
     expect(w.parks).toBe(2);
     expect([...w.timers.keys()]).toEqual([]);
     expect(w.removedTimers).toEqual(armed);
+  });
+
+  it('reads an output stored once, in its task checkpoint, and keeps only the reference in its own', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    const [k8s, db] = w.taskIds() as [string, string];
+    const whole = report(k8s, 'kubernetes', 'OOM kills');
+    // What the specialist leaves: the result in the task checkpoint, a reference as the job's return value.
+    const taskCkpt = {
+      v: 1,
+      taskId: k8s,
+      step: 1,
+      toolRounds: 0,
+      invalidOutputs: 0,
+      askedToFinish: false,
+      messages: [{ role: 'user', text: 't' }],
+    };
+    await w.checkpoints.save(`task:${k8s}`, { ...taskCkpt, result: whole });
+    w.complete(k8s, outputByReference(whole));
+    // Its checkpoint is gone (expired): the part says so instead of a hole.
+    w.complete(db, outputByReference(report(db, 'database', 'slow queries')));
+    const result = resultOf(await w.process());
+    expect(result.answer).toContain('## kubernetes — completed\nOOM kills');
+    expect(result.specialists.find((s) => s.name === 'kubernetes')).toMatchObject({
+      status: 'completed',
+      output: { summary: 'OOM kills' },
+    });
+    expect(result.specialists.find((s) => s.name === 'database')).toMatchObject({ status: 'failed' });
+    expect(JSON.stringify(result.specialists.find((s) => s.name === 'database')!.output)).toContain(`checkpoint task:${db}`);
+    const stored = (await w.checkpoint()).delegations.find((d) => d.taskId === k8s)!.result!;
+    expect(stored).toMatchObject({ status: 'completed', output: null, outputIn: 'checkpoint' });
+    expect(result.status).toBe('partial');
   });
 
   it("reports the run's usage: the coordinator's calls (also in the run's ledger) and every part's", async () => {

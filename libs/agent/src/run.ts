@@ -31,6 +31,7 @@ import {
   type IncompleteCause,
 } from './run-parts.js';
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
+import { readOutputs, storedRun } from './run-outputs.js';
 import { route, think } from './run-turns.js';
 import { transferRound } from './run-transfer.js';
 import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, runUsage, withInDoubt } from './run-text.js';
@@ -186,7 +187,8 @@ async function started(ctx: LoopContext): Promise<void> {
 /** Writes the run's checkpoint, fenced by the job's lock: a coordinator that lost the job writes nothing. */
 async function save(ctx: LoopContext): Promise<void> {
   if (ctx.job.lost?.()) throw new LockLostError(`run ${ctx.state.runId}`);
-  await ctx.deps.checkpoints.save(ctx.ckptId, ctx.state, { fence: ctx.job.fence });
+  // The outputs read from task checkpoints are not written again here (stored once).
+  await ctx.deps.checkpoints.save(ctx.ckptId, storedRun(ctx.state), { fence: ctx.job.fence });
 }
 
 /** The outcome of a run this process no longer holds: nothing more is written or announced for it. */
@@ -211,6 +213,8 @@ export async function runIncident(job: IncidentJob, deps: RunDeps): Promise<RunO
   if (ctx.state.result) return result(ctx.state.result as RunResult);
   if (fresh) startRun(ctx);
   try {
+    // Parts collected before this pickup refer to their task checkpoints for their outputs.
+    if (!fresh) await readOutputs(ctx);
     return await runSteps(ctx);
   } catch (err) {
     // A lost lock is not a failure of the run: its next owner goes on with it.

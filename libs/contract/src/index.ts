@@ -32,6 +32,7 @@ export {
   RunResult,
   TaskJob,
   TaskResult,
+  outputByReference,
   ToolCallJob,
   ToolCallResult,
   DeadLetterKind,
