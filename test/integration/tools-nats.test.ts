@@ -1,6 +1,6 @@
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Queue, Worker } from 'bullmq';
 import type { Subscription } from '@nats-io/transport-node';
 import { DEAD_LETTER_QUEUE, TOOLS_QUEUE, toolCallDigest, type ToolCallJob } from '@bosun/contract';
@@ -93,9 +93,16 @@ beforeAll(async () => {
   records = new ToolCallRecords({ redis: ctx.redis, prefix: ctx.prefix, leaseMs: 500 });
   gateway = new ToolGateway({ redis: ctx.redis, prefix: ctx.prefix, config, events, deadLetters, log, leaseMs: 500 });
   await gateway.start();
+  // Not opened here: its Queue and QueueEvents open on the first call that falls back.
   queueTools = new QueueToolClient({ redis: ctx.redis, prefix: ctx.prefix });
-  await queueTools.ready();
-  natsTools = new NatsToolClient({ nats: () => ctx.nats, prefix: ctx.prefix, fallback: queueTools, log, lapseMs: LAPSE_MS });
+  natsTools = new NatsToolClient({
+    nats: () => ctx.nats,
+    prefix: ctx.prefix,
+    catalog: queueTools,
+    fallback: queueTools,
+    log,
+    lapseMs: LAPSE_MS,
+  });
   toolsQueue = new Queue(TOOLS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
 });
 
@@ -141,6 +148,8 @@ describe('tool calls over NATS', () => {
       heartbeatMs: 150,
     });
     await ctx.nats.flush();
+    // The queue path stays closed while the calls go over NATS: no QueueEvents connection.
+    const duplicate = vi.spyOn(ctx.redis, 'duplicate');
     // The demo server takes 1 s a call, longer than the client's lapse (800 ms): answered over
     // NATS only because the heartbeats keep coming.
     const [a, b] = await Promise.all([
@@ -157,6 +166,8 @@ describe('tool calls over NATS', () => {
     // Sent again (a replayed step): answered from the record, not executed again.
     expect(await natsTools.call(job('n-restart-1', 'demo__restart_pod', restart))).toEqual(b);
     expect(logged('restart_pod')).toBe(1);
+    expect(duplicate).not.toHaveBeenCalled();
+    duplicate.mockRestore();
   });
 
   it('go by the queue when no gateway is subscribed', async () => {
@@ -196,7 +207,14 @@ describe('tool calls over NATS', () => {
     let recorded: unknown;
     silentGateway(async (call) => (recorded = await gateway.execute(call)));
     // A lapse longer than the call (1 s): the gateway records it before the caller gives up on it.
-    const patient = new NatsToolClient({ nats: () => ctx.nats, prefix: ctx.prefix, fallback: queueTools, log, lapseMs: 3_000 });
+    const patient = new NatsToolClient({
+      nats: () => ctx.nats,
+      prefix: ctx.prefix,
+      catalog: queueTools,
+      fallback: queueTools,
+      log,
+      lapseMs: 3_000,
+    });
     const result = await patient.call(job('n-recorded-1', 'demo__restart_pod', restart));
     expect(result).toMatchObject({ key: 'n-recorded-1', status: 'ok', isError: false });
     expect(result).toEqual(recorded);
@@ -207,7 +225,7 @@ describe('tool calls over NATS', () => {
 
   it('go by the queue while there is no NATS connection', async () => {
     startWorker();
-    const offline = new NatsToolClient({ nats: () => null, prefix: ctx.prefix, fallback: queueTools, log });
+    const offline = new NatsToolClient({ nats: () => null, prefix: ctx.prefix, catalog: queueTools, fallback: queueTools, log });
     const result = await offline.call(job('n-offline-1', 'demo__get_pods', { service: 'checkout' }));
     expect(result).toMatchObject({ key: 'n-offline-1', status: 'ok' });
     expect(await (await toolsQueue.getJob('n-offline-1'))?.isCompleted()).toBe(true);

@@ -18,6 +18,7 @@ import { buildStallPayload, specialistConfig } from '@bosun/config';
 import { ApprovalError, approvalResolvedEvent } from '@bosun/transport';
 import { TaskCheckpoint } from './checkpoint.js';
 import type { ChildrenRead, RunChildren, RunDeps } from './run-ports.js';
+import { readOutputs } from './run-outputs.js';
 
 /** Time a specialist has past its own deadline to report the timeout itself before the coordinator does. */
 export const DEADLINE_GRACE_MS = 5_000;
@@ -31,6 +32,8 @@ export interface RunContext {
   state: RunCheckpoint;
   /** Aborted when the run's job is lost (BullMQ's processor signal): the model call in flight ends. */
   signal?: AbortSignal | undefined;
+  /** The delegations whose output, stored in their task checkpoint, has been read into their result (`run-outputs.ts`). */
+  outputsRead?: Set<string>;
 }
 
 /** Why a delegation became an INCOMPLETE part (see {@link incompletePart}). */
@@ -85,6 +88,8 @@ export async function collect(
       (value === undefined ? 'no result from the specialist task' : `malformed result: ${describeIssues(parsed.error).issues.join('; ')}`);
     await incompletePart(ctx, d, { kind: failed !== undefined && LOST_TOO_OFTEN.test(failed) ? 'stall' : 'failure', reason });
   }
+  // The results that refer to their task checkpoint for the output: read it now.
+  await readOutputs(ctx);
 }
 
 /** A delegation to a specialist the config does not know: a `failed` part at once, with its dead letter. */

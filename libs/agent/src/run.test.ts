@@ -3,6 +3,7 @@ import {
   LockLostError,
   STALL_MARKER,
   isStalled,
+  outputByReference,
   runCheckpointId,
   runIdFor,
   timerJobId,
@@ -122,6 +123,8 @@ class World {
   readonly deadLetters = new Map<string, DeadLetterInput>();
   readonly timers = new Map<string, { timer: TimerJob; dueAt: number }>();
   readonly removedTimers: string[] = [];
+  /** Every park the loop asked for, taken or refused. */
+  parks = 0;
   readonly cancelled = new Map<string, RunCancellation>();
   readonly stopped = new Set<string>();
   readonly parents = new Map<string, ParentSim>();
@@ -312,6 +315,7 @@ class World {
       parkable: true,
       children: { ...this.childrenOf(p), read },
       park: async () => {
+        this.parks++;
         await io();
         if (this.fenced && this.checkpoints.locks.get(`lock:${p.id}`) !== token) throw new LockLostError(`run of incident job ${p.id}`);
         if (p.pending.size === 0) return false;
@@ -421,6 +425,58 @@ describe('route mode', () => {
     expect((await w.checkpoint()).result).toEqual(result);
     // The run's timer is removed with its result.
     expect(w.removedTimers).toEqual([w.runTimer(T0 + 65_000)]);
+  });
+
+  it('goes straight to collecting when every child has reported by the time it is picked up again: no park, no timer', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.parks).toBe(1);
+    const [k8s, db] = w.taskIds() as [string, string];
+    const armed = [...w.timers.keys()];
+    w.complete(k8s, report(k8s, 'kubernetes', 'OOM kills'));
+    // One child still out: picked up again (as after a restart), the run parks as before.
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.parks).toBe(2);
+    w.complete(db, report(db, 'database', 'slow queries'));
+    expect(resultOf(await w.process()).status).toBe('completed');
+    // The last pickup read both reports beside the checkpoint: it neither parked nor armed a timer.
+    expect(w.parks).toBe(2);
+    expect([...w.timers.keys()]).toEqual([]);
+    expect(w.removedTimers).toEqual(armed);
+  });
+
+  it('reads an output stored once, in its task checkpoint, and keeps only the reference in its own', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    const [k8s, db] = w.taskIds() as [string, string];
+    const whole = report(k8s, 'kubernetes', 'OOM kills');
+    // What the specialist leaves: the result in the task checkpoint, a reference as the job's return value.
+    const taskCkpt = {
+      v: 1,
+      taskId: k8s,
+      step: 1,
+      toolRounds: 0,
+      invalidOutputs: 0,
+      askedToFinish: false,
+      messages: [{ role: 'user', text: 't' }],
+    };
+    await w.checkpoints.save(`task:${k8s}`, { ...taskCkpt, result: whole });
+    w.complete(k8s, outputByReference(whole));
+    // Its checkpoint is gone (expired): the part says so instead of a hole.
+    w.complete(db, outputByReference(report(db, 'database', 'slow queries')));
+    const result = resultOf(await w.process());
+    expect(result.answer).toContain('## kubernetes — completed\nOOM kills');
+    expect(result.specialists.find((s) => s.name === 'kubernetes')).toMatchObject({
+      status: 'completed',
+      output: { summary: 'OOM kills' },
+    });
+    expect(result.specialists.find((s) => s.name === 'database')).toMatchObject({ status: 'failed' });
+    expect(JSON.stringify(result.specialists.find((s) => s.name === 'database')!.output)).toContain(`checkpoint task:${db}`);
+    const stored = (await w.checkpoint()).delegations.find((d) => d.taskId === k8s)!.result!;
+    expect(stored).toMatchObject({ status: 'completed', output: null, outputIn: 'checkpoint' });
+    expect(result.status).toBe('partial');
   });
 
   it("reports the run's usage: the coordinator's calls (also in the run's ledger) and every part's", async () => {

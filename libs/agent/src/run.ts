@@ -32,6 +32,7 @@ import {
   type IncompleteCause,
 } from './run-parts.js';
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
+import { readOutputs, storedRun } from './run-outputs.js';
 import { route, think } from './run-turns.js';
 import { transferRound } from './run-transfer.js';
 import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, runUsage, withInDoubt } from './run-text.js';
@@ -187,7 +188,8 @@ async function started(ctx: LoopContext): Promise<void> {
 /** Writes the run's checkpoint, fenced by the job's lock: a coordinator that lost the job writes nothing. */
 async function save(ctx: LoopContext): Promise<void> {
   if (ctx.job.lost?.()) throw new LockLostError(`run ${ctx.state.runId}`);
-  await ctx.deps.checkpoints.save(ctx.ckptId, ctx.state, { fence: ctx.job.fence });
+  // The outputs read from task checkpoints are not written again here (stored once).
+  await ctx.deps.checkpoints.save(ctx.ckptId, storedRun(ctx.state), { fence: ctx.job.fence });
 }
 
 /** The outcome of a run this process no longer holds: nothing more is written or announced for it. */
@@ -212,6 +214,8 @@ export async function runIncident(job: IncidentJob, deps: RunDeps): Promise<RunO
   if (ctx.state.result) return result(ctx.state.result as RunResult);
   if (fresh) startRun(ctx);
   try {
+    // Parts collected before this pickup refer to their task checkpoints for their outputs.
+    if (!fresh) await readOutputs(ctx);
     return await runSteps(ctx);
   } catch (err) {
     // A lost lock is not a failure of the run: its next owner goes on with it.
@@ -241,10 +245,14 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
       if (deps.clock.now() >= Date.parse(state.deadlineAt)) return result(await endAtDeadline(ctx));
     }
     if (state.phase === 'waiting') {
-      // Back to waiting after a restart: its timer may have fired meanwhile, finding it not parked.
-      if (await armTimer(ctx)) await save(ctx);
-      // Park until every child has finished; the job is picked up again then.
-      if (await job.park()) return { kind: 'parked' };
+      // Back from waiting with every child reported (the read beside the checkpoint says so):
+      // collect now, with no timer to re-arm and no park that could only fail.
+      if (!(await allReported(ctx))) {
+        // Back to waiting after a restart: its timer may have fired meanwhile, finding it not parked.
+        if (await armTimer(ctx)) await save(ctx);
+        // Park until every child has finished; the job is picked up again then.
+        if (await job.park()) return { kind: 'parked' };
+      }
       await collectWaiting(ctx);
     }
     if (state.phase === 'routing') await stepRouting(ctx);
@@ -253,6 +261,25 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
       if (answer) return result(answer);
     } else if (state.phase === 'done') return result(await finish(ctx, mergeReports(ctx.incident, state)));
   }
+}
+
+/**
+ * Whether the children read beside the checkpoint (a run picked up again) holds a result or a
+ * failure for every delegation still out. A read that fails, or none, says no: the run parks as
+ * before, and its collect reads the children again.
+ */
+async function allReported(ctx: LoopContext): Promise<boolean> {
+  if (!ctx.early) return false;
+  let read: ChildrenRead;
+  try {
+    read = await ctx.early;
+  } catch (err) {
+    // The early read is only a shortcut: park as without it (collect reads the children again).
+    ctx.deps.log.warn({ err, runId: ctx.state.runId }, 'could not read the children beside the checkpoint: parking as without the read');
+    ctx.early = undefined;
+    return false;
+  }
+  return ctx.state.delegations.every((d) => d.result || read.values.has(d.taskId) || read.failures.has(d.taskId));
 }
 
 /** Back from waiting: the children's results into the delegations; delegate mode gives them to the model. */

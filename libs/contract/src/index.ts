@@ -34,6 +34,7 @@ export {
   TaskResult,
   TaskEndReason,
   taskEndReason,
+  outputByReference,
   ToolCallJob,
   ToolCallResult,
   ToolCallCode,

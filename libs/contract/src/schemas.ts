@@ -220,6 +220,13 @@ export const TaskResult = z.object({
   usage: UsageTotals.optional(),
   /** A CodeAct script ended the task asking the coordinator to delegate to this specialist (`transfer_to_agent`). Additive in v1. */
   transfer: z.object({ agent: z.string(), reason: z.string() }).optional(),
+  /**
+   * `checkpoint`: `output` is not here (it is `null`) but in the task's checkpoint, as its
+   * `result.output` (`<prefix>:ckpt:task:<taskId>`): a task's output is stored once, and the job's
+   * return value, its parent's copy of it and the run's checkpoint refer to it (see
+   * {@link outputByReference}). Absent: `output` is the output. Additive in v1.
+   */
+  outputIn: z.literal('checkpoint').optional(),
 });
 export type TaskResult = z.infer<typeof TaskResult>;
 
@@ -233,6 +240,11 @@ export function taskEndReason(result: Pick<TaskResult, 'status' | 'reason' | 'tr
   if (result.status === 'completed') return 'completed';
   if (result.status === 'failed') return 'failure';
   return result.transfer ? 'transfer' : 'stall';
+}
+
+/** A task result whose output lives in its task's checkpoint: the same result with `output: null` and `outputIn`. */
+export function outputByReference(result: TaskResult): TaskResult {
+  return { ...result, output: null, outputIn: 'checkpoint' };
 }
 
 /** Data of a `tool-call` job on the `tools` queue. The job id is the idempotency key. */

@@ -28,7 +28,7 @@ export type {
 } from './checkpoints.js';
 export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
 export type { DeadLetterInput } from './dead-letters.js';
-export { QueueToolClient, toolOutcome } from './tools.js';
+export { QueueToolClient, ToolCatalog, toolOutcome } from './tools.js';
 export {
   NatsToolClient,
   NotAToolCallError,
@@ -41,7 +41,7 @@ export {
 export type { NatsToolClientOptions, ToolCallResponder, ToolCallResponderOptions } from './tools-nats.js';
 export { ToolCallRecords } from './tool-records.js';
 export type { ToolCallClaim, ClaimOutcome, OperatorChange, ToolCallRecordsOptions } from './tool-records.js';
-export type { ToolClient, ToolCallOptions, QueueToolClientOptions } from './tools.js';
+export type { ToolClient, ToolCallOptions, QueueToolClientOptions, ToolCatalogOptions } from './tools.js';
 export { runService, readyLine, READY_LINE } from './service.js';
 export { ServiceProcess, ProcessGroup, launchProcess } from './launcher.js';
 export type { LaunchOptions, ExitStatus } from './launcher.js';

@@ -38,8 +38,10 @@ export interface NatsToolClientOptions {
   /** The NATS connection, null while there is none (calls then go by the queue). */
   nats: () => NatsConnection | null;
   prefix: string;
-  /** The queue path: for the catalog, when no gateway answers on NATS, and to re-send a call whose gateway was lost. */
-  fallback: ToolClient;
+  /** Where the catalog is read (the queue path is not involved). */
+  catalog: Pick<ToolClient, 'catalog'>;
+  /** The queue path: when no gateway answers on NATS, and to re-send a call whose gateway was lost. */
+  fallback: Pick<ToolClient, 'call'>;
   log: Pick<Logger, 'warn'>;
   /** Default {@link TOOL_CALL_LAPSE_MS} (tests shorten it). */
   lapseMs?: number;
@@ -64,8 +66,9 @@ export class NatsToolClient implements ToolClient {
     this.lapseMs = options.lapseMs ?? TOOL_CALL_LAPSE_MS;
   }
 
+  /** The catalog, from {@link NatsToolClientOptions.catalog}. */
   catalog(): Promise<Catalog> {
-    return this.options.fallback.catalog();
+    return this.options.catalog.catalog();
   }
 
   async call(call: ToolCallJob, options: ToolCallOptions = {}): Promise<ToolCallResult> {

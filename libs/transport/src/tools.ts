@@ -44,8 +44,8 @@ export function toolOutcome(result: Pick<ToolCallResult, 'status' | 'isError' | 
   return result.inDoubt ? 'in_doubt' : result.status === 'error' ? 'error' : result.isError ? 'tool_error' : 'ok';
 }
 
-/** Options of {@link QueueToolClient}. */
-export interface QueueToolClientOptions {
+/** Options of {@link ToolCatalog}. */
+export interface ToolCatalogOptions {
   redis: RedisClient;
   prefix: string;
   /** How long to wait for the gateway's catalog to appear. Default 30 s. */
@@ -55,36 +55,23 @@ export interface QueueToolClientOptions {
 }
 
 /**
- * Calls tools by adding `tool-call` jobs to the `tools` queue, with the idempotency key as the
- * job id (a call re-sent after a crash is the same job), and waiting for the gateway's result.
+ * The gateway's tool catalog as the agents read it (one `GET` of `keys.catalog`), whatever path
+ * their calls take: both tool clients hand their `catalog()` to one of these.
  */
-export class QueueToolClient implements ToolClient {
+export class ToolCatalog {
   private readonly redis: RedisClient;
   private readonly prefix: string;
-  private readonly queue: Queue;
-  private readonly events: QueueEvents;
-  private readonly eventsConnection: RedisClient;
   private readonly catalogWaitMs: number;
   private readonly catalogCacheMs: number;
   private cached: { at: number; text: string; catalog: Catalog } | undefined;
   /** The read under way: tasks that ask at once share it (and the parsed catalog) rather than each reading their own. */
   private reading: Promise<Catalog> | undefined;
 
-  constructor(options: QueueToolClientOptions) {
+  constructor(options: ToolCatalogOptions) {
     this.redis = options.redis;
     this.prefix = options.prefix;
     this.catalogWaitMs = options.catalogWaitMs ?? 30_000;
     this.catalogCacheMs = options.catalogCacheMs ?? 2_000;
-    this.queue = new Queue(TOOLS_QUEUE, { connection: options.redis, prefix: options.prefix });
-    // QueueEvents blocks on XREAD: it needs its own connection.
-    this.eventsConnection = options.redis.duplicate();
-    this.events = new QueueEvents(TOOLS_QUEUE, { connection: this.eventsConnection, prefix: options.prefix });
-    this.events.setMaxListeners(0);
-  }
-
-  /** Resolves when the events listener is connected (call before the first {@link call}). */
-  async ready(): Promise<void> {
-    await this.events.waitUntilReady();
   }
 
   /**
@@ -116,6 +103,74 @@ export class QueueToolClient implements ToolClient {
       await sleep(250);
     }
   }
+}
+
+/** Options of {@link QueueToolClient}. */
+export interface QueueToolClientOptions extends ToolCatalogOptions {
+  /** The catalog reader to share (default: one of its own from these options). */
+  catalog?: ToolCatalog;
+}
+
+/** The BullMQ handles of the queue path, opened on first use. */
+interface QueuePath {
+  queue: Queue;
+  events: QueueEvents;
+  eventsConnection: RedisClient;
+}
+
+/**
+ * Calls tools by adding `tool-call` jobs to the `tools` queue, with the idempotency key as the
+ * job id (a call re-sent after a crash is the same job), and waiting for the gateway's result.
+ * Its `Queue`, `QueueEvents` and the events' own Redis connection open on the first call (or
+ * {@link ready}): a specialist whose calls go over NATS opens them only if it falls back.
+ */
+export class QueueToolClient implements ToolClient {
+  private readonly redis: RedisClient;
+  private readonly prefix: string;
+  private readonly reader: ToolCatalog;
+  private path: Promise<QueuePath> | undefined;
+
+  constructor(options: QueueToolClientOptions) {
+    this.redis = options.redis;
+    this.prefix = options.prefix;
+    this.reader = options.catalog ?? new ToolCatalog(options);
+  }
+
+  /** Opens the queue path now and resolves when its events listener is connected. */
+  async ready(): Promise<void> {
+    await this.opened();
+  }
+
+  /** The queue path, opened once; a failed open is tried again by the next call. */
+  private opened(): Promise<QueuePath> {
+    this.path ??= this.open().catch((err: unknown) => {
+      this.path = undefined;
+      throw err;
+    });
+    return this.path;
+  }
+
+  private async open(): Promise<QueuePath> {
+    const queue = new Queue(TOOLS_QUEUE, { connection: this.redis, prefix: this.prefix });
+    // QueueEvents blocks on XREAD: it needs its own connection.
+    const eventsConnection = this.redis.duplicate();
+    const events = new QueueEvents(TOOLS_QUEUE, { connection: eventsConnection, prefix: this.prefix });
+    events.setMaxListeners(0);
+    try {
+      // Connected before the first job is added, so that its completion is not missed.
+      await events.waitUntilReady();
+    } catch (err) {
+      await Promise.allSettled([events.close(), queue.close()]);
+      eventsConnection.disconnect();
+      throw err;
+    }
+    return { queue, events, eventsConnection };
+  }
+
+  /** The catalog, from the shared {@link ToolCatalog}. */
+  catalog(): Promise<Catalog> {
+    return this.reader.catalog();
+  }
 
   /** Sends the call as a `tool-call` job (carrying this span's trace context) and waits for its result. */
   async call(call: ToolCallJob, options: ToolCallOptions = {}): Promise<ToolCallResult> {
@@ -125,8 +180,9 @@ export class QueueToolClient implements ToolClient {
       'bosun.tool.key': call.key,
       'bosun.tool.transport': 'queue',
     };
+    const { queue, events } = await this.opened();
     return inSpan(`execute_tool ${call.tool}`, { kind: SpanKind.PRODUCER, attributes }, async (span) => {
-      const job = await this.queue.add(
+      const job = await queue.add(
         TOOL_CALL_JOB,
         { ...call, ...traceCarrier() },
         {
@@ -137,20 +193,23 @@ export class QueueToolClient implements ToolClient {
           removeOnFail: { age: 7 * 24 * 3600 },
         },
       );
-      const value: unknown = await abortable(
-        job.waitUntilFinished(this.events, options.timeoutMs),
-        options.signal,
-        `tool call ${call.key}`,
-      );
+      const value: unknown = await abortable(job.waitUntilFinished(events, options.timeoutMs), options.signal, `tool call ${call.key}`);
       const result = parseWith(ToolCallResult, value, 'tool call result');
       span.setAttribute('bosun.tool.outcome', toolOutcome(result));
       return result;
     });
   }
 
+  /** Closes the queue path if it was opened (one still opening is closed once it is open). */
   async close(): Promise<void> {
-    await this.events.close();
-    await this.queue.close();
-    this.eventsConnection.disconnect();
+    const path = this.path;
+    this.path = undefined;
+    if (!path) return;
+    // An open that failed has closed what it made; there is nothing left to close.
+    const opened = await path.catch(() => undefined);
+    if (!opened) return;
+    await opened.events.close();
+    await opened.queue.close();
+    opened.eventsConnection.disconnect();
   }
 }

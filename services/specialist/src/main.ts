@@ -20,6 +20,7 @@ import {
   ApprovalStore,
   NatsToolClient,
   QueueToolClient,
+  ToolCatalog,
   RunUsageLedger,
   TraceNotes,
   checkRuntime,
@@ -113,12 +114,15 @@ runService({
       openRuntime(env, { service: 'specialist', log, retention: config.retention }),
       sandboxFor(config, names),
     ]);
-    const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix });
-    await queueTools.ready();
+    const catalog = new ToolCatalog({ redis: rt.redis, prefix: env.prefix });
+    // Over NATS the queue path is the fallback: its Queue, QueueEvents and their connection open
+    // only if a call falls back. Over the queue, they open now.
+    const queueTools = new QueueToolClient({ redis: rt.redis, prefix: env.prefix, catalog });
     const natsTools =
       config.gateway.transport === 'nats'
-        ? new NatsToolClient({ nats: () => rt.nats(), prefix: env.prefix, fallback: queueTools, log })
+        ? new NatsToolClient({ nats: () => rt.nats(), prefix: env.prefix, catalog, fallback: queueTools, log })
         : undefined;
+    if (!natsTools) await queueTools.ready();
     const tools = natsTools ?? queueTools;
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
     const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix, ttlSeconds: config.retention.checkpoints });

@@ -107,11 +107,12 @@ beforeEach(() => {
 });
 
 describe('specialistProcessor', () => {
-  it("returns the task loop's result as the job's value, running the task with the spec, its attempt and whether it is a first pickup", async () => {
+  it("returns the task loop's result as the job's value (its output by reference), running the task with the spec, its attempt and whether it is a first pickup", async () => {
     runTaskMock.mockResolvedValue(result);
     const { deps: d } = deps();
     const { job } = fakeJob(task, { attemptsMade: 1, attemptsStarted: 2 });
-    await expect(specialistProcessor(d)(job, TOKEN)).resolves.toBe(result);
+    // The output stays in the task checkpoint (where the loop saved the result): the job's value refers to it.
+    await expect(specialistProcessor(d)(job, TOKEN)).resolves.toEqual({ ...result, output: null, outputIn: 'checkpoint' });
     expect(runTaskMock).toHaveBeenCalledTimes(1);
     const [passedTask, passedSpec, , attempt] = runTaskMock.mock.calls[0]!;
     expect(passedTask).toEqual(task);

@@ -1,5 +1,14 @@
 import { DelayedError, UnrecoverableError, WaitingError, type Job } from 'bullmq';
-import { BosunError, LockLostError, TaskJob, describeIssues, taskEndReason, type TaskEndReason, type TaskResult } from '@bosun/contract';
+import {
+  BosunError,
+  LockLostError,
+  TaskJob,
+  describeIssues,
+  outputByReference,
+  taskEndReason,
+  type TaskEndReason,
+  type TaskResult,
+} from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
 import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, type TaskAgentDeps } from '@bosun/agent';
 import { ThrottledError } from '@bosun/models';
@@ -74,7 +83,10 @@ async function attemptTask(
       : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1, signal });
     // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
-    return result;
+    // The task loops return the result their checkpoint holds (saved before they return it): the
+    // job's return value, and its parent's copy of it, refer to that checkpoint for the output.
+    // A remote task's result stays whole (its checkpoint is another, `remote:<taskId>`).
+    return deps.remote ? result : outputByReference(result);
   } catch (err) {
     if (err instanceof LockLostError || signal?.aborted) {
       // Another process holds the task now (or will, once BullMQ finds it stalled): it resumes

@@ -84,7 +84,7 @@ beforeAll(async () => {
   // The tool's own error, as the demo server answers get_logs for a pod it does not know.
   server.call = (): Promise<McpCallOutcome> => Promise.resolve({ isError: true, text: 'no pod nope' });
   responder = serveToolCalls({ nc: ctx.nats, prefix: ctx.prefix, concurrency: 2, handle: (data) => gateway.answer(data), log });
-  client = new NatsToolClient({ nats: () => ctx.nats, prefix: ctx.prefix, fallback: noQueue, log });
+  client = new NatsToolClient({ nats: () => ctx.nats, prefix: ctx.prefix, catalog: noQueue, fallback: noQueue, log });
 });
 
 beforeEach(() => exporter.reset());
