@@ -24,6 +24,7 @@ import { readStats } from '../commands/stats.js';
 import { OperatorError, type OperatorDeps } from '../operator.js';
 import { showRun } from '../run-view.js';
 import { ackToolCall } from '../tool-calls.js';
+import type { Person } from './oidc.js';
 import { runStats } from './stats.js';
 
 /** What the API works with. */
@@ -85,11 +86,15 @@ export class ConsoleApi {
     sendJson(res, 200, await this.deps.approvals.pending());
   }
 
-  async decide({ req, res, params }: RouteContext): Promise<void> {
+  /** A decision of `person`: one logged in through the provider is recorded as themselves, and may not name another `by`. */
+  async decide({ req, res, params }: RouteContext, person: Person): Promise<void> {
     const id = params.id!;
     let decision;
     try {
-      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { defaultBy: 'console-operator' });
+      const body = parseJson(await readBody(req, MAX_BODY));
+      if (person.via === 'oidc' && typeof body === 'object' && body !== null && 'by' in body)
+        throw new HttpError(400, `by: the console records the person logged in (${person.name}); leave "by" out`);
+      decision = parseDecision(body, { defaultBy: person.via === 'oidc' ? (person.email ?? person.name) : 'console-operator' });
     } catch (err) {
       if (err instanceof DecisionError) throw new HttpError(400, err.message);
       throw err;
