@@ -5,7 +5,7 @@
  * process under a random attempt id that the browser holds in a short-lived cookie — and the
  * provider's authorization URL. `finish()` takes the attempt back (once: it is deleted on use),
  * exchanges the code for tokens and lets `openid-client` check the ID token: its signature
- * (the provider's JWKS), issuer, audience, expiry and nonce. Then the person's groups and email
+ * (the provider's JWKS; asked for explicitly, see `discover`), issuer, audience, expiry and nonce. Then the person's groups and email
  * decide whether they get in, and as what: an operator (may decide) or read-only.
  */
 import { randomBytes } from 'node:crypto';
@@ -86,8 +86,10 @@ export class OidcLogin {
   static async discover(options: OidcLoginOptions): Promise<OidcLogin> {
     const { settings } = options;
     const issuer = new URL(settings.issuer);
-    // Plain http only to a provider on loopback (the config allows nothing else).
-    const execute = issuer.protocol === 'http:' ? [client.allowInsecureRequests] : [];
+    // The ID token's signature is checked against the provider's JWKS (enableNonRepudiationChecks):
+    // openid-client would otherwise trust the TLS channel to the token endpoint alone. Plain http
+    // only to a provider on loopback (the config allows nothing else).
+    const execute = [client.enableNonRepudiationChecks, ...(issuer.protocol === 'http:' ? [client.allowInsecureRequests] : [])];
     let config: client.Configuration;
     try {
       config = await client.discovery(issuer, settings.clientId, undefined, client.ClientSecretBasic(settings.clientSecret), {
