@@ -5,7 +5,8 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import { DeadLetterKind, RunResult, parseDecision, DecisionError } from '@bosun/contract';
+import type { IncomingMessage } from 'node:http';
+import { ACTOR_LIMITS, DeadLetterKind, RunResult, parseDecision, DecisionError, type Actor } from '@bosun/contract';
 import {
   ApprovalError,
   HttpError,
@@ -53,6 +54,20 @@ function operatorAnswer(err: unknown): HttpError {
   return new HttpError(status, err.message, { cause: err });
 }
 
+/** The decider of a console request, as the contract's {@link Actor} (path `console`). */
+export function actorOf(person: Person, req: IncomingMessage): Actor {
+  const address = req.socket.remoteAddress;
+  const base = { path: 'console' as const, ...(address !== undefined ? { address } : {}) };
+  if (person.via === 'token') return { ...base, name: person.name, verified: false };
+  return {
+    ...base,
+    name: person.name.slice(0, ACTOR_LIMITS.name),
+    verified: true,
+    sub: person.sub,
+    ...(person.email !== undefined ? { email: person.email } : {}),
+  };
+}
+
 /** The incident job's summary fields and result, as the run page shows them. */
 function jobDetail(job: Job | null): { incident?: unknown; result?: RunResult } {
   if (!job) return {};
@@ -86,15 +101,16 @@ export class ConsoleApi {
     sendJson(res, 200, await this.deps.approvals.pending());
   }
 
-  /** A decision of `person`: one logged in through the provider is recorded as themselves, and may not name another `by`. */
+  /**
+   * A decision of `person`, recorded with its actor: verified for a person logged in through the
+   * provider (a `by` in the body is kept only as the actor's unverified note), unverified for the
+   * shared token (as before: `by` as given, else `console-operator`).
+   */
   async decide({ req, res, params }: RouteContext, person: Person): Promise<void> {
     const id = params.id!;
     let decision;
     try {
-      const body = parseJson(await readBody(req, MAX_BODY));
-      if (person.via === 'oidc' && typeof body === 'object' && body !== null && 'by' in body)
-        throw new HttpError(400, `by: the console records the person logged in (${person.name}); leave "by" out`);
-      decision = parseDecision(body, { defaultBy: person.via === 'oidc' ? (person.email ?? person.name) : 'console-operator' });
+      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { actor: actorOf(person, req) });
     } catch (err) {
       if (err instanceof DecisionError) throw new HttpError(400, err.message);
       throw err;
@@ -129,12 +145,18 @@ export class ConsoleApi {
   }
 
   /** `bosun ack <key> --done|--retry|--skip` for an in-doubt tool call. */
-  async ack({ req, res, params }: RouteContext): Promise<void> {
+  async ack({ req, res, params }: RouteContext, person: Person): Promise<void> {
     const body = parseJson(await readBody(req, MAX_BODY)) as { action?: unknown };
     const action = body.action;
     if (action !== 'done' && action !== 'retry' && action !== 'skip') throw new HttpError(400, 'action: must be one of done, retry, skip');
     try {
-      sendJson(res, 200, await ackToolCall(this.deps, params.key!, action, { by: 'console-operator' }));
+      sendJson(
+        res,
+        200,
+        await ackToolCall(this.deps, params.key!, action, {
+          by: person.via === 'oidc' ? (person.email ?? person.name) : 'console-operator',
+        }),
+      );
     } catch (err) {
       throw operatorAnswer(err);
     }

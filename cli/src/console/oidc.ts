@@ -154,32 +154,43 @@ export class OidcLogin {
     } catch (err) {
       throw new OidcLoginError('token_invalid', `the login could not be completed: ${(err as Error).message}`, { cause: err });
     }
-    const claims = tokens.claims()!;
-    return this.admit(claims, await this.groupsOf(claims, tokens.access_token));
+    return this.admit(await this.profileOf(tokens.claims()!, tokens.access_token));
   }
 
-  /** The person's groups: the ID token's claim, else the userinfo answer's (when the provider has that endpoint). */
-  private async groupsOf(claims: client.IDToken, accessToken: string): Promise<string[]> {
-    const name = this.settings.groupsClaim;
-    let value: unknown = claims[name];
-    if (value === undefined && this.config.serverMetadata().userinfo_endpoint !== undefined) {
-      try {
-        value = (await client.fetchUserInfo(this.config, accessToken, claims.sub))[name];
-      } catch (err) {
-        throw new OidcLoginError('token_invalid', `the provider's userinfo answer could not be used: ${(err as Error).message}`, {
-          cause: err,
-        });
-      }
+  /**
+   * The person's claims: the ID token's, completed from the userinfo answer (its `sub` checked)
+   * when the ID token lacks the groups, the email or the name — as providers do that put only
+   * `sub` in an ID token issued with an access token. The ID token's own claims win.
+   */
+  private async profileOf(claims: client.IDToken, accessToken: string): Promise<Record<string, unknown> & { sub: string }> {
+    const wanted = [this.settings.groupsClaim, 'email', 'name'];
+    if (wanted.every((c) => claims[c] !== undefined) || this.config.serverMetadata().userinfo_endpoint === undefined) return claims;
+    try {
+      const info = await client.fetchUserInfo(this.config, accessToken, claims.sub);
+      return { ...info, ...claims };
+    } catch (err) {
+      throw new OidcLoginError('token_invalid', `the provider's userinfo answer could not be used: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
+  }
+
+  /** The groups claim as a list of names (none when absent). */
+  private groupsOf(claims: Record<string, unknown>): string[] {
+    const value = claims[this.settings.groupsClaim];
     if (value === undefined) return [];
     if (!Array.isArray(value) || !value.every((g) => typeof g === 'string'))
-      throw new OidcLoginError('token_invalid', `the "${name}" claim is not a list of group names (console.oidc.groupsClaim)`);
+      throw new OidcLoginError(
+        'token_invalid',
+        `the "${this.settings.groupsClaim}" claim is not a list of group names (console.oidc.groupsClaim)`,
+      );
     return value;
   }
 
   /** Lets a verified person in (or not), with their role. */
-  private admit(claims: client.IDToken, groups: string[]): Person {
+  private admit(claims: Record<string, unknown> & { sub: string }): Person {
     const { allowedGroups, allowedEmails, operatorGroups } = this.settings;
+    const groups = this.groupsOf(claims);
     const email = typeof claims.email === 'string' ? claims.email : undefined;
     // Only an email the provider vouches for counts: many providers let people type any address.
     const emailOk = email !== undefined && claims.email_verified === true && (allowedEmails ?? []).includes(email.toLowerCase());

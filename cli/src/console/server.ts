@@ -161,7 +161,7 @@ class ConsoleRoutes {
         .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
         .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
         .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
-        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c)))
+        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c, this.sessions.personOf(c.req)!)))
         .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)))
     );
   }
