@@ -31,7 +31,7 @@ describe('console config', () => {
 
   it('names each wrong field', () => {
     expect(problems({ ...good(), issuer: 'http://id.example.com' }).join()).toMatch(
-      /oidc\.issuer.*https:\/\/ URL \(http:\/\/ only on 127\.0\.0\.1/,
+      /oidc\.issuer.*https:\/\/ URL \(http:\/\/ only on loopback/,
     );
     expect(problems({ ...good(), issuer: 'id.example.com' }).join()).toMatch(/oidc\.issuer.*absolute URL/);
     expect(problems({ ...good(), issuer: 'https://id.example.com/#x' }).join()).toMatch(/oidc\.issuer.*fragment/);
@@ -49,7 +49,9 @@ describe('console config', () => {
   });
 
   it('accepts http:// only on loopback (a provider on the same machine)', () => {
-    expect(problems({ ...good(), issuer: 'http://127.0.0.1:9000', redirectUrl: 'http://localhost:8092/auth/callback' })).toEqual([]);
+    expect(problems({ ...good(), issuer: 'http://127.0.0.2:9000', redirectUrl: 'http://localhost:8092/auth/callback' })).toEqual([]);
+    expect(problems({ ...good(), issuer: 'http://[::1]:9000' })).toEqual([]);
+    expect(problems({ ...good(), issuer: 'http://127.example.com' }).join()).toMatch(/oidc\.issuer/);
   });
 
   it('resolves the client secret from the environment, and names the field (not the value) when it cannot', () => {

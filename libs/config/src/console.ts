@@ -2,12 +2,14 @@ import { z } from 'zod';
 import { BosunError } from '@bosun/contract';
 import { substituteSecret } from './intake.js';
 
-/** Host names an issuer or redirect URL may use over plain `http:` (tests, a provider on the same machine). */
-const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+/** Whether a URL's host is this machine: `localhost`, `[::1]` or 127.0.0.0/8. */
+function isLoopback(hostname: string): boolean {
+  return hostname === 'localhost' || hostname === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(hostname);
+}
 
-/** Whether `url` is `https:`, or `http:` on a loopback host. */
+/** Whether `url` is `https:`, or `http:` on a loopback host (tests, a provider on the same machine). */
 function secureOrLoopback(url: URL): boolean {
-  return url.protocol === 'https:' || (url.protocol === 'http:' && LOOPBACK_HOSTS.has(url.hostname));
+  return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopback(url.hostname));
 }
 
 /** An absolute URL that is `https:` (or `http:` on loopback), without a fragment. */
@@ -20,7 +22,7 @@ const WebUrl = z.string().superRefine((value, ctx) => {
     return;
   }
   if (!secureOrLoopback(url))
-    ctx.addIssue({ code: 'custom', message: 'must be an https:// URL (http:// only on 127.0.0.1, localhost or [::1])' });
+    ctx.addIssue({ code: 'custom', message: 'must be an https:// URL (http:// only on loopback: localhost, 127.x.x.x or [::1])' });
   if (url.hash !== '') ctx.addIssue({ code: 'custom', message: 'must not have a #fragment' });
 });
 
