@@ -149,6 +149,7 @@ describe('console login through OpenID Connect', () => {
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
     const session = await page.evaluate(async () => (await fetch('/api/session')).json());
     expect(session.person).toEqual({ name: 'Ada Operator', email: 'ada@example.test', role: 'operator', via: 'oidc' });
+    expect(await page.textContent('#whoami')).toBe('Ada Operator');
 
     await page.click('#nav-approvals');
     const block = page.locator('section.approval', { hasText: approval.id });
@@ -164,6 +165,7 @@ describe('console login through OpenID Connect', () => {
     const approval = await seed('appr-oidc-bob');
     await ssoLogin('bob');
     await page.waitForSelector('table#runs');
+    await page.waitForSelector('#whoami:text("Bob Viewer (read-only)")');
     const pending = await page.evaluate(async () => (await fetch('/api/approvals')).json());
     expect(pending.map((a: Approval) => a.id)).toContain(approval.id);
     const r = await postFromPage(`/api/approvals/${approval.id}`, { decision: 'approve' });
