@@ -12,6 +12,7 @@ import {
   type ServiceProcess,
   type TestContext,
 } from '../helpers/index.js';
+import { seriousFindings } from '../helpers/axe.js';
 import { startOidcProvider, type OidcProvider } from '../helpers/oidc-provider.js';
 
 // Console login through OpenID Connect, end to end: a real OpenID provider (oidc-provider, on
@@ -19,7 +20,8 @@ import { startOidcProvider, type OidcProvider } from '../helpers/oidc-provider.j
 // browser really sends them), the console as its own process, and headless Chromium through the
 // provider's login and consent pages. An operator decides and the decision carries her verified
 // identity; a read-only person sees the approvals but gets 403 on a decision; a person outside
-// allowedGroups is refused; the shared-token login is off; a callback without its attempt is refused.
+// allowedGroups is refused; the shared-token login is off; a callback without its attempt is refused;
+// the login page (and its refusal) has no serious axe finding.
 // The ID token's own checks (signature, issuer, audience, nonce, expiry) are in
 // cli/src/console/oidc.test.ts, with tokens signed there.
 
@@ -129,6 +131,7 @@ describe('console login through OpenID Connect', () => {
     await page.goto(`${base}/login`);
     expect(await page.locator('#oidc-login').count()).toBe(1);
     expect(await page.locator('#token').count()).toBe(0);
+    expect(await seriousFindings(page)).toEqual([]);
     const r = await fetch(`${base}/login`, {
       method: 'POST',
       body: new URLSearchParams({ token: TOKEN }),
@@ -179,6 +182,7 @@ describe('console login through OpenID Connect', () => {
     await ssoLogin('eve');
     await page.waitForURL(`${base}/login?refused=not-allowed`);
     expect(await page.textContent('#login-error')).toContain('not allowed on this console');
+    expect(await seriousFindings(page)).toEqual([]);
     expect((await browser.cookies(base)).find((c) => c.name === 'bosun_console')).toBeUndefined();
     expect((await fetch(`${base}/api/approvals`)).status).toBe(401);
   });
