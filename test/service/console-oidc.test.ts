@@ -41,6 +41,7 @@ let base = '';
 let closeBrowser: (() => Promise<void>) | undefined;
 let browser: BrowserContext;
 let page: Page;
+let oidcSection: Record<string, unknown>;
 
 /** A pending approval of one call that needs it. */
 function seed(id: string): Promise<Approval> {
@@ -109,6 +110,7 @@ beforeAll(async () => {
       redirectUrl,
     },
   };
+  oidcSection = config.console.oidc;
   const env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config), BOSUN_OIDC_CLIENT_SECRET: CLIENT.secret, BOSUN_CONSOLE_TOKEN: TOKEN };
   consoleProcess = startService('console', env, { args: ['--port', String(port)] });
   await consoleProcess.ready();
@@ -192,6 +194,36 @@ describe('console login through OpenID Connect', () => {
     expect(r.status).toBe(303);
     expect(r.headers.get('location')).toBe('/login?refused=sign-in');
     expect(r.headers.get('set-cookie')).not.toContain('bosun_console=');
+  });
+
+  it('keeps the token form beside single sign-on with allowTokenLogin: true', async () => {
+    const port = await freePort();
+    const config = demoConfig();
+    config.console = { oidc: { ...oidcSection, redirectUrl: `http://127.0.0.1:${port}/auth/callback` }, allowTokenLogin: true };
+    const env = {
+      ...ctx.env,
+      BOSUN_CONFIG: writeConfig(ctx, config, 'both.json'),
+      BOSUN_OIDC_CLIENT_SECRET: CLIENT.secret,
+      BOSUN_CONSOLE_TOKEN: TOKEN,
+    };
+    const both = startService('console', env, { name: 'console-both', args: ['--port', String(port)] });
+    try {
+      await both.ready();
+      const login = await (await fetch(`http://127.0.0.1:${port}/login`)).text();
+      expect(login).toContain('href="/auth/login"');
+      expect(login).toContain('id="token"');
+      const r = await fetch(`http://127.0.0.1:${port}/login`, {
+        method: 'POST',
+        body: new URLSearchParams({ token: TOKEN }),
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        redirect: 'manual',
+      });
+      expect(r.status).toBe(303);
+      expect(r.headers.get('location')).toBe('/');
+      expect(r.headers.get('set-cookie')).toMatch(/^bosun_console=/);
+    } finally {
+      await both.stop();
+    }
   });
 
   it('never logs the client secret or the token', () => {
