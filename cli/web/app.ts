@@ -669,7 +669,10 @@ function route(): void {
 }
 
 async function start(): Promise<void> {
-  csrf = (await api<{ csrf: string }>('/api/session')).csrf;
+  const session = await api<{ csrf: string; person: { name: string; role: string } }>('/api/session');
+  csrf = session.csrf;
+  // Who is logged in; a read-only person learns here why a decision would be refused.
+  document.getElementById('whoami')!.textContent = `${session.person.name}${session.person.role === 'read-only' ? ' (read-only)' : ''}`;
   window.addEventListener('hashchange', route);
   route();
 }

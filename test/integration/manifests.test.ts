@@ -725,6 +725,28 @@ function checkSecret(m: Model, variable = 'GEMINI_API_KEY'): string[] {
   return problems;
 }
 
+/** The console's OpenID Connect client secret: only the console gets it, from a Secret (k8s) or passed through from the shell (compose). */
+const OIDC_SECRET_ENV = 'BOSUN_OIDC_CLIENT_SECRET';
+
+function checkOidcSecret(m: Model): string[] {
+  const problems: string[] = [];
+  for (const d of deployments(m))
+    for (const c of containers(d)) {
+      const e = ((c.env ?? []) as Obj[]).find((x) => x.name === OIDC_SECRET_ENV);
+      const isConsole = serviceOf(k8sArgv(c)) === 'console';
+      if (isConsole && !e?.valueFrom?.secretKeyRef) problems.push(`${id(d)}: ${OIDC_SECRET_ENV} must come from a Secret (secretKeyRef)`);
+      if (!isConsole && e) problems.push(`${id(d)}: ${OIDC_SECRET_ENV} is the console's alone; this Deployment must not get it`);
+    }
+  for (const [name, svc] of bosunServices(m)) {
+    const value = composeEnv(svc).get(OIDC_SECRET_ENV);
+    const isConsole = serviceOf(composeArgv(svc)) === 'console';
+    if (isConsole && (value === undefined || !new RegExp(`^\\$\\{${OIDC_SECRET_ENV}(:?-)?\\}$`).test(value)))
+      problems.push(`compose ${name}: ${OIDC_SECRET_ENV} must be passed through as \${${OIDC_SECRET_ENV}:-}, never written here`);
+    if (!isConsole && value !== undefined) problems.push(`compose ${name}: ${OIDC_SECRET_ENV} is the console's alone`);
+  }
+  return problems;
+}
+
 /** The Secret volume and key a `*_FILE` path of a container resolves to, or a problem. */
 function mountedSecretFile(m: Model, d: Obj, c: Obj, path: string): { volume?: Obj; problem?: string } {
   if (!path.startsWith('/')) return { problem: `${path} is not an absolute path` };
@@ -1124,6 +1146,9 @@ describe('infra/k8s', () => {
   it('the Secret ships with an empty GEMINI_API_KEY', () => expect(checkSecret(model)).toEqual([]));
   it('the Secret ships with an empty OPENAI_API_KEY', () => expect(checkSecret(model, 'OPENAI_API_KEY')).toEqual([]));
   it('the Secret ships with an empty ANTHROPIC_API_KEY', () => expect(checkSecret(model, 'ANTHROPIC_API_KEY')).toEqual([]));
+  it('the Secret ships with an empty BOSUN_OIDC_CLIENT_SECRET', () => expect(checkSecret(model, OIDC_SECRET_ENV)).toEqual([]));
+  it('the OIDC client secret goes to the console alone, from a Secret (compose: from the shell)', () =>
+    expect(checkOidcSecret(model)).toEqual([]));
   it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () =>
     expect(checkConnectionFiles(model)).toEqual([]));
   it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));
@@ -1419,6 +1444,26 @@ const mutations: Mutation[] = [
   ],
   ['the Secret without the key', (m) => void delete kinds(m, 'Secret')[0]!.stringData.GEMINI_API_KEY, checkSecret],
   [
+    'an OIDC client secret committed in the Secret',
+    (m) => void (kinds(m, 'Secret')[0]!.stringData.BOSUN_OIDC_CLIENT_SECRET = 'not-a-real-secret'),
+    (m) => checkSecret(m, OIDC_SECRET_ENV),
+  ],
+  [
+    'the OIDC client secret written as a value in the console Deployment',
+    (m) => void Object.assign(envEntry(m, 'console', OIDC_SECRET_ENV), { value: 'inline', valueFrom: undefined }),
+    checkOidcSecret,
+  ],
+  [
+    'the OIDC client secret given to the gateway too',
+    (m) => void (container(m, 'gateway').env as Obj[]).push({ ...envEntry(m, 'console', OIDC_SECRET_ENV) }),
+    checkOidcSecret,
+  ],
+  [
+    'the OIDC client secret written into compose.yaml',
+    (m) => void ((composeServices(m).console as Obj).environment[OIDC_SECRET_ENV] = 'inline'),
+    checkOidcSecret,
+  ],
+  [
     'the config mounted one folder too shallow for its MCP paths',
     (m) => {
       envEntry(m, 'gateway', 'BOSUN_CONFIG').value = '/app/cluster/bosun.yaml';
@@ -1577,6 +1622,7 @@ describe('every check can fail', () => {
       checkSpecialistDeployments,
       checkScaledObjects,
       checkSecret,
+      checkOidcSecret,
       checkConnectionFiles,
       checkConnectionSecret,
       checkK8sMcpPaths,

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // The operator web console as a service process (`npm run console`): see docs/observability.md,
 // "The console". Options: --port (default BOSUN_CONSOLE_PORT, else 8092), --host (default
-// 127.0.0.1), --secure-cookie; --check checks the token, Redis and NATS.
+// 127.0.0.1), --secure-cookie; --check checks the login settings, Redis and NATS.
 import { createLogger } from '@bosun/config';
 import { checkRuntime, runService } from '@bosun/transport';
-import { CONSOLE_PORT, consoleToken, openConsole } from './process.js';
+import { CONSOLE_PORT, consoleSection, loginPlan, openConsole } from './process.js';
 
 const log = createLogger({ service: 'console' });
 
@@ -21,9 +21,11 @@ runService({
   log,
   args: { port: { type: 'string' }, host: { type: 'string' }, 'secure-cookie': { type: 'boolean' } },
   async check(args, env) {
-    consoleToken();
     const port = portOf(args.port);
-    return `token set, port ${port}; ${await checkRuntime(env, { service: 'console' })}`;
+    const host = typeof args.host === 'string' ? args.host : '127.0.0.1';
+    const plan = loginPlan(consoleSection(env), { host, port });
+    const logins = [plan.token !== undefined ? 'token' : '', plan.oidc ? `OpenID Connect (${plan.oidc.issuer})` : ''].filter(Boolean);
+    return `login: ${logins.join(' and ')}, port ${port}; ${await checkRuntime(env, { service: 'console' })}`;
   },
   start: async (args, env) =>
     openConsole(env, {

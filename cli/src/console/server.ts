@@ -3,7 +3,9 @@
  * time (cli/web, compiled by tsc) and a JSON + Server-Sent Events API over the shared operator
  * code. See docs/observability.md, "The console".
  *
- *   GET  /login, POST /login     the login page (`?failed=1`: says the token was wrong); the operator token → session cookie
+ *   GET  /login, POST /login     the login page (`?failed=1`, `?refused=…`: says why); the operator token → session cookie
+ *   GET  /auth/login             OpenID Connect: a login attempt (cookie) and off to the provider
+ *   GET  /auth/callback          OpenID Connect: the provider's answer → session cookie (or /login?refused=…)
  *   POST /logout
  *   GET  /healthz                liveness/readiness (no session needed)
  *   GET  /, /app.js, /style.css  the single-page console (session needed, else → /login)
@@ -16,7 +18,8 @@
  *   GET  /api/stats              runs per minute, p50/p99 duration, degraded results
  *   GET  /queues/…               bull-board, read-only (any other method: 403)
  *
- * Every POST but the login needs the session's CSRF token in `x-csrf-token` (403 without).
+ * Every POST but the login needs the session's CSRF token in `x-csrf-token` (403 without), and
+ * an operator's session: a read-only person (OpenID Connect, outside `operatorGroups`) gets 403.
  */
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -27,16 +30,20 @@ import type { Logger } from '@bosun/config';
 import { RUN_ID_PATTERN } from '@bosun/contract';
 import { HttpServer, Router, readBody, sendError, sendJson } from '@bosun/transport';
 import { ConsoleApi, type ConsoleDeps } from './api.js';
+import { loginPages, type LoginRefusal } from './login-page.js';
+import { OidcLoginError, type OidcLogin } from './oidc.js';
 import { QUEUES_PATH, QueueBoard } from './queues.js';
 import { EventStreams } from './sse.js';
-import { Sessions } from './session.js';
+import { Sessions, readCookie } from './session.js';
 
 /** Options of {@link startConsole}. */
 export interface ConsoleOptions {
   port: number;
   host: string;
-  /** The operator token; never logged. */
-  token: string;
+  /** The operator token; never logged. Undefined: token login is off (OpenID Connect only). */
+  token: string | undefined;
+  /** Login through OpenID Connect; off when absent. */
+  oidc?: OidcLogin;
   deps: ConsoleDeps;
   nats: NatsConnection;
   log: Logger;
@@ -69,24 +76,40 @@ interface Asset {
   body: Buffer;
 }
 
-/** Where login.html takes the message of a refused login. */
-const LOGIN_MESSAGE_SLOT = '<!-- bosun:login-message -->';
-/** The message of a refused login: fixed text (nothing from the request), announced to screen readers. */
-const LOGIN_REFUSED =
-  '<p class="error" id="login-error" role="alert">Wrong token: that is not this console\'s operator token (BOSUN_CONSOLE_TOKEN). Try again.</p>';
+/** The cookie of a login attempt through the provider: Lax, as the provider's redirect back is a cross-site navigation. */
+const ATTEMPT_COOKIE = 'bosun_oidc';
 
-function loadAssets(): Map<string, Asset> {
+/**
+ * What the callback answers after a login: a page of this origin that moves on to the console.
+ * A redirect would not do: the navigation began at the provider, so the browser would not send
+ * the new SameSite=Strict session cookie with it.
+ */
+const LOGGED_IN = Buffer.from(
+  '<!doctype html><html lang="en"><head><meta charset="utf-8" /><meta http-equiv="refresh" content="0;url=/" />' +
+    '<title>Bosun console: logged in</title></head><body><p><a href="/">Logged in: on to the console</a></p></body></html>',
+);
+
+function loadAssets(methods: { token: boolean; oidc: boolean }): Map<string, Asset> {
+  const html = 'text/html; charset=utf-8';
   const asset = (dir: string, file: string, type: string): Asset => ({ type, body: readFileSync(join(dir, file)) });
-  const login = asset(PAGES, 'login.html', 'text/html; charset=utf-8');
-  if (!login.body.includes(LOGIN_MESSAGE_SLOT)) throw new Error(`cli/web/login.html has no ${LOGIN_MESSAGE_SLOT}`);
-  const refused = { type: login.type, body: Buffer.from(login.body.toString('utf8').replace(LOGIN_MESSAGE_SLOT, LOGIN_REFUSED)) };
+  const logins = loginPages(readFileSync(join(PAGES, 'login.html'), 'utf8'), methods);
   return new Map([
-    ['/', asset(PAGES, 'index.html', 'text/html; charset=utf-8')],
-    ['/login', login],
-    ['/login?failed=1', refused],
+    ['/', asset(PAGES, 'index.html', html)],
+    ...[...logins].map(([key, page]): [string, Asset] => [
+      key === '' ? '/login' : `/login?refused=${key}`,
+      { type: html, body: Buffer.from(page) },
+    ]),
+    ['/logged-in', { type: html, body: LOGGED_IN }],
     ['/style.css', asset(PAGES, 'style.css', 'text/css; charset=utf-8')],
     ['/app.js', asset(SCRIPTS, 'app.js', 'text/javascript; charset=utf-8')],
   ]);
+}
+
+/** The login page asked for: `?failed=1` (a wrong token, as before) or `?refused=<why>`. */
+function loginPageOf(query: URLSearchParams): string {
+  if (query.get('failed') === '1') return '/login?refused=token';
+  const refused = query.get('refused');
+  return refused === null ? '/login' : `/login?refused=${refused}`;
 }
 
 function sendAsset(res: ServerResponse, a: Asset): void {
@@ -94,7 +117,7 @@ function sendAsset(res: ServerResponse, a: Asset): void {
   res.end(a.body);
 }
 
-function redirect(res: ServerResponse, to: string, headers: Record<string, string> = {}): void {
+function redirect(res: ServerResponse, to: string, headers: Record<string, string | string[]> = {}): void {
   res.writeHead(303, { location: to, 'content-length': '0', ...SECURITY_HEADERS, ...headers });
   res.end();
 }
@@ -103,7 +126,7 @@ function redirect(res: ServerResponse, to: string, headers: Record<string, strin
 class ConsoleRoutes {
   private readonly sessions: Sessions;
   private readonly api: ConsoleApi;
-  private readonly assets = loadAssets();
+  private readonly assets: Map<string, Asset>;
 
   constructor(
     private readonly options: ConsoleOptions,
@@ -111,6 +134,7 @@ class ConsoleRoutes {
   ) {
     this.sessions = new Sessions(options.token);
     this.api = new ConsoleApi(options.deps);
+    this.assets = loadAssets({ token: options.token !== undefined, oidc: options.oidc !== undefined });
   }
 
   router(): Router {
@@ -119,25 +143,25 @@ class ConsoleRoutes {
     return (
       new Router()
         .on('GET', '/healthz', ({ res }) => sendJson(res, 200, { ok: true }))
-        // After a refused login (`/login?failed=1`), the same page says why.
-        .on('GET', '/login', ({ res, query }) =>
-          sendAsset(res, this.assets.get(query.get('failed') === '1' ? '/login?failed=1' : '/login')!),
-        )
+        // After a refused login (`/login?failed=1`, `/login?refused=…`), the same page says why.
+        .on('GET', '/login', ({ res, query }) => sendAsset(res, this.assets.get(loginPageOf(query)) ?? this.assets.get('/login')!))
         .on('POST', '/login', ({ req, res }) => this.login(req, res))
+        .on('GET', '/auth/login', ({ req, res }) => this.oidcBegin(req, res))
+        .on('GET', '/auth/callback', ({ req, res, query }) => this.oidcFinish(req, res, query))
         .on('POST', '/logout', ({ req, res }) => this.logout(req, res))
         .on('GET', '/style.css', ({ res }) => sendAsset(res, this.assets.get('/style.css')!))
         .on('GET', '/', page('/'))
         .on('GET', '/app.js', page('/app.js'))
-        .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => sendJson(res, 200, { csrf: this.sessions.csrfOf(req) })))
+        .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => this.session(req, res)))
         .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run'))))
         .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c)))
         .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c)))
         .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c)))
-        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c)))
+        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c, this.sessions.personOf(c.req)!)))
         .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
         .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
         .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
-        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c)))
+        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c, this.sessions.personOf(c.req)!)))
         .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)))
     );
   }
@@ -165,20 +189,77 @@ class ConsoleRoutes {
   private async guard(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void> | void): Promise<void> {
     if (this.sessions.csrfOf(req) !== null) return fn();
     req.resume();
-    sendError(res, 401, 'not logged in: log in at /login with the operator token');
+    sendError(res, 401, 'not logged in: log in at /login');
   }
 
-  /** Runs `fn` for a POST of a live session that carries its CSRF token; else 401 or 403. */
+  /** Runs `fn` for a POST of an operator's live session that carries its CSRF token; else 401 or 403. */
   private guardPost(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void>): Promise<void> {
     return this.guard(req, res, async () => {
-      if (this.sessions.csrfOk(req)) return fn();
-      req.resume();
-      sendError(res, 403, 'missing or wrong CSRF token (x-csrf-token)');
+      const person = this.sessions.personOf(req)!;
+      if (!this.sessions.csrfOk(req)) {
+        req.resume();
+        return sendError(res, 403, 'missing or wrong CSRF token (x-csrf-token)');
+      }
+      if (person.role !== 'operator') {
+        req.resume();
+        this.options.log.warn({ sub: person.sub, path: req.url }, 'console: a read-only person tried to change something');
+        return sendError(res, 403, `read-only: ${person.name} is not in console.oidc.operatorGroups, and may look but not decide`);
+      }
+      return fn();
     });
+  }
+
+  /** The session's CSRF token and who it is. */
+  private session(req: IncomingMessage, res: ServerResponse): void {
+    const { name, email, role, via } = this.sessions.personOf(req)!;
+    sendJson(res, 200, { csrf: this.sessions.csrfOf(req), person: { name, ...(email !== undefined ? { email } : {}), role, via } });
+  }
+
+  /** Off to the provider, with a new login attempt in a cookie. */
+  private async oidcBegin(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    req.resume();
+    if (!this.options.oidc) return sendError(res, 404, 'OpenID Connect login is not configured (console.oidc)');
+    const { attempt, authorizationUrl } = await this.options.oidc.begin();
+    const secure = this.options.secureCookie ? '; Secure' : '';
+    const cookie = `${ATTEMPT_COOKIE}=${attempt}; HttpOnly; SameSite=Lax; Path=/auth; Max-Age=600${secure}`;
+    redirect(res, authorizationUrl.href, { 'set-cookie': cookie });
+  }
+
+  /** The provider's answer: a session of the person it names, or back to the login page saying why not. */
+  private async oidcFinish(req: IncomingMessage, res: ServerResponse, query: URLSearchParams): Promise<void> {
+    req.resume();
+    if (!this.options.oidc) return sendError(res, 404, 'OpenID Connect login is not configured (console.oidc)');
+    const clear = `${ATTEMPT_COOKIE}=; HttpOnly; SameSite=Lax; Path=/auth; Max-Age=0`;
+    const from = req.socket.remoteAddress;
+    try {
+      const person = await this.options.oidc.finish(readCookie(req, ATTEMPT_COOKIE), query);
+      const id = this.sessions.open(person);
+      this.options.log.info({ from, sub: person.sub, email: person.email, role: person.role }, 'console login (OpenID Connect)');
+      const page = this.assets.get('/logged-in')!;
+      res.writeHead(200, {
+        'content-type': page.type,
+        'content-length': String(page.body.length),
+        ...SECURITY_HEADERS,
+        'set-cookie': [Sessions.cookie(id, this.options.secureCookie ?? false), clear],
+      });
+      res.end(page.body);
+    } catch (err) {
+      if (!(err instanceof OidcLoginError)) throw err;
+      this.options.log.warn({ from, reason: err.reason, err }, 'console login refused (OpenID Connect)');
+      const why: LoginRefusal = err.reason === 'not_allowed' ? 'not-allowed' : 'sign-in';
+      redirect(res, `/login?refused=${why}`, { 'set-cookie': clear });
+    }
   }
 
   private async login(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const form = new URLSearchParams(await readBody(req, 4096));
+    if (this.options.token === undefined) {
+      this.options.log.warn(
+        { from: req.socket.remoteAddress },
+        'console login refused: token login is off (console.oidc without allowTokenLogin)',
+      );
+      return redirect(res, '/login?refused=token-off');
+    }
     const id = this.sessions.login(form.get('token') ?? '');
     if (id === null) {
       this.options.log.warn({ from: req.socket.remoteAddress }, 'console login refused: wrong operator token');

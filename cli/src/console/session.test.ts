@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
-import { SESSION_TTL_MS, Sessions, readCookie } from './session.js';
+import type { Person } from './oidc.js';
+import { SESSION_TTL_MS, Sessions, TOKEN_PERSON, readCookie } from './session.js';
 
 // The console's logins, sessions and CSRF tokens, with a clock of our own.
 
@@ -52,5 +53,19 @@ describe('Sessions', () => {
     expect(Sessions.cookie('abc', true)).toMatch(/; Secure$/);
     expect(Sessions.clearCookie()).toMatch(/^bosun_console=; HttpOnly; SameSite=Strict; Path=\/; Max-Age=0$/);
     expect(readCookie(req({ cookie: 'a=1;  bosun_console=v=x ; b=2' }), 'bosun_console')).toBe('v=x');
+  });
+
+  it('holds the person of each session: the token operator, or a person from the provider; no token, no token login', () => {
+    const s = new Sessions('op-token-123');
+    const t = s.login('op-token-123')!;
+    expect(s.personOf(req({ cookie: `bosun_console=${t}` }))).toEqual(TOKEN_PERSON);
+    const ada: Person = { sub: 'u-1', name: 'Ada', email: 'ada@example.test', groups: ['sre'], role: 'read-only', via: 'oidc' };
+    const a = s.open(ada);
+    expect(s.personOf(req({ cookie: `bosun_console=${a}` }))).toEqual(ada);
+    expect(s.csrfOf(req({ cookie: `bosun_console=${a}` }))).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(s.personOf(req({ cookie: 'bosun_console=forged' }))).toBeNull();
+    const oidcOnly = new Sessions(undefined);
+    expect(oidcOnly.login('')).toBeNull();
+    expect(oidcOnly.login('op-token-123')).toBeNull();
   });
 });

@@ -1,11 +1,13 @@
 /**
- * The console's sessions: the operator token is checked once, at login (in constant time), and
- * exchanged for a random session id in an HttpOnly, SameSite=Strict cookie. Each session has its
+ * The console's sessions: the operator token is checked once, at login (in constant time), or a
+ * person logs in through OpenID Connect (`oidc.ts`); either way the login is exchanged for a
+ * random session id in an HttpOnly, SameSite=Strict cookie, and the session holds the person. Each session has its
  * own CSRF token, which every POST must echo in the `x-csrf-token` header. Sessions live in this
  * process only: a restart logs everyone out.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { Person } from './oidc.js';
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = 'bosun_console';
@@ -15,7 +17,11 @@ export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 interface Session {
   csrf: string;
   expiresAt: number;
+  person: Person;
 }
+
+/** Who a shared-token login is: the operator token decides, as it always did. */
+export const TOKEN_PERSON: Person = Object.freeze({ sub: 'token', name: 'console-operator', groups: [], role: 'operator', via: 'token' });
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
@@ -32,22 +38,28 @@ export function readCookie(req: IncomingMessage, name: string): string | undefin
 
 /** Logins, sessions and their CSRF tokens. */
 export class Sessions {
-  private readonly expected: Buffer;
+  private readonly expected: Buffer | undefined;
   private readonly sessions = new Map<string, Session>();
 
+  /** `token`: the operator token, or undefined when token login is off (OpenID Connect only). */
   constructor(
-    token: string,
+    token: string | undefined,
     private readonly now: () => number = Date.now,
   ) {
-    this.expected = digest(token);
+    this.expected = token === undefined ? undefined : digest(token);
   }
 
-  /** A new session id when `token` is the operator token, else null. */
+  /** A new session id when `token` is the operator token, else null (always null without a token). */
   login(token: string): string | null {
-    if (!timingSafeEqual(digest(token), this.expected)) return null;
+    if (this.expected === undefined || !timingSafeEqual(digest(token), this.expected)) return null;
+    return this.open(TOKEN_PERSON);
+  }
+
+  /** A new session of `person` (logged in through the provider); its id. */
+  open(person: Person): string {
     this.sweep();
     const id = randomBytes(32).toString('base64url');
-    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS });
+    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS, person });
     return id;
   }
 
@@ -59,14 +71,23 @@ export class Sessions {
 
   /** The CSRF token of the request's session, or null when it has no live session. */
   csrfOf(req: IncomingMessage): string | null {
+    return this.live(req)?.csrf ?? null;
+  }
+
+  /** The person of the request's live session, or null. */
+  personOf(req: IncomingMessage): Person | null {
+    return this.live(req)?.person ?? null;
+  }
+
+  private live(req: IncomingMessage): Session | undefined {
     const id = readCookie(req, SESSION_COOKIE);
     const s = id === undefined ? undefined : this.sessions.get(id);
-    if (!s) return null;
+    if (!s) return undefined;
     if (s.expiresAt <= this.now()) {
       this.sessions.delete(id!);
-      return null;
+      return undefined;
     }
-    return s.csrf;
+    return s;
   }
 
   /** Whether a request of a live session carries its CSRF token in `x-csrf-token`. */

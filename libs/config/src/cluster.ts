@@ -9,6 +9,7 @@ import { normalizeHost, normalizeOrigin } from './http-origin.js';
 import { IntakeConfigSchema } from './intake.js';
 import { DeliveryConfigSchema } from './delivery.js';
 import { A2aConfig, RemoteA2aAgent } from './a2a.js';
+import { ConsoleConfigSchema } from './console.js';
 import { DEFAULT_RETENTION, RetentionConfigSchema, retentionProblem } from './retention.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
@@ -344,6 +345,8 @@ const ClusterConfigSchema = z
       .default({}),
     /** The A2A server (`services/a2a`); off when absent. */
     a2a: A2aConfig.optional(),
+    /** The operator console's login (docs/approvals.md#openid-connect-login); the shared token only when absent. */
+    console: ConsoleConfigSchema.default({ allowTokenLogin: false }),
     /** How long each kind of data a run leaves is kept (docs/configuration.md#retention). */
     retention: RetentionConfigSchema.default(DEFAULT_RETENTION),
   })

@@ -204,8 +204,11 @@ export type AlertmanagerSourceConfig = z.output<typeof AlertmanagerSource>;
 export type GenericSourceConfig = z.output<typeof GenericSource>;
 export type RunbookConfig = z.output<typeof Runbook>;
 
-/** `value` with its `${VAR}` placeholders substituted; an unset variable without a default is an `invalid_config` error naming the field. */
-function substituteSecret(value: string, env: NodeJS.ProcessEnv, field: string): string {
+/**
+ * `value` with its `${VAR}` placeholders substituted; an unset variable without a default is an
+ * `invalid_config` error naming the field. Shared by the sections whose secrets one service resolves (intake, console).
+ */
+export function substituteSecret(value: string, env: NodeJS.ProcessEnv, field: string): string {
   return value.replace(PLACEHOLDER, (_, name: string, fallback: string | undefined) => {
     const v = env[name];
     if (v !== undefined) return v;
