@@ -66,6 +66,31 @@ describe('parseDecision', () => {
       expect(parseDecision(decisionInput(d))).toEqual(d);
     }
   });
+
+  it('takes the decider from a verified actor, keeping a different typed name only as its note', () => {
+    const alice = { name: 'alice', verified: true, path: 'cli' } as const;
+    expect(parseDecision({ decision: 'approve' }, { actor: alice })).toEqual({ approve: true, by: 'alice', actor: alice });
+    expect(parseDecision({ decision: 'approve', by: 'alice' }, { actor: alice })).toEqual({ approve: true, by: 'alice', actor: alice });
+    expect(parseDecision({ decision: 'deny', reason: 'no', by: 'mallory' }, { actor: alice })).toEqual({
+      approve: false,
+      reason: 'no',
+      by: 'alice',
+      actor: { ...alice, note: 'mallory' },
+    });
+  });
+
+  it('names an unverified actor (the shared token) by the typed name, and refuses a malformed actor', () => {
+    const shared = { name: 'http-operator', verified: false, path: 'http' } as const;
+    expect(parseDecision({ decision: 'approve', by: 'bob' }, { actor: shared })).toEqual({
+      approve: true,
+      by: 'bob',
+      actor: { ...shared, name: 'bob' },
+    });
+    expect(parseDecision({ decision: 'approve' }, { actor: shared })).toEqual({ approve: true, by: 'http-operator', actor: shared });
+    const bad = refusal({ decision: 'approve' }, { actor: { name: '', verified: true, path: 'fax' } as never });
+    expect(bad).toMatchObject({ field: 'actor', problem: 'invalid' });
+    expect(bad?.message).toMatch(/^actor: name: .*; path: /);
+  });
 });
 
 describe('stored approval formats', () => {

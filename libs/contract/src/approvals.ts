@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BosunError } from './errors.js';
 import { callDigest, callFingerprint, toolCallKey } from './ids.js';
+import { Actor } from './identity.js';
 
 /*
  * Approvals of tool calls, as stored in Redis (the store is `ApprovalStore` in libs/transport).
@@ -66,6 +67,8 @@ export const Approval = z.object({
   /** Indexes of the approved calls (all calls needing approval when approved without `only`). */
   approved: z.array(z.number().int()).optional(),
   decidedBy: z.string().optional(),
+  /** Who decided, as the decision's path resolved them (absent in decisions stored before it, and for timeouts). */
+  actor: Actor.optional(),
   decidedAt: z.string().optional(),
   /** Why it was denied ({@link APPROVAL_TIMEOUT_REASON} when nobody decided in time). */
   denyReason: z.string().optional(),
@@ -81,7 +84,10 @@ export type ApprovalRequest = Omit<Approval, 'status' | 'calls'> & { calls: Prop
 /** The decision as stored at `approval:<id>:decision`, merged into the request when read. */
 export const ApprovalDecisionRecord = z.object({
   status: z.enum(['approved', 'denied']),
+  /** The decider's name: `actor.name` when the actor is known. */
   decidedBy: z.string(),
+  /** Who decided and by which path; absent in records stored before it and for Bosun's own (timeout) decisions. */
+  actor: Actor.optional(),
   decidedAt: z.string(),
   /** Present when approved: the indexes of the approved calls. */
   approved: z.array(z.number().int()).optional(),
@@ -123,8 +129,13 @@ export function matchesProposedCall(approval: Pick<Approval, 'id' | 'taskId'>, c
 
 // ---- decisions ---------------------------------------------------------------------------
 
-/** An operator's decision: approve (every call needing approval, or `only` those), or deny with a reason; `by` names the decider. */
-export type Decision = { approve: true; only?: number[]; by: string } | { approve: false; reason: string; by: string };
+/**
+ * An operator's decision: approve (every call needing approval, or `only` those), or deny with a
+ * reason; `by` names the decider. `actor`, when the path knows who it is, is the decider as
+ * resolved ({@link Actor}); then `by` is `actor.name`.
+ */
+export type Decision =
+  { approve: true; only?: number[]; by: string; actor?: Actor } | { approve: false; reason: string; by: string; actor?: Actor };
 
 /** The fields of a decision as an operator enters it (HTTP body, CLI flags). */
 export const DECISION_FIELDS = ['decision', 'only', 'reason', 'by'] as const;
@@ -154,6 +165,12 @@ export interface ParseDecisionOptions {
   defaultBy?: string;
   /** Length limits; default {@link DECISION_LIMITS}. `false`: none (a decision made by Bosun itself). */
   limits?: { by: number; reason: number } | false;
+  /**
+   * The decider as the path resolved them. Verified: `by` is the actor's name, and a `by` in the
+   * input that names someone else is kept only as the actor's unverified `note`. Unverified (the
+   * shared operator token): the actor's name is the `by` given, else the actor's own.
+   */
+  actor?: Actor;
 }
 
 /** A decision's `by`: trimmed, non-empty, within the limit. */
@@ -196,17 +213,37 @@ export function parseDecision(input: unknown, options: ParseDecisionOptions = {}
   const unknown = Object.keys(b).filter((k) => !(DECISION_FIELDS as readonly string[]).includes(k));
   if (unknown.length > 0) throw new DecisionError(unknown[0]!, 'unknown_field', `unknown field (known: ${DECISION_FIELDS.join(', ')})`);
   if (b.decision !== 'approve' && b.decision !== 'deny') throw new DecisionError('decision', 'invalid', 'must be "approve" or "deny"');
-  const by = parseBy(b.by, options);
+  const who = decider(b.by, options);
   if (b.decision === 'approve') {
     if (b.reason !== undefined) throw new DecisionError('reason', 'not_allowed', 'only a denial takes a reason');
-    return b.only === undefined ? { approve: true, by } : { approve: true, only: parseOnly(b.only), by };
+    return b.only === undefined ? { approve: true, ...who } : { approve: true, only: parseOnly(b.only), ...who };
   }
   if (b.only !== undefined)
     throw new DecisionError('only', 'not_allowed', 'only an approval takes call indexes (a denial covers every call)');
-  return { approve: false, reason: parseReason(b.reason, options), by };
+  return { approve: false, reason: parseReason(b.reason, options), ...who };
 }
 
-/** The input form of a {@link Decision}, for {@link parseDecision}. */
+/** A decision's `by` and, when the path gave one, its actor (see {@link ParseDecisionOptions.actor}). */
+function decider(by: unknown, options: ParseDecisionOptions): { by: string; actor?: Actor } {
+  if (options.actor === undefined) return { by: parseBy(by, options) };
+  const parsed = Actor.safeParse(options.actor);
+  if (!parsed.success)
+    throw new DecisionError(
+      'actor',
+      'invalid',
+      parsed.error.issues.map((i) => `${i.path.join('.') || '(actor)'}: ${i.message}`).join('; '),
+    );
+  const actor = parsed.data;
+  if (!actor.verified) {
+    const name = parseBy(by ?? actor.name, options);
+    return { by: name, actor: { ...actor, name } };
+  }
+  if (by === undefined) return { by: actor.name, actor };
+  const typed = parseBy(by, options);
+  return { by: actor.name, actor: typed === actor.name || actor.note !== undefined ? actor : { ...actor, note: typed } };
+}
+
+/** The input form of a {@link Decision}, for {@link parseDecision} (with its `actor` given as an option). */
 export function decisionInput(d: Decision): Record<string, unknown> {
   return d.approve
     ? { decision: 'approve', by: d.by, ...(d.only === undefined ? {} : { only: d.only }) }

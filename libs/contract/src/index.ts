@@ -110,6 +110,7 @@ export {
   decisionInput,
 } from './approvals.js';
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
+export { DecisionPath, Role, ROLES, ACTOR_LIMITS, Actor, describeActor } from './identity.js';
 export {
   TaskPending,
   TaskRoutingState,

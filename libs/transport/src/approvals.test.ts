@@ -75,6 +75,15 @@ describe('ApprovalStore', () => {
     expect(again).toMatchObject({ code: 'already_decided', message: 'approval ap-1 was already decided: approved by alice' });
   });
 
+  it('keeps the actor of a decision in the stored record and in the approval as read', async () => {
+    const { redis, store } = setup();
+    await store.request(request('ap-actor'));
+    const actor = { name: 'alice', verified: true, path: 'http', address: '127.0.0.1' } as const;
+    const decided = await store.decide('ap-actor', { approve: true, by: 'ignored', actor });
+    expect(decided).toMatchObject({ status: 'approved', decidedBy: 'alice', actor: { ...actor, note: 'ignored' } });
+    expect(JSON.parse(redis.strings.get('p:approval:ap-actor:decision')!)).toMatchObject({ decidedBy: 'alice', actor: { name: 'alice' } });
+  });
+
   it('refuses a decision of the wrong form with the contract check, and "only" naming calls that need no approval', async () => {
     const { store } = setup();
     await store.request(request('ap-2'));

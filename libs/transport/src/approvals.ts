@@ -171,7 +171,7 @@ function alreadyDecided(id: string, a: Approval | null): ApprovalError {
 /** The decision in its checked form (`parseDecision`); a bad one is an {@link ApprovalError} `bad_request`. */
 function checked(id: string, decision: Decision): Decision {
   try {
-    return parseDecision(decisionInput(decision), { limits: false });
+    return parseDecision(decisionInput(decision), { limits: false, ...(decision.actor ? { actor: decision.actor } : {}) });
   } catch (err) {
     if (err instanceof DecisionError) throw new ApprovalError('bad_request', `approval ${id}: ${err.message}`, err);
     throw err;
@@ -180,7 +180,7 @@ function checked(id: string, decision: Decision): Decision {
 
 /** The stored decision: which calls it approves must be calls of the approval that need it. */
 function decisionRecord(id: string, current: Approval, decision: Decision): ApprovalDecisionRecord {
-  const base = { decidedBy: decision.by, decidedAt: new Date().toISOString() };
+  const base = { decidedBy: decision.by, ...(decision.actor ? { actor: decision.actor } : {}), decidedAt: new Date().toISOString() };
   if (!decision.approve) return { status: 'denied', ...base, denyReason: decision.reason };
   const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
   const approved = [...new Set(decision.only ?? asking)].sort((a, b) => a - b);
@@ -227,6 +227,7 @@ export function approvalResolvedEvent(a: Approval) {
       status: a.status,
       approved: a.approved ?? [],
       decidedBy: a.decidedBy,
+      ...(a.actor ? { actor: a.actor } : {}),
       decidedAt: a.decidedAt,
       ...(a.denyReason ? { denyReason: a.denyReason } : {}),
     },

@@ -2,8 +2,8 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { inject } from 'vitest';
-import { FaultProxy } from './fault-proxy.js';
-import { waitUntil } from './wait.js';
+import { FaultProxy } from '../helpers/fault-proxy.js';
+import { waitUntil } from '../helpers/wait.js';
 
 // The fault layer's own tests: an echo server behind the proxy (and a real Redis for a pattern
 // that crosses the wire as a client sends it). Each fault is seen from the client's side.
