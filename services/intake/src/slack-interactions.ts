@@ -16,7 +16,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { Logger, SlackAppSink } from '@bosun/config';
-import type { Approval, Decision } from '@bosun/contract';
+import type { Actor, Approval, Decision } from '@bosun/contract';
 import { sendJson } from '@bosun/transport';
 import { ApprovalError, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
 import { readBounded } from './body.js';
@@ -57,12 +57,12 @@ export interface SlackInteractionsOptions {
   now?: () => number;
 }
 
-/** The operator a Slack user decides as, or undefined when unmapped. */
-async function operatorOf(sink: SlackAppSink, api: SlackApi, userId: string): Promise<string | undefined> {
-  if (Object.hasOwn(sink.users, userId)) return sink.users[userId];
+/** The operator a Slack user decides as (and the e-mail it was found by), or undefined when unmapped. */
+async function operatorOf(sink: SlackAppSink, api: SlackApi, userId: string): Promise<{ name: string; email?: string } | undefined> {
+  if (Object.hasOwn(sink.users, userId)) return { name: sink.users[userId]! };
   if (Object.keys(sink.emails).length === 0) return undefined;
   const email = (await api.userEmail(userId))?.toLowerCase();
-  return email !== undefined && Object.hasOwn(sink.emails, email) ? sink.emails[email] : undefined;
+  return email !== undefined && Object.hasOwn(sink.emails, email) ? { name: sink.emails[email]!, email } : undefined;
 }
 
 /** The message's blocks as decided: the clicked message's own, its buttons removed, and who decided (or, without them, built anew). */
@@ -110,12 +110,12 @@ export class SlackInteractions {
       log.warn({ sink: sinkName, reason: payload }, 'slack interaction not understood');
       return sendJson(res, 400, { error: payload });
     }
-    if (payload !== null) await this.act(sinkName, payload);
+    if (payload !== null) await this.act(sinkName, payload, req.socket.remoteAddress);
     res.writeHead(200).end();
   }
 
   /** One click: the user mapped, the approval decided, the message updated — or the clicker told why not. */
-  private async act(sinkName: string, payload: BlockActions): Promise<void> {
+  private async act(sinkName: string, payload: BlockActions, address: string | undefined): Promise<void> {
     const action = payload.actions.find((a) => a.action_id === APPROVE_ACTION || a.action_id === DENY_ACTION);
     if (!action || !action.value) return;
     const sink = this.options.sinks[sinkName]!;
@@ -139,25 +139,42 @@ export class SlackInteractions {
         `You are not mapped to a Bosun operator, so your click decided nothing. Ask an admin to add your Slack user (${userId}) to the sink's users.`,
       );
     }
+    // Verified: Slack signed the request, and the config maps this Slack user to the operator.
+    const actor: Actor = {
+      name: operator.name,
+      verified: true,
+      path: 'slack',
+      slack: { teamId, userId },
+      ...(operator.email !== undefined ? { email: operator.email } : {}),
+      ...(address !== undefined ? { address } : {}),
+    };
     const decision: Decision =
       action.action_id === APPROVE_ACTION
-        ? { approve: true, by: operator }
-        : { approve: false, reason: `denied in Slack by ${operator}`, by: operator };
+        ? { approve: true, by: actor.name, actor }
+        : { approve: false, reason: `denied in Slack by ${actor.name}`, by: actor.name, actor };
     let decided: Approval;
     try {
       decided = await this.options.approvals.decide(approvalId, decision);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      this.options.log.info({ approvalId, operator, code: err.code }, 'slack decision refused');
+      this.options.log.info({ approvalId, by: actor.name, code: err.code }, 'slack decision refused');
       return tell(err.code === 'already_decided' ? `Not recorded: ${err.message}.` : `Not recorded: ${err.message}`);
     }
     this.options.log.info(
-      { approvalId, decision: decided.status, by: operator, path: 'slack', slackUserId: userId, slackTeamId: teamId, runId: decided.runId },
+      {
+        approvalId,
+        decision: decided.status,
+        by: actor.name,
+        path: 'slack',
+        slackUserId: userId,
+        slackTeamId: teamId,
+        runId: decided.runId,
+      },
       'approval decided in Slack',
     );
     this.options.events.emit(approvalResolvedEvent(decided));
     if (channel === undefined || ts === undefined) return;
-    const by: DecidedBy = { name: operator, path: 'slack', slackUserId: userId };
+    const by: DecidedBy = { name: actor.name, path: 'slack', slackUserId: userId };
     await api
       .update({ channel, ts, text: decidedText(decided, by), blocks: updatedBlocks(payload, decided, by) })
       .catch((err: unknown) => this.options.log.warn({ err, approvalId }, 'approval decided, but its Slack message could not be updated'));
