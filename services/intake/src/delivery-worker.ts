@@ -12,7 +12,7 @@ import {
 } from '@bosun/contract';
 import type { DeadLetters, RedisClient } from '@bosun/transport';
 import { DeliveryError, send, type Deliverable } from './deliver.js';
-import { SlackApi } from './slack-api.js';
+import { slackApiFor, type SlackApi } from './slack-api.js';
 
 /** The run and incident a delivery is about, and what it delivers (for logs and dead letters). */
 function about(data: Deliverable): { runId: string; incidentId: string; what: string } {
@@ -44,16 +44,7 @@ export class DeliveryProcessor {
   private readonly slack = new Map<string, SlackApi>();
 
   constructor(private readonly options: DeliveryWorkerOptions) {
-    for (const [name, sink] of Object.entries(slackAppSinks(options.delivery)))
-      this.slack.set(
-        name,
-        new SlackApi({
-          token: sink.botToken,
-          timeoutMs: sink.timeoutMs,
-          log: options.log,
-          ...(sink.slackApiUrl !== undefined ? { slackApiUrl: sink.slackApiUrl } : {}),
-        }),
-      );
+    for (const [name, sink] of Object.entries(slackAppSinks(options.delivery))) this.slack.set(name, slackApiFor(sink, options.log));
   }
 
   async process(job: Job): Promise<string> {

@@ -4,7 +4,7 @@
  * off (a delivery is retried by its BullMQ job, an interaction is answered once) and its logging
  * sent to our logger.
  */
-import type { Logger } from '@bosun/config';
+import type { Logger, SlackAppSink } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
 import {
   LogLevel,
@@ -130,4 +130,14 @@ export class SlackApi {
 /** `@slack/web-api` appends method names to the base as it is: it must end in `/`. */
 function withSlash(url: string): string {
   return url.endsWith('/') ? url : `${url}/`;
+}
+
+/** The Web API client of a Slack app sink; `maxTimeoutMs` caps the sink's `timeoutMs`. */
+export function slackApiFor(sink: SlackAppSink, log: Logger, maxTimeoutMs = Infinity): SlackApi {
+  return new SlackApi({
+    token: sink.botToken,
+    timeoutMs: Math.min(sink.timeoutMs, maxTimeoutMs),
+    log,
+    ...(sink.slackApiUrl !== undefined ? { slackApiUrl: sink.slackApiUrl } : {}),
+  });
 }

@@ -20,7 +20,7 @@ import type { Actor, Approval, Decision } from '@bosun/contract';
 import { sendJson } from '@bosun/transport';
 import { ApprovalError, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
 import { readBounded } from './body.js';
-import { SlackApi, SlackApiError, type SlackBlock } from './slack-api.js';
+import { SlackApiError, slackApiFor, type SlackApi, type SlackBlock } from './slack-api.js';
 import { ACTIONS_BLOCK, APPROVE_ACTION, DENY_ACTION, decidedBlocks, decidedText, type DecidedBy } from './slack-blocks.js';
 import { verifySlackRequest } from './slack-signature.js';
 
@@ -81,17 +81,8 @@ export class SlackInteractions {
 
   constructor(private readonly options: SlackInteractionsOptions) {
     this.names = Object.keys(options.sinks);
-    for (const [name, sink] of Object.entries(options.sinks))
-      this.apis.set(
-        name,
-        new SlackApi({
-          token: sink.botToken,
-          // Slack wants the answer within 3 s: each call of ours is held shorter.
-          timeoutMs: Math.min(sink.timeoutMs, 2_500),
-          log: options.log,
-          ...(sink.slackApiUrl !== undefined ? { slackApiUrl: sink.slackApiUrl } : {}),
-        }),
-      );
+    // Slack wants the answer within 3 s: each call of ours is held shorter.
+    for (const [name, sink] of Object.entries(options.sinks)) this.apis.set(name, slackApiFor(sink, options.log, 2_500));
   }
 
   async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -126,10 +117,19 @@ export class SlackInteractions {
     const ts = payload.container?.message_ts ?? payload.message?.ts;
     const tell = (text: string) => this.tell(api, channel, userId, text);
     const approvalId = action.value;
-    const operator = await operatorOf(sink, api, userId).catch((err: unknown) => {
+    let operator: Awaited<ReturnType<typeof operatorOf>>;
+    try {
+      operator = await operatorOf(sink, api, userId);
+    } catch (err) {
+      if (!(err instanceof SlackApiError)) throw err;
       this.options.log.warn({ err, sink: sinkName, userId }, 'could not read a Slack user to map them to an operator');
-      return undefined;
-    });
+      // Slack answers `user_not_found` for a user it does not show us: that is an unmapped user.
+      if (err.slackError !== 'user_not_found')
+        return tell(
+          `Bosun could not check who you are (Slack ${err.method}: ${err.slackError}), so your click decided nothing. Try again.`,
+        );
+      operator = undefined;
+    }
     if (operator === undefined) {
       this.options.log.warn(
         { sink: sinkName, userId, teamId, approvalId },
