@@ -3,7 +3,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { DEAD_LETTER_QUEUE, INCIDENT_JOB, type Approval, type DeadLetter } from '@bosun/contract';
 import { ApprovalStore } from '@bosun/transport';
-import { SlackApi, SlackApiError } from '@bosun/intake';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SlackApi, SlackApiError, SlackInteractions } from '@bosun/intake';
+import { MemoryEventSink } from '@bosun/transport';
 import { openContext, waitUntil, type TestContext } from '../helpers/index.js';
 import { startIntake, type IntakeUnderTest } from '../helpers/intake.js';
 import { slackFixture, startSlackServer, type SlackCall, type SlackServer } from '../helpers/slack-server.js';
@@ -344,6 +347,62 @@ describe('the Web API client against a server answering as Slack does', () => {
       expect(await api.userEmail('U0CAROL01')).toBe('Carol@Example.com');
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe('roles on the Slack path', () => {
+  it('a mapped operator without the approve role is told so and decides nothing; one with it decides', async () => {
+    const log = createLogger({ service: 'slack-test', level: 'silent' });
+    const sink = {
+      type: 'slack' as const,
+      botToken: BOT_TOKEN,
+      channel: CHANNEL,
+      signingSecret: SIGNING_SECRET,
+      slackApiUrl: slack.apiUrl,
+      users: { U0ALICE01: 'alice', U0BOB0001: 'bob' },
+      emails: {},
+      answerLines: 8,
+      timeoutMs: 5_000,
+    };
+    const interactions = new SlackInteractions({
+      sinks: { oncall: sink },
+      approvals: store,
+      events: new MemoryEventSink(),
+      log,
+      mayApprove: (name) => name === 'alice',
+    });
+    const server = createServer((req, res) => void interactions.handle(req, res));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const a = await pendingApproval();
+      const post = (user: string) => {
+        const body = `payload=${encodeURIComponent(JSON.stringify(payloadOf(a.id, user)))}`;
+        const ts = Math.floor(Date.now() / 1000);
+        const signature = `v0=${createHmac('sha256', SIGNING_SECRET).update(`v0:${ts}:${body}`).digest('hex')}`;
+        return fetch(`${base}/slack/interactions`, {
+          method: 'POST',
+          body,
+          headers: {
+            'content-type': 'application/x-www-form-urlencoded',
+            'x-slack-request-timestamp': String(ts),
+            'x-slack-signature': signature,
+          },
+        });
+      };
+      const before = ephemeralsTo('U0BOB0001').length;
+      expect((await post('U0BOB0001')).status).toBe(200);
+      expect((await store.get(a.id))!.status).toBe('pending');
+      const told = ephemeralsTo('U0BOB0001').slice(before);
+      expect(told.map((c) => String(c.args.text))).toEqual([
+        'You decide as bob, who does not have the approve role, so your click decided nothing.',
+      ]);
+      expect((await post('U0ALICE01')).status).toBe(200);
+      expect((await store.get(a.id))!).toMatchObject({ status: 'approved', decidedBy: 'alice' });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
     }
   });
 });

@@ -55,6 +55,11 @@ export interface SlackInteractionsOptions {
   log: Logger;
   /** The clock of the signature's timestamp check; default `Date.now`. */
   now?: () => number;
+  /**
+   * Whether an operator may decide approvals (holds the `approve` role). Absent: every mapped
+   * user may (the sink's `users` / `emails` maps are then the whole list of who decides).
+   */
+  mayApprove?: (operator: string) => boolean;
 }
 
 /** The operator a Slack user decides as (and the e-mail it was found by), or undefined when unmapped. */
@@ -138,6 +143,10 @@ export class SlackInteractions {
       return tell(
         `You are not mapped to a Bosun operator, so your click decided nothing. Ask an admin to add your Slack user (${userId}) to the sink's users.`,
       );
+    }
+    if (this.options.mayApprove && !this.options.mayApprove(operator.name)) {
+      this.options.log.warn({ sink: sinkName, userId, operator: operator.name, approvalId }, 'slack decision refused: no approve role');
+      return tell(`You decide as ${operator.name}, who does not have the approve role, so your click decided nothing.`);
     }
     // Verified: Slack signed the request, and the config maps this Slack user to the operator.
     const actor: Actor = {
