@@ -54,17 +54,91 @@ function slackTextOf(body: string): string | undefined {
   }
 }
 
-/** A local stand-in for a Slack incoming webhook: keeps each message by its `Idempotency-Key`. */
+/** The sink of the demo's Slack app stand-in: pending approvals are announced to it as Block Kit messages. */
+export const DEMO_APP_SINK = 'demo-slack-app';
+/** The demo's Slack app: its channel, and a bot token and signing secret that only the local stand-in knows. */
+const DEMO_APP = { channel: 'C0DEMO0001', botToken: 'xoxb-demo-bot-token', signingSecret: 'demo-slack-signing-secret' };
+
+/** A Block Kit block, as far as the demo prints it. */
+interface ShownBlock {
+  type?: unknown;
+  text?: unknown;
+  fields?: unknown[];
+  elements?: { type?: unknown; text?: unknown; action_id?: unknown; value?: unknown }[];
+}
+
+/** The `text` of a text object (`{type, text}`), or "". */
+function textOf(t: unknown): string {
+  const inner = typeof t === 'object' && t !== null ? (t as { text?: unknown }).text : undefined;
+  return typeof inner === 'string' ? inner : '';
+}
+
+/** A Block Kit block as the demo prints it: its type, then its text, fields or buttons, one line each. */
+export function blockLines(block: ShownBlock): string[] {
+  const indent = (s: string) => s.split('\n').map((l) => `      ${l}`);
+  const lines = [`    [${String(block.type)}]`];
+  if (block.text) lines.push(...indent(textOf(block.text)));
+  for (const f of block.fields ?? []) lines.push(...indent(textOf(f)));
+  for (const e of block.elements ?? [])
+    lines.push(
+      ...(e.type === 'button'
+        ? [`      (button "${textOf(e.text)}": action_id ${String(e.action_id)}, value ${String(e.value)})`]
+        : indent(textOf(e))),
+    );
+  return lines;
+}
+
+/** The arguments of a Web API call: the form's fields, a JSON field (blocks) parsed. */
+function apiArgs(body: string): Record<string, unknown> {
+  const args: Record<string, unknown> = {};
+  for (const [k, v] of new URLSearchParams(body)) {
+    try {
+      args[k] = /^[[{]/.test(v) ? (JSON.parse(v) as unknown) : v;
+    } catch {
+      args[k] = v;
+    }
+  }
+  return args;
+}
+
+/**
+ * A local stand-in for Slack: an incoming webhook (`POST /slack`, each message kept by its
+ * `Idempotency-Key`) and the Web API of the demo's Slack app (`POST /api/<method>`, answered as
+ * Slack does), which prints the blocks of every message it is sent.
+ */
 export class DemoReceiver {
   private readonly messages = new Map<string, string>();
   private readonly waiters = new Map<string, (text: string) => void>();
   private server: Server | undefined;
+  private posted = 0;
+
+  constructor(private readonly say: (line: string) => void = () => undefined) {}
+
+  /** A Web API call of the demo's Slack app, answered as Slack would. */
+  private api(method: string, auth: string | undefined, body: string): Record<string, unknown> {
+    if (auth !== `Bearer ${DEMO_APP.botToken}`) return { ok: false, error: 'invalid_auth' };
+    const args = apiArgs(body);
+    if (method !== 'chat.postMessage' && method !== 'chat.update') return { ok: true };
+    if (args.channel !== DEMO_APP.channel) return { ok: false, error: 'channel_not_found' };
+    const ts = method === 'chat.update' ? String(args.ts) : `${Math.floor(Date.now() / 1000)}.${String(++this.posted).padStart(6, '0')}`;
+    this.say('');
+    this.say(`=== the Slack stand-in received ${method} to ${String(args.channel)}: ${typeof args.text === 'string' ? args.text : ''}`);
+    for (const block of Array.isArray(args.blocks) ? (args.blocks as ShownBlock[]) : []) for (const l of blockLines(block)) this.say(l);
+    this.say('===');
+    return { ok: true, channel: args.channel, ts, message: { text: args.text, type: 'message', subtype: 'bot_message', ts } };
+  }
 
   async start(): Promise<string> {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
+        const path = (req.url ?? '').split('?')[0] ?? '';
+        if (path.startsWith('/api/')) {
+          const answer = this.api(path.slice('/api/'.length), req.headers.authorization, Buffer.concat(chunks).toString('utf8'));
+          res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' }).end(JSON.stringify(answer));
+          return;
+        }
         const key = String(req.headers['idempotency-key'] ?? '');
         const text = slackTextOf(Buffer.concat(chunks).toString('utf8'));
         if (text === undefined) {
@@ -126,7 +200,17 @@ export function demoConfigWithDelivery(root: string, configFile: string, receive
     '  backoffMs: 500',
     '  sinks:',
     `    ${DEMO_SINK}: { type: slack, url: "${receiverUrl}", answerLines: 6 }`,
+    '    # The Slack app mode: approvals as messages with Approve / Deny buttons (docs/approvals.md#slack).',
+    `    ${DEMO_APP_SINK}:`,
+    '      type: slack',
+    `      botToken: ${DEMO_APP.botToken}`,
+    `      channel: ${DEMO_APP.channel}`,
+    `      signingSecret: ${DEMO_APP.signingSecret}`,
+    `      slackApiUrl: "${new URL('/api/', receiverUrl).href}"`,
+    '      users: { U0DEMO0001: demo }',
     `  defaultSinks: [${DEMO_SINK}]`,
+    `  announceApprovals: [${DEMO_APP_SINK}]`,
+    '  approvalScanMs: 500',
     '',
   ].join('\n');
   writeFileSync(out, `${text.trimEnd()}\n${delivery}`);
@@ -167,14 +251,18 @@ export interface DemoAlertHop {
 }
 
 /**
- * Prepares the alert hop: starts the local receiver, writes the demo's config with a `delivery`
- * section, and points the services at it (`BOSUN_CONFIG`) and the intake at a free port
+ * Prepares the alert hop: starts the local receiver (which prints, with `say`, the blocks of the
+ * Slack app's messages), writes the demo's config with a `delivery` section, and points the services at it (`BOSUN_CONFIG`) and the intake at a free port
  * (`BOSUN_INTAKE_PORT`). Undefined when the config is not the demo's (it is then used as is,
  * and the demo starts no intake).
  */
-export async function prepareDemoAlert(root: string, configFile: string): Promise<DemoAlertHop | undefined> {
+export async function prepareDemoAlert(
+  root: string,
+  configFile: string,
+  say: (line: string) => void = () => undefined,
+): Promise<DemoAlertHop | undefined> {
   if (!/^intake:/m.test(readFileSync(configFile, 'utf8'))) return undefined;
-  const receiver = new DemoReceiver();
+  const receiver = new DemoReceiver(say);
   const url = await receiver.start();
   const config = demoConfigWithDelivery(root, configFile, url);
   if (!config) {

@@ -389,11 +389,11 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   say(`Bosun demo — prefix "${env.prefix}", logs in ${logDir}`);
   // Alerts in, answers out: the intake, and a local stand-in for Slack that receives the answers.
-  const alertHop: DemoAlertHop | undefined = await prepareDemoAlert(root, env.configFile);
+  const alertHop: DemoAlertHop | undefined = await prepareDemoAlert(root, env.configFile, say);
   const operatorConsole = await prepareDemoConsole();
   cluster.launch([...(alertHop ? [['intake', 'services/intake/dist/main.js'] as const] : []), operatorConsole.service]);
   say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes), the A2A server and the console');
-  if (alertHop) say('started: intake (Alertmanager webhooks in, answers delivered to a local Slack stand-in)');
+  if (alertHop) say('started: intake (Alertmanager webhooks in; answers and approvals delivered to a local Slack stand-in)');
   if (!(await cluster.ready())) {
     await alertHop?.close();
     return cluster.exited;

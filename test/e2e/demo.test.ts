@@ -50,7 +50,11 @@ describe('npm start (bosun demo --once)', () => {
     expect(out).toMatch(/tool\.completed\s+database/);
     expect(out).toMatch(/agent\.stalled\s+database/);
     // Alerts in, answers out: a sample Alertmanager alert through the intake, its answer delivered Slack-style.
-    expect(out).toContain('started: intake (Alertmanager webhooks in, answers delivered to a local Slack stand-in)');
+    expect(out).toContain('started: intake (Alertmanager webhooks in; answers and approvals delivered to a local Slack stand-in)');
+    // The Slack app mode: the rollback's approval as a Block Kit message with its buttons, printed by the stand-in.
+    expect(out).toMatch(/=== the Slack stand-in received chat\.postMessage to C0DEMO0001: Approval needed \(demo__rollback_deployment\)/);
+    expect(out).toMatch(/\(button "Approve": action_id bosun\.approve, value ap-\S+\)/);
+    expect(out).toMatch(/\(button "Deny": action_id bosun\.deny, value ap-\S+\)/);
     expect(out).toMatch(
       /posted a sample Alertmanager alert to the intake \(POST \/alerts\/alertmanager\) → incident am-[0-9a-f]{16}-\d+, run r[0-9a-f]{20}/,
     );

@@ -841,6 +841,32 @@ const composeServices = (m: Model): Obj => (m.compose.services ?? {}) as Obj;
 const bosunServices = (m: Model): [string, Obj][] =>
   Object.entries(composeServices(m)).filter(([, s]) => serviceOf(composeArgv(s)) !== undefined);
 
+/** The Slack app's secrets (docs/approvals.md#slack): only the intake reads them. */
+const SLACK_SECRET_ENV = ['BOSUN_SLACK_BOT_TOKEN', 'BOSUN_SLACK_SIGNING_SECRET'];
+
+/** The intake gets the Slack secrets from bosun-secrets (k8s) and passed through as `${NAME:-}` (compose); no other service gets them. */
+function checkSlackSecrets(m: Model): string[] {
+  const problems: string[] = [];
+  for (const d of deployments(m))
+    for (const c of containers(d)) {
+      const { env } = resolveEnv(m, ns(d), c);
+      for (const v of SLACK_SECRET_ENV) {
+        const isIntake = d.metadata?.name === 'intake';
+        if (isIntake && env.get(v)?.from !== 'secret') problems.push(`${id(d)}: ${v} must come from a Secret`);
+        if (!isIntake && env.has(v)) problems.push(`${id(d)}: ${v} is given to a service that does not read it`);
+      }
+    }
+  for (const [name, svc] of bosunServices(m)) {
+    const e = composeEnv(svc);
+    for (const v of SLACK_SECRET_ENV) {
+      if (name === 'intake' && !new RegExp(`^\\$\\{${v}:-\\}$`).test(e.get(v) ?? ''))
+        problems.push(`compose ${name}: ${v} must be passed through as \${${v}:-}, never written here`);
+      if (name !== 'intake' && e.has(v)) problems.push(`compose ${name}: ${v} is given to a service that does not read it`);
+    }
+  }
+  return problems;
+}
+
 function composeEnv(s: Obj): Map<string, string | undefined> {
   const env = new Map<string, string | undefined>();
   const e = s.environment;
@@ -1149,6 +1175,10 @@ describe('infra/k8s', () => {
   it('the Secret ships with an empty BOSUN_OIDC_CLIENT_SECRET', () => expect(checkSecret(model, OIDC_SECRET_ENV)).toEqual([]));
   it('the OIDC client secret goes to the console alone, from a Secret (compose: from the shell)', () =>
     expect(checkOidcSecret(model)).toEqual([]));
+  it('the Secret ships with an empty Slack bot token and signing secret, which the intake takes from it (issue 23)', () => {
+    for (const v of SLACK_SECRET_ENV) expect(checkSecret(model, v)).toEqual([]);
+    expect(checkSlackSecrets(model)).toEqual([]);
+  });
   it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () =>
     expect(checkConnectionFiles(model)).toEqual([]));
   it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));

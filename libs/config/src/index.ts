@@ -20,8 +20,8 @@ export type {
   GenericSourceConfig,
   RunbookConfig,
 } from './intake.js';
-export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets } from './delivery.js';
-export type { DeliveryConfig, DeliverySink } from './delivery.js';
+export { DeliveryConfigSchema, sinksFor, resolveDeliverySecrets, deliverySecrets, slackAppSinks } from './delivery.js';
+export type { DeliveryConfig, DeliverySink, SlackAppSink } from './delivery.js';
 export { A2aConfig, A2A_TENANT_PATTERN, RemoteA2aAgent } from './a2a.js';
 export { RetentionConfigSchema, DEFAULT_RETENTION, parseDuration, formatDuration, retentionProblem } from './retention.js';
 export type { RetentionConfig } from './retention.js';

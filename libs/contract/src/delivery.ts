@@ -20,6 +20,15 @@ export const DeliveryIncident = z.object({
 });
 export type DeliveryIncident = z.infer<typeof DeliveryIncident>;
 
+/** What an approval's announcement says about its incident: as a delivery's, plus the service and the whole summary (the evidence). */
+export const ApprovalIncident = DeliveryIncident.extend({
+  /** The incident's `service` label, when it has one. */
+  service: z.string().optional(),
+  /** The incident's summary as the alert gave it (its description after the first line). */
+  summary: z.string(),
+});
+export type ApprovalIncident = z.infer<typeof ApprovalIncident>;
+
 /** Data of a `delivery` job: one run's answer for one sink. Also the `input` of a `delivery` dead letter. */
 export const DeliveryJob = z.object({
   v: z.literal(1),
@@ -62,6 +71,8 @@ export const ApprovalAnnouncement = z.object({
   key: z.string(),
   sink: z.string(),
   approval: Approval,
+  /** The incident the approval belongs to, when its job could be read (absent in announcements made before it). */
+  incident: ApprovalIncident.optional(),
 });
 export type ApprovalAnnouncement = z.infer<typeof ApprovalAnnouncement>;
 

@@ -70,7 +70,9 @@ export type ErrorCode =
   | 'publish_conflict'
   | 'demo_server'
   // Deliveries of answers to sinks (services/intake).
-  | 'delivery_failed';
+  | 'delivery_failed'
+  // The Slack Web API (services/intake).
+  | 'slack_api';
 
 /**
  * Base of Bosun's own errors. Branch on `code` (or `instanceof`), never on the message.

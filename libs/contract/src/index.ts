@@ -147,6 +147,7 @@ export {
   DeliveryJob,
   APPROVAL_ANNOUNCE_JOB,
   ApprovalAnnouncement,
+  ApprovalIncident,
   approvalAnnounceJobId,
   deliveredKey,
   deliveryJobId,

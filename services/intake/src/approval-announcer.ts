@@ -1,7 +1,21 @@
-import { Queue } from 'bullmq';
+import { Job, Queue } from 'bullmq';
 import type { DeliveryConfig, Logger } from '@bosun/config';
-import { APPROVAL_ANNOUNCE_JOB, DELIVERIES_QUEUE, approvalAnnounceJobId, type ApprovalAnnouncement } from '@bosun/contract';
-import { ApprovalStore, deliveryJobOptions, type RedisClient } from '@bosun/transport';
+import {
+  APPROVAL_ANNOUNCE_JOB,
+  DELIVERIES_QUEUE,
+  INCIDENTS_QUEUE,
+  Incident,
+  approvalAnnounceJobId,
+  type ApprovalAnnouncement,
+  type ApprovalIncident,
+} from '@bosun/contract';
+import { ApprovalStore, deliveryIncident, deliveryJobOptions, type RedisClient } from '@bosun/transport';
+
+/** What an approval's announcement says about its incident: a delivery's names, its `service` label and its whole summary. */
+export function approvalIncident(incident: Incident): ApprovalIncident {
+  const service = incident.labels?.service;
+  return { ...deliveryIncident(incident), summary: incident.summary, ...(service !== undefined ? { service } : {}) };
+}
 
 /**
  * Announces pending approvals to the sinks of `delivery.announceApprovals`: every
@@ -12,6 +26,7 @@ import { ApprovalStore, deliveryJobOptions, type RedisClient } from '@bosun/tran
  */
 export class ApprovalAnnouncer {
   private readonly queue: Queue;
+  private readonly incidents: Queue;
   private readonly store: ApprovalStore;
   private readonly announced = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -20,6 +35,7 @@ export class ApprovalAnnouncer {
 
   constructor(private readonly options: { redis: RedisClient; prefix: string; delivery: DeliveryConfig; log: Logger }) {
     this.queue = new Queue(DELIVERIES_QUEUE, { connection: options.redis, prefix: options.prefix });
+    this.incidents = new Queue(INCIDENTS_QUEUE, { connection: options.redis, prefix: options.prefix });
     this.store = new ApprovalStore({ redis: options.redis, prefix: options.prefix });
   }
 
@@ -43,17 +59,37 @@ export class ApprovalAnnouncer {
       for (const sink of delivery.announceApprovals) {
         const jobId = approvalAnnounceJobId(approval.id, sink);
         if (this.announced.has(jobId)) continue;
-        const data: ApprovalAnnouncement = { v: 1, key: `${approval.id}.${sink}`, sink, approval };
+        const incident = await this.incident(approval.incidentId);
+        const data: ApprovalAnnouncement = { v: 1, key: `${approval.id}.${sink}`, sink, approval, ...(incident ? { incident } : {}) };
         await this.queue.add(APPROVAL_ANNOUNCE_JOB, data, deliveryJobOptions(delivery, jobId));
         this.announced.add(jobId);
       }
     }
   }
 
+  /**
+   * The incident of an approval, from its job on the incidents queue (the job id is the incident
+   * id); undefined when the job is gone or its data is not an incident (the message then names
+   * only the incident id).
+   */
+  private async incident(incidentId: string): Promise<ApprovalIncident | undefined> {
+    const job = await Job.fromId(this.incidents, incidentId);
+    const parsed = Incident.safeParse(job?.data);
+    if (!job || !parsed.success) {
+      this.options.log.warn(
+        { incidentId, found: Boolean(job) },
+        'the incident of a pending approval could not be read: announced without it',
+      );
+      return undefined;
+    }
+    return approvalIncident(parsed.data);
+  }
+
   async close(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     await this.scanning;
+    await this.incidents.close();
     await this.queue.close();
     await this.store.close();
   }

@@ -1,7 +1,9 @@
 import { createHmac } from 'node:crypto';
 import type { DeliverySink } from '@bosun/config';
 import { BosunError, type ApprovalAnnouncement, type DeliveryJob, errorMessage } from '@bosun/contract';
-import { approvalText, slackText } from './slack.js';
+import { approvalCommands, approvalText, slackText } from './slack.js';
+import { SlackApiError, type SlackApi } from './slack-api.js';
+import { approvalBlocks, approvalFallbackText } from './slack-blocks.js';
 
 /** The header of a webhook delivery's signature: `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">`. */
 export const SIGNATURE_HEADER = 'bosun-signature';
@@ -31,10 +33,8 @@ export class DeliveryError extends BosunError {
 /** What the deliveries queue carries: a run's answer, or a pending approval's announcement. */
 export type Deliverable = DeliveryJob | ApprovalAnnouncement;
 
-/** The commands that decide an approval, as an operator types them. */
-export function approvalCommands(id: string): { approve: string; deny: string } {
-  return { approve: `npx bosun approve ${id}`, deny: `npx bosun deny ${id} --reason "<why>"` };
-}
+/** The commands that decide an approval (defined beside the Slack texts that show them). */
+export { approvalCommands };
 
 /** The JSON body of a webhook delivery: the run result v1, or `{ v, type: "approval.requested", approval, commands }`. */
 function webhookBody(job: Deliverable): string {
@@ -73,11 +73,16 @@ export function deliveryRequest(
  * the POST into a GET). A 3xx is a permanent failure, dead-lettered at once with a reason that
  * says to point the sink's `url` at the final address.
  */
-export async function send(job: Deliverable, sink: DeliverySink, attempt: number): Promise<number> {
+export async function send(job: Deliverable, sink: DeliverySink, attempt: number, slack?: SlackApi): Promise<number> {
+  if (sink.type === 'slack' && sink.url === undefined) {
+    if (!slack) throw new DeliveryError(`sink ${job.sink}: a Slack app sink needs its Web API client`, true);
+    return postToSlack(job, sink, slack);
+  }
+  const url = sink.url!;
   const { body, headers } = deliveryRequest(job, sink, attempt, Date.now());
   let res: Response;
   try {
-    res = await fetch(sink.url, { method: 'POST', body, headers, signal: AbortSignal.timeout(sink.timeoutMs), redirect: 'manual' });
+    res = await fetch(url, { method: 'POST', body, headers, signal: AbortSignal.timeout(sink.timeoutMs), redirect: 'manual' });
   } catch (err) {
     const why =
       (err as Error).name === 'TimeoutError'
@@ -96,4 +101,25 @@ export async function send(job: Deliverable, sink: DeliverySink, attempt: number
     );
   const permanent = res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429;
   throw new DeliveryError(`sink ${job.sink}: HTTP ${res.status}`, permanent);
+}
+
+/**
+ * A delivery to a Slack app sink: `chat.postMessage` to its channel — an approval as its Block
+ * Kit message with buttons, a run's answer as the incoming webhook's text. Resolves to 200; a
+ * Slack error is a {@link DeliveryError}, permanent when asking again cannot help
+ * (`channel_not_found`, `invalid_auth`, `not_in_channel`, …).
+ */
+async function postToSlack(job: Deliverable, sink: Extract<DeliverySink, { type: 'slack' }>, slack: SlackApi): Promise<number> {
+  const channel = sink.channel!;
+  const message =
+    'result' in job
+      ? { channel, text: slackText(job, { answerLines: sink.answerLines, ...(sink.runUrl !== undefined ? { runUrl: sink.runUrl } : {}) }) }
+      : { channel, text: approvalFallbackText(job.approval, job.incident), blocks: approvalBlocks(job.approval, job.incident) };
+  try {
+    await slack.postMessage(message);
+  } catch (err) {
+    if (err instanceof SlackApiError) throw new DeliveryError(`sink ${job.sink}: ${err.message}`, err.permanent, err);
+    throw err;
+  }
+  return 200;
 }

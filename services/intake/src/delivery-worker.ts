@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { UnrecoverableError, Worker, type Job } from 'bullmq';
-import type { DeliveryConfig, Logger, WorkersConfig } from '@bosun/config';
+import { slackAppSinks, type DeliveryConfig, type Logger, type WorkersConfig } from '@bosun/config';
 import {
   APPROVAL_ANNOUNCE_JOB,
   ApprovalAnnouncement,
@@ -12,6 +12,7 @@ import {
 } from '@bosun/contract';
 import type { DeadLetters, RedisClient } from '@bosun/transport';
 import { DeliveryError, send, type Deliverable } from './deliver.js';
+import { slackApiFor, type SlackApi } from './slack-api.js';
 
 /** The run and incident a delivery is about, and what it delivers (for logs and dead letters). */
 function about(data: Deliverable): { runId: string; incidentId: string; what: string } {
@@ -39,7 +40,12 @@ export interface DeliveryWorkerOptions {
  * dead letter holding the job, which `bosun dlq retry` queues again.
  */
 export class DeliveryProcessor {
-  constructor(private readonly options: DeliveryWorkerOptions) {}
+  /** One Web API client per Slack app sink. */
+  private readonly slack = new Map<string, SlackApi>();
+
+  constructor(private readonly options: DeliveryWorkerOptions) {
+    for (const [name, sink] of Object.entries(slackAppSinks(options.delivery))) this.slack.set(name, slackApiFor(sink, options.log));
+  }
 
   async process(job: Job): Promise<string> {
     const { redis, prefix, log } = this.options;
@@ -53,7 +59,7 @@ export class DeliveryProcessor {
     if (!sink) return this.fail(job, data, new DeliveryError(`sink ${data.sink} is not in the config`, true));
     let status: number;
     try {
-      status = await send(data, sink, job.attemptsMade + 1);
+      status = await send(data, sink, job.attemptsMade + 1, this.slack.get(data.sink));
     } catch (err) {
       if (!(err instanceof DeliveryError)) throw err;
       return this.fail(job, data, err);

@@ -22,3 +22,18 @@ export { slackText, approvalText, notChecked } from './slack.js';
 export { ApprovalAnnouncer } from './approval-announcer.js';
 export { IntakeFlow, groupBatch, groupValues } from './flow.js';
 export { loadRunbooks, matchRunbook, withRunbook } from './runbooks.js';
+export { SlackApi, SlackApiError } from './slack-api.js';
+export type { SlackApiOptions, SlackBlock } from './slack-api.js';
+export {
+  slackSignature,
+  verifySlackRequest,
+  SLACK_SIGNATURE_HEADER,
+  SLACK_TIMESTAMP_HEADER,
+  SLACK_TOLERANCE_SECONDS,
+} from './slack-signature.js';
+export type { SlackVerification } from './slack-signature.js';
+export { approvalBlocks, decidedBlocks, approvalFallbackText, APPROVE_ACTION, DENY_ACTION, ACTIONS_BLOCK } from './slack-blocks.js';
+export type { DecidedBy } from './slack-blocks.js';
+export { SlackInteractions, SLACK_INTERACTIONS_PATH } from './slack-interactions.js';
+export type { SlackInteractionsOptions } from './slack-interactions.js';
+export { approvalIncident } from './approval-announcer.js';

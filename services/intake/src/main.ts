@@ -9,17 +9,19 @@ import {
   loadClusterConfig,
   resolveDeliverySecrets,
   resolveIntakeSecrets,
+  slackAppSinks,
   type BosunEnv,
   type DeliveryConfig,
   type ResolvedIntakeConfig,
 } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
-import { checkRuntime, openRuntime, runService, type Runtime } from '@bosun/transport';
+import { ApprovalStore, checkRuntime, openRuntime, runService, type Runtime } from '@bosun/transport';
 import { ApprovalAnnouncer } from './approval-announcer.js';
 import { startDeliveryWorker } from './delivery-worker.js';
 import { IntakeQueue } from './queue.js';
 import { loadRunbooks, type LoadedRunbook } from './runbooks.js';
 import { startIntakeServer, type IntakeServer } from './server.js';
+import { SlackInteractions } from './slack-interactions.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
 const log = createLogger({ service: 'intake' });
@@ -49,21 +51,33 @@ function load(env: BosunEnv) {
   return { config, intake, delivery, runbooks };
 }
 
-/** The webhook server, when `intake` is configured. */
-async function startIntake(rt: Runtime, env: BosunEnv, intake: ResolvedIntakeConfig, runbooks: LoadedRunbook[]) {
+/** The webhook server, when `intake` is configured; with Slack app sinks, their buttons' route too. */
+async function startIntake(
+  rt: Runtime,
+  env: BosunEnv,
+  { intake, runbooks, delivery }: { intake: ResolvedIntakeConfig; runbooks: LoadedRunbook[]; delivery: DeliveryConfig | undefined },
+) {
   const queue = new IntakeQueue({ redis: rt.redis, prefix: env.prefix, timeoutMs: intake.redisTimeoutMs });
+  const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
+  const sinks = slackAppSinks(delivery);
+  const slack = Object.keys(sinks).length > 0 ? new SlackInteractions({ sinks, approvals, events: rt.events, log }) : undefined;
   let server: IntakeServer;
   try {
-    server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log, runbooks });
+    server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log, runbooks, ...(slack ? { slack } : {}) });
   } catch (err) {
     await queue.close();
+    await approvals.close();
     throw err;
   }
-  log.info({ host: server.host, port: server.port, sources: Object.keys(intake.sources) }, 'intake listening');
+  log.info(
+    { host: server.host, port: server.port, sources: Object.keys(intake.sources), slackApps: Object.keys(sinks) },
+    'intake listening',
+  );
   return {
     async close() {
       await server.close();
       await queue.close();
+      await approvals.close();
     },
   };
 }
@@ -85,7 +99,9 @@ runService({
     const rt = await openRuntime(env, { service: 'intake', log, retention: config.retention });
     let http: { close(): Promise<void> } | undefined;
     try {
-      http = intake ? await startIntake(rt, env, intake, runbooks) : undefined;
+      http = intake ? await startIntake(rt, env, { intake, runbooks, delivery }) : undefined;
+      if (!intake && Object.keys(slackAppSinks(delivery)).length > 0)
+        log.warn('Slack app sinks are configured but intake is not: their Approve / Deny buttons have no route to answer them');
     } catch (err) {
       await rt.close();
       throw err;

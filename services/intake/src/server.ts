@@ -1,5 +1,6 @@
 /**
- * The intake's HTTP server: `POST /alerts/<source>` for each configured source.
+ * The intake's HTTP server: `POST /alerts/<source>` for each configured source, and
+ * `POST /slack/interactions` when a Slack app sink is configured (answers in slack-interactions.ts).
  *
  *   202 {"accepted": [{incidentId, runId, duplicate, delayedMs?}], "joined": [{incidentId, alerts}], "resolved": [resolution]}
  *       queued (a repeat is `duplicate`; past the rate limit `delayedMs`), joined to a group's incident, resolutions recorded
@@ -22,6 +23,7 @@ import type { IntakeBatch } from './mapping.js';
 import { RedisUnavailableError, type IntakeQueue } from './queue.js';
 import { IntakeFlow } from './flow.js';
 import { withRunbook, type LoadedRunbook } from './runbooks.js';
+import { SLACK_INTERACTIONS_PATH, type SlackInteractions } from './slack-interactions.js';
 
 /** What the intake's server needs. */
 export interface IntakeServerOptions {
@@ -31,6 +33,8 @@ export interface IntakeServerOptions {
   log: Logger;
   /** The runbooks, read at start-up (`loadRunbooks`). */
   runbooks?: readonly LoadedRunbook[];
+  /** The Slack app sinks' buttons, served at `POST /slack/interactions`; absent: no such route. */
+  slack?: Pick<SlackInteractions, 'handle'>;
 }
 
 /** A webhook Bosun cannot take: answered with `status` and `reason`, its body kept as poison. */
@@ -90,7 +94,10 @@ class IntakeRoutes {
   }
 
   router(): Router {
-    return new Router().on('POST', '/alerts/:source', (c) => this.receive(c));
+    const router = new Router().on('POST', '/alerts/:source', (c) => this.receive(c));
+    const slack = this.options.slack;
+    if (slack) router.on('POST', SLACK_INTERACTIONS_PATH, ({ req, res }) => slack.handle(req, res));
+    return router;
   }
 
   private async receive({ req, res, params }: RouteContext): Promise<void> {

@@ -45,6 +45,11 @@ export function slackText(job: DeliveryJob, options: { answerLines: number; runU
   return lines.join('\n');
 }
 
+/** The commands that decide an approval, as an operator types them. */
+export function approvalCommands(id: string): { approve: string; deny: string } {
+  return { approve: `npx bosun approve ${id}`, deny: `npx bosun deny ${id} --reason "<why>"` };
+}
+
 /** The Slack message announcing a pending approval: who asks, for which calls, until when, and the commands that decide it. */
 export function approvalText(job: ApprovalAnnouncement, commands: { approve: string; deny: string }): string {
   const a = job.approval;
