@@ -13,11 +13,14 @@ export interface OperatorDeps {
   prefix: string;
 }
 
-/** A refusal or a failure the CLI reports as is, with its exit code (1 failure/not found, 2 bad usage). */
+/**
+ * A refusal or a failure the CLI reports as is, with its exit code (1 failure/not found, 2 bad
+ * usage, 4 not allowed: no or an unknown operator token, or a role missing — HTTP's 401/403).
+ */
 export class OperatorError extends BosunError {
-  readonly exitCode: 1 | 2;
+  readonly exitCode: 1 | 2 | 4;
 
-  constructor(message: string, exitCode: 1 | 2 = 1, cause?: unknown) {
+  constructor(message: string, exitCode: 1 | 2 | 4 = 1, cause?: unknown) {
     super('operator', message, { cause });
     this.name = 'OperatorError';
     this.exitCode = exitCode;

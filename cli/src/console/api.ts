@@ -18,6 +18,7 @@ import {
   type RouteContext,
   type RunControl,
   type RunState,
+  type Identity,
 } from '@bosun/transport';
 import { dropDeadLetter, listDeadLetters, retryDeadLetter } from '../dead-letters.js';
 import { readStats } from '../commands/stats.js';
@@ -85,11 +86,12 @@ export class ConsoleApi {
     sendJson(res, 200, await this.deps.approvals.pending());
   }
 
-  async decide({ req, res, params }: RouteContext): Promise<void> {
+  /** Decides an approval as the session's person (`who`); a typed `by` renames only an unverified one. */
+  async decide({ req, res, params }: RouteContext, who: Identity): Promise<void> {
     const id = params.id!;
     let decision;
     try {
-      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { defaultBy: 'console-operator' });
+      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { defaultBy: who.actor.name, actor: who.actor });
     } catch (err) {
       if (err instanceof DecisionError) throw new HttpError(400, err.message);
       throw err;
@@ -124,12 +126,12 @@ export class ConsoleApi {
   }
 
   /** `bosun ack <key> --done|--retry|--skip` for an in-doubt tool call. */
-  async ack({ req, res, params }: RouteContext): Promise<void> {
+  async ack({ req, res, params }: RouteContext, who: Identity): Promise<void> {
     const body = parseJson(await readBody(req, MAX_BODY)) as { action?: unknown };
     const action = body.action;
     if (action !== 'done' && action !== 'retry' && action !== 'skip') throw new HttpError(400, 'action: must be one of done, retry, skip');
     try {
-      sendJson(res, 200, await ackToolCall(this.deps, params.key!, action, { by: 'console-operator' }));
+      sendJson(res, 200, await ackToolCall(this.deps, params.key!, action, { by: who.actor.name }));
     } catch (err) {
       throw operatorAnswer(err);
     }

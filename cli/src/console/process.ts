@@ -3,7 +3,7 @@
  * (NATS for the event streams, Redis for runs, approvals and dead letters) and its HTTP server.
  * `main.ts` runs it as a service (health port, ready line, graceful stop).
  */
-import { ConfigError, addLogSecrets, type BosunEnv, type Logger } from '@bosun/config';
+import { ConfigError, addLogSecrets, loadClusterConfig, type BosunEnv, type Logger } from '@bosun/config';
 import { ApprovalStore, EventPublisher, RunControl, connectNats, createRedis, ensureRunsStream, waitForRedis } from '@bosun/transport';
 import { startConsole } from './server.js';
 
@@ -37,6 +37,8 @@ export async function openConsole(env: BosunEnv, options: ConsoleProcessOptions)
   const { log } = options;
   const token = consoleToken();
   addLogSecrets(log, [token]);
+  // The people who log in with their own tokens (hashes only; nothing of it is a secret).
+  const { operators } = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
   const nc = await connectNats(env.nats, { name: 'bosun-console' });
   const redis = createRedis(env.redis, { name: 'bosun-console' });
   redis.on('error', (err) => log.warn({ err }, 'redis connection error'));
@@ -52,7 +54,16 @@ export async function openConsole(env: BosunEnv, options: ConsoleProcessOptions)
   const runs = new RunControl({ redis, prefix: env.prefix });
   const events = new EventPublisher({ prefix: env.prefix, redis, nats: nc, log });
   const deps = { redis, prefix: env.prefix, runs, approvals, events };
-  const c = await startConsole({ port: options.port, host: options.host, token, secureCookie: options.secureCookie, deps, nats: nc, log });
+  const c = await startConsole({
+    port: options.port,
+    host: options.host,
+    token,
+    operators,
+    secureCookie: options.secureCookie,
+    deps,
+    nats: nc,
+    log,
+  });
   log.info({ url: `http://${c.host}:${c.port}/` }, 'console listening');
   return {
     port: c.port,

@@ -23,9 +23,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Logger } from '@bosun/config';
-import { RUN_ID_PATTERN } from '@bosun/contract';
-import { HttpServer, Router, readBody, sendError, sendJson } from '@bosun/transport';
+import type { Logger, OperatorEntry } from '@bosun/config';
+import { RUN_ID_PATTERN, type Role } from '@bosun/contract';
+import { ForbiddenError, HttpServer, Router, readBody, requireRole, sendError, sendJson, type Identity } from '@bosun/transport';
 import { ConsoleApi, type ConsoleDeps } from './api.js';
 import { QUEUES_PATH, QueueBoard } from './queues.js';
 import { EventStreams } from './sse.js';
@@ -35,8 +35,10 @@ import { Sessions } from './session.js';
 export interface ConsoleOptions {
   port: number;
   host: string;
-  /** The operator token; never logged. */
+  /** The shared operator token; never logged. */
   token: string;
+  /** The config's `operators`: people who log in with their own token (default none). */
+  operators?: readonly OperatorEntry[];
   deps: ConsoleDeps;
   nats: NatsConnection;
   log: Logger;
@@ -109,7 +111,7 @@ class ConsoleRoutes {
     private readonly options: ConsoleOptions,
     readonly streams: EventStreams,
   ) {
-    this.sessions = new Sessions(options.token);
+    this.sessions = new Sessions(options.token, Date.now, options.operators ?? []);
     this.api = new ConsoleApi(options.deps);
   }
 
@@ -128,17 +130,19 @@ class ConsoleRoutes {
         .on('GET', '/style.css', ({ res }) => sendAsset(res, this.assets.get('/style.css')!))
         .on('GET', '/', page('/'))
         .on('GET', '/app.js', page('/app.js'))
-        .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => sendJson(res, 200, { csrf: this.sessions.csrfOf(req) })))
-        .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run'))))
-        .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c)))
-        .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c)))
-        .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c)))
-        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c)))
-        .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
-        .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
-        .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
-        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c)))
-        .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)))
+        .on('GET', '/api/session', ({ req, res }) =>
+          this.guard(req, res, (who) => sendJson(res, 200, { csrf: this.sessions.csrfOf(req), actor: who.actor, roles: who.roles })),
+        )
+        .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run')), 'read'))
+        .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c), 'read'))
+        .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c), 'read'))
+        .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c), 'read'))
+        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, 'approve', (who) => this.api.decide(c, who)))
+        .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c), 'read'))
+        .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, 'retry', () => this.api.retryDeadLetter(c)))
+        .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, 'retry', () => this.api.dropDeadLetter(c)))
+        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, 'retry', (who) => this.api.ack(c, who)))
+        .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c), 'read'))
     );
   }
 
@@ -161,30 +165,45 @@ class ConsoleRoutes {
     return this.streams.serve(req, res, runId ?? undefined);
   }
 
-  /** Runs `fn` for a request of a live session; else 401. */
-  private async guard(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void> | void): Promise<void> {
-    if (this.sessions.csrfOf(req) !== null) return fn();
-    req.resume();
-    sendError(res, 401, 'not logged in: log in at /login with the operator token');
+  /** Runs `fn` for a request of a live session whose person holds `role` (if given); else 401 or 403. */
+  private async guard(req: IncomingMessage, res: ServerResponse, fn: (who: Identity) => Promise<void> | void, role?: Role): Promise<void> {
+    const who = this.sessions.identityOf(req);
+    if (who === null) {
+      req.resume();
+      return sendError(res, 401, 'not logged in: log in at /login with your operator token');
+    }
+    if (role !== undefined) {
+      try {
+        requireRole(who, role, `${req.method ?? 'GET'} ${req.url ?? ''}`);
+      } catch (err) {
+        if (!(err instanceof ForbiddenError)) throw err;
+        req.resume();
+        return sendJson(res, 403, { error: err.message, code: err.code });
+      }
+    }
+    return fn(who);
   }
 
-  /** Runs `fn` for a POST of a live session that carries its CSRF token; else 401 or 403. */
-  private guardPost(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void>): Promise<void> {
+  /** Runs `fn` for a POST of a live session that carries its CSRF token, by a person holding `role`; else 401 or 403. */
+  private guardPost(req: IncomingMessage, res: ServerResponse, role: Role, fn: (who: Identity) => Promise<void>): Promise<void> {
     return this.guard(req, res, async () => {
-      if (this.sessions.csrfOk(req)) return fn();
-      req.resume();
-      sendError(res, 403, 'missing or wrong CSRF token (x-csrf-token)');
+      if (!this.sessions.csrfOk(req)) {
+        req.resume();
+        return sendError(res, 403, 'missing or wrong CSRF token (x-csrf-token)');
+      }
+      return this.guard(req, res, fn, role);
     });
   }
 
   private async login(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const form = new URLSearchParams(await readBody(req, 4096));
-    const id = this.sessions.login(form.get('token') ?? '');
+    const id = this.sessions.login(form.get('token') ?? '', req.socket.remoteAddress);
     if (id === null) {
       this.options.log.warn({ from: req.socket.remoteAddress }, 'console login refused: wrong operator token');
       return redirect(res, '/login?failed=1');
     }
-    this.options.log.info({ from: req.socket.remoteAddress }, 'console login');
+    const who = this.sessions.identityOfSession(id);
+    this.options.log.info({ from: req.socket.remoteAddress, by: who?.actor.name, verified: who?.actor.verified }, 'console login');
     redirect(res, '/', { 'set-cookie': Sessions.cookie(id, this.options.secureCookie ?? false) });
   }
 

@@ -1,11 +1,14 @@
 /**
- * The console's sessions: the operator token is checked once, at login (in constant time), and
- * exchanged for a random session id in an HttpOnly, SameSite=Strict cookie. Each session has its
+ * The console's sessions: a token is checked once, at login (in constant time) — a person's token
+ * from the config's `operators` (the session is that person's, verified, with their roles) or the
+ * shared operator token (unverified `console-operator`, every role) — and exchanged for a random session id in an HttpOnly, SameSite=Strict cookie. Each session has its
  * own CSRF token, which every POST must echo in the `x-csrf-token` header. Sessions live in this
  * process only: a restart logs everyone out.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { OperatorEntry } from '@bosun/config';
+import { OperatorDirectory, type Identity } from '@bosun/transport';
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = 'bosun_console';
@@ -15,7 +18,12 @@ export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 interface Session {
   csrf: string;
   expiresAt: number;
+  /** Who logged in. */
+  identity: Identity;
 }
+
+/** The name of a session opened with the shared token. */
+export const SHARED_CONSOLE_NAME = 'console-operator';
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
@@ -32,23 +40,37 @@ export function readCookie(req: IncomingMessage, name: string): string | undefin
 
 /** Logins, sessions and their CSRF tokens. */
 export class Sessions {
-  private readonly expected: Buffer;
+  private readonly directory: OperatorDirectory;
   private readonly sessions = new Map<string, Session>();
 
+  /** `token`: the shared operator token; `operators`: the config's people (default none). */
   constructor(
     token: string,
     private readonly now: () => number = Date.now,
+    operators: readonly OperatorEntry[] = [],
   ) {
-    this.expected = digest(token);
+    this.directory = new OperatorDirectory({ operators, shared: { token, name: SHARED_CONSOLE_NAME } });
   }
 
-  /** A new session id when `token` is the operator token, else null. */
-  login(token: string): string | null {
-    if (!timingSafeEqual(digest(token), this.expected)) return null;
+  /** A new session id when `token` is a person's token or the shared one, else null. `address`: the client's. */
+  login(token: string, address?: string): string | null {
+    const identity = token === '' ? null : this.directory.resolve(token, 'console', address);
+    if (!identity) return null;
     this.sweep();
     const id = randomBytes(32).toString('base64url');
-    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS });
+    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS, identity });
     return id;
+  }
+
+  /** Who the request's live session belongs to, or null. */
+  identityOf(req: IncomingMessage): Identity | null {
+    if (this.csrfOf(req) === null) return null;
+    return this.identityOfSession(readCookie(req, SESSION_COOKIE)!);
+  }
+
+  /** Who session `id` belongs to (live or not), or null. */
+  identityOfSession(id: string): Identity | null {
+    return this.sessions.get(id)?.identity ?? null;
   }
 
   /** Ends the request's session, if any. */

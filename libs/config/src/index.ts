@@ -25,3 +25,4 @@ export type { DeliveryConfig, DeliverySink } from './delivery.js';
 export { A2aConfig, A2A_TENANT_PATTERN, RemoteA2aAgent } from './a2a.js';
 export { RetentionConfigSchema, DEFAULT_RETENTION, parseDuration, formatDuration, retentionProblem } from './retention.js';
 export type { RetentionConfig } from './retention.js';
+export { OperatorEntry, OperatorsConfig, OPERATOR_NAME_PATTERN } from './operators.js';
