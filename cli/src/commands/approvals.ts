@@ -24,6 +24,14 @@ async function withApprovals<T>(deps: OperatorDeps, fn: (store: ApprovalStore) =
 
 const ARGS_MAX = 200;
 
+/** `1 of 2 approvals (alice)`: how far an approval under a rule of several people has got. */
+export function votesLine(a: Approval): string {
+  const votes = a.votes ?? [];
+  const who = votes.length > 0 ? ` (${votes.map((v) => v.actor.name).join(', ')})` : '';
+  const requester = a.rule?.distinctFrom === 'requester' ? `; not ${a.requester ?? 'the requester'}` : '';
+  return `${votes.length} of ${a.rule?.required ?? 1} approvals${who}${requester}`;
+}
+
 /** The text of `bosun approvals list`. */
 export function formatApprovals(approvals: Approval[], now = Date.now()): string {
   if (approvals.length === 0) return 'no pending approvals';
@@ -32,6 +40,7 @@ export function formatApprovals(approvals: Approval[], now = Date.now()): string
     const age = formatAge(now - Date.parse(a.createdAt));
     lines.push(`${a.id}  age ${age}  run ${a.runId}  agent ${a.agent}  times out ${a.timeoutAt}`);
     lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
+    if (a.rule) lines.push(`    needs: ${votesLine(a)}`);
     for (const c of a.calls) {
       lines.push(`    [${c.index}] ${c.tool} ${oneLine(JSON.stringify(c.args), ARGS_MAX)}${c.needsApproval ? '   <- needs approval' : ''}`);
     }
@@ -158,9 +167,14 @@ async function decide(deps: RedisDeps, id: string, decision: Decision): Promise<
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
       if (err.code === 'not_found') throw new OperatorError(`no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, 1, err);
-      throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : 1, err);
+      throw new OperatorError(err.message, err.code === 'bad_request' ? 2 : err.code === 'forbidden' ? 4 : 1, err);
     }
   });
+  if (a.status === 'pending') {
+    // A vote toward a rule of several people that leaves it short: nothing runs yet.
+    process.stdout.write(`approval ${a.id}: approval by ${decision.by} recorded: ${votesLine(a)}\n`);
+    return 0;
+  }
   const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;
   process.stdout.write(`approval ${a.id} ${what} by ${a.decidedBy ?? decision.by} at ${a.decidedAt ?? '?'}\n`);
   await publishResolved(deps.env, deps, a);

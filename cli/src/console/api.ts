@@ -98,12 +98,14 @@ export class ConsoleApi {
     }
     try {
       const decided = await this.deps.approvals.decide(id, decision);
+      // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
+      if (decided.status === 'pending') return sendJson(res, 200, decided);
       this.deps.events.emit(approvalResolvedEvent(decided));
       await Promise.race([this.deps.events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
       sendJson(res, 200, decided);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
+      const status = { not_found: 404, already_decided: 409, bad_request: 400, forbidden: 403 }[err.code];
       throw new HttpError(status, err.message);
     }
   }

@@ -57,6 +57,7 @@ export class ApprovalAnswers {
       const decision = parseDecision(who.actor.verified ? input : { ...input, by: who.actor.name }, { actor: who.actor });
       decided = await this.deps.approvals.decide(pending.id, decision);
     } catch (err) {
+      if (err instanceof ApprovalError && err.code === 'forbidden') throw new UnsupportedOperationError(err.message);
       if (err instanceof DecisionError || err instanceof ApprovalError) throw new RequestMalformedError(`decision: ${err.message}`);
       throw err;
     }
@@ -71,7 +72,8 @@ export class ApprovalAnswers {
       },
       'approval decided over A2A',
     );
-    this.deps.events.emit(approvalResolvedEvent(decided));
+    // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
+    if (decided.status !== 'pending') this.deps.events.emit(approvalResolvedEvent(decided));
     await Promise.race([this.deps.events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
     return this.deps.store.append(record, { ...message, taskId: record.taskId, contextId: record.contextId });
   }

@@ -29,6 +29,9 @@ export interface PendingApproval {
   createdAt: string;
   timeoutAt: string;
   calls: { index: number; tool: string; args: unknown; needsApproval: boolean }[];
+  /** Under a rule of several people: how many it needs, and who has approved so far. */
+  required?: number;
+  approvedBy?: string[];
 }
 
 export const textPart = (text: string): Part => ({
@@ -104,6 +107,11 @@ export function approvalText(a: PendingApproval): string {
     `Approval ${a.id}: ${a.agent} proposes these calls and waits for an operator until ${a.timeoutAt}:`,
     ...calls,
     `Reason: ${a.reason}`,
+    ...(a.required !== undefined && a.required > 1
+      ? [
+          `Needs ${a.required} different people: ${a.approvedBy?.length ?? 0} of ${a.required} approved${a.approvedBy?.length ? ` (${a.approvedBy.join(', ')})` : ''}.`,
+        ]
+      : []),
     'Answer on this task with a DataPart {"decision": "approve", "only"?: [indexes]} or {"decision": "deny", "reason": "..."} (operator tokens only).',
   ].join('\n');
 }

@@ -5,7 +5,11 @@
  *   GET  /approvals/<id>   one approval (404 when there is none)
  *   POST /approvals/<id>   decide it: `{ "decision": "approve" | "deny", "only"?: number[],
  *                          "reason"?: string, "by"?: string }` → 200 with the decided approval;
- *                          400 bad body (naming the field), 404 unknown, 409 already decided
+ *                          400 bad body (naming the field), 403 not this person's to approve
+ *                          (a role missing, the requester, an unverified vote under a rule of
+ *                          several people), 404 unknown, 409 already decided. Under a rule of
+ *                          several people a vote that leaves it short answers 200 with the
+ *                          approval still `pending` and its `votes` ("1 of 2")
  *   GET  /runs             runs, newest first: `?status=<state>&limit=<n>` (JSON array)
  *   GET  /runs/<runId>     one run (404 when there is none)
  *   POST /runs/<runId>/cancel  cancel it: `{ "reason"?: string, "by"?: string }` → 202 (it ends
@@ -86,6 +90,9 @@ export const NO_REASON_GIVEN = 'no reason given';
 const FLUSH_WAIT_MS = 2_000;
 /** The realm of the operator API's `WWW-Authenticate` challenge. */
 const OPERATOR_REALM = 'bosun-operator';
+
+/** The HTTP status of each refusal of a decision. */
+const APPROVAL_STATUS = { not_found: 404, already_decided: 409, bad_request: 400, forbidden: 403 } as const;
 
 /** The name a shared-token caller gets when the body gives no `by`. */
 const SHARED_NAME = 'http-operator';
@@ -251,7 +258,7 @@ class OperatorRoutes {
       decided = await approvals.decide(id, decision);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
+      const status = APPROVAL_STATUS[err.code];
       if (err.code === 'already_decided') log.info({ approvalId: id, by: decision.by }, 'approval decision refused: already decided');
       return sendJson(res, status, { error: err.message, code: err.code });
     }
@@ -265,8 +272,10 @@ class OperatorRoutes {
         runId: decided.runId,
         agent: decided.agent,
       },
-      'approval decided over HTTP',
+      decided.status === 'pending' ? 'approval vote recorded over HTTP' : 'approval decided over HTTP',
     );
+    // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
+    if (decided.status === 'pending') return sendJson(res, 200, decided);
     events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
     await Promise.race([events.flush(), new Promise((r) => setTimeout(r, FLUSH_WAIT_MS).unref())]);
