@@ -39,6 +39,11 @@ export function formatApprovals(approvals: Approval[], now = Date.now()): string
   for (const a of approvals) {
     const age = formatAge(now - Date.parse(a.createdAt));
     lines.push(`${a.id}  age ${age}  run ${a.runId}  agent ${a.agent}  times out ${a.timeoutAt}`);
+    const i = a.incident;
+    if (i)
+      lines.push(
+        `    incident: ${i.id} [${i.severity}] ${oneLine(i.title, 200)}${i.service ? `  service ${i.service}` : ''}  source ${i.source}`,
+      );
     lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
     if (a.rule) lines.push(`    needs: ${votesLine(a)}`);
     for (const c of a.calls) {

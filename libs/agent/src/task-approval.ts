@@ -1,4 +1,4 @@
-import { APPROVAL_TIMEOUT_REASON, taskApprovalId, toolCallKey, type Approval, type CatalogTool } from '@bosun/contract';
+import { APPROVAL_TIMEOUT_REASON, taskApprovalId, toolCallKey, type Approval, type CatalogTool, type Incident } from '@bosun/contract';
 import type { ToolCall } from '@bosun/models';
 import { strictestRule } from '@bosun/policy';
 import { ApprovalWaiter, approvalRequestedEvent, metrics, spanEvent, type ApprovalStore } from '@bosun/transport';
@@ -71,11 +71,19 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
     timeoutAt: new Date(Date.now() + timeoutMs).toISOString(),
     ...(ruled ? { rule } : {}),
     ...(requester ? { requester } : {}),
+    incident: incidentContext(job.incident),
   });
   run.deps.events.emit(approvalRequestedEvent(approval));
   spanEvent('approval.requested', { 'bosun.approval.id': id, 'bosun.approval.calls': approval.calls.length });
   run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
   return approval;
+}
+
+/** What an approval shows of its incident: id, title (the summary's first line), severity, service, source. */
+export function incidentContext(incident: Incident): NonNullable<Approval['incident']> {
+  const title = incident.summary.split('\n')[0]!.trim().slice(0, 200) || incident.reason;
+  const service = incident.labels?.service;
+  return { id: incident.id, title, severity: incident.severity, ...(service ? { service } : {}), source: incident.source };
 }
 
 /** Records the wait in the checkpoint and parks the task until the approval's timeout (both loops). */

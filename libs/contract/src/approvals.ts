@@ -100,6 +100,14 @@ export const Approval = z.object({
   rule: ApprovalRule.optional(),
   /** Who started the run (`Incident.requestedBy`), when the path that published it could tell. */
   requester: z.string().optional(),
+  /**
+   * The incident the calls belong to, as a person needs it to decide: its id, title (the
+   * summary's first line), severity, service (the `service` label) and source. Absent in
+   * approvals stored before it.
+   */
+  incident: z
+    .object({ id: z.string(), title: z.string(), severity: z.string(), service: z.string().optional(), source: z.string() })
+    .optional(),
   /** The approvals given so far toward `rule.required` (read from `approval:<id>:votes`), oldest first. */
   votes: z.array(ApprovalVote).optional(),
 });
