@@ -17,10 +17,11 @@ export interface OperatorDeps {
  * Why an operator's request was refused or failed, as data: `not_found` (no such run, entry,
  * approval or tool call), `bad_request` (the request cannot be done as asked), `conflict` (not in
  * the state the request needs), `corrupt` (a stored value it needs does not parse), `unavailable`
- * (a service it needs did not answer). The CLI's exit code and the console's HTTP status come
- * from it ({@link OPERATOR_HTTP_STATUS}), never from the message.
+ * (a service it needs did not answer), `forbidden` (no or an unknown operator token, or a role
+ * missing). The CLI's exit code and the console's HTTP status come from it
+ * ({@link OPERATOR_HTTP_STATUS}, {@link OPERATOR_EXIT_CODE}), never from the message.
  */
-export type OperatorReason = 'not_found' | 'bad_request' | 'conflict' | 'corrupt' | 'unavailable';
+export type OperatorReason = 'not_found' | 'bad_request' | 'conflict' | 'corrupt' | 'unavailable' | 'forbidden';
 
 /** The console's HTTP status for each {@link OperatorReason}. */
 export const OPERATOR_HTTP_STATUS: Readonly<Record<OperatorReason, number>> = {
@@ -29,18 +30,29 @@ export const OPERATOR_HTTP_STATUS: Readonly<Record<OperatorReason, number>> = {
   conflict: 409,
   corrupt: 500,
   unavailable: 503,
+  forbidden: 403,
 };
 
-/** A refusal or a failure the CLI reports as is, with why (`reason`) and its exit code (2 for a bad request, else 1). */
+/** The CLI's exit code for each {@link OperatorReason}: 2 bad usage, 4 not allowed (HTTP's 401/403), else 1. */
+export const OPERATOR_EXIT_CODE: Readonly<Record<OperatorReason, 1 | 2 | 4>> = {
+  not_found: 1,
+  bad_request: 2,
+  conflict: 1,
+  corrupt: 1,
+  unavailable: 1,
+  forbidden: 4,
+};
+
+/** A refusal or a failure the CLI reports as is, with why (`reason`) and its exit code ({@link OPERATOR_EXIT_CODE}). */
 export class OperatorError extends BosunError {
   readonly reason: OperatorReason;
-  readonly exitCode: 1 | 2;
+  readonly exitCode: 1 | 2 | 4;
 
   constructor(reason: OperatorReason, message: string, cause?: unknown) {
     super('operator', message, { cause, data: { reason } });
     this.name = 'OperatorError';
     this.reason = reason;
-    this.exitCode = reason === 'bad_request' ? 2 : 1;
+    this.exitCode = OPERATOR_EXIT_CODE[reason];
   }
 }
 

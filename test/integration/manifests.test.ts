@@ -924,6 +924,27 @@ function checkComposeBuild(m: Model): string[] {
   return problems;
 }
 
+/** The secrets of approvals by named people (issue 23): each variable and the service that reads it. */
+const IDENTITY_SECRETS = [
+  ['BOSUN_OIDC_CLIENT_SECRET', 'console'],
+  ['BOSUN_SLACK_SIGNING_SECRET', 'intake'],
+  ['BOSUN_SLACK_BOT_TOKEN', 'intake'],
+] as const;
+
+/** Each identity secret reaches its compose service as `${VAR:-}` (from the shell or .env), never a value. */
+function checkComposeIdentitySecrets(m: Model): string[] {
+  const services = composeServices(m);
+  const problems: string[] = [];
+  for (const [v, service] of IDENTITY_SECRETS) {
+    const s = services[service] as Obj | undefined;
+    const value = s ? composeEnv(s).get(v) : undefined;
+    if (value === undefined) problems.push(`${service}: ${v} is not passed through`);
+    else if (!new RegExp(`^\\$\\{${v}(:?-)?\\}$`).test(value))
+      problems.push(`${service}: ${v} must be passed through as \${${v}:-}, never written here`);
+  }
+  return problems;
+}
+
 function checkComposeEnv(m: Model): string[] {
   const problems: string[] = [];
   const serviceNames = new Set(Object.keys(composeServices(m)));
@@ -1179,6 +1200,9 @@ describe('infra/k8s', () => {
     for (const v of SLACK_SECRET_ENV) expect(checkSecret(model, v)).toEqual([]);
     expect(checkSlackSecrets(model)).toEqual([]);
   });
+  it.each(IDENTITY_SECRETS.map(([v]) => v))('the Secret ships with an empty %s, which a Deployment takes from it (issue 23)', (v) =>
+    expect(checkSecret(model, v)).toEqual([]),
+  );
   it('TLS and credentials: every *_FILE names a key of a mounted Secret only the process can read', () =>
     expect(checkConnectionFiles(model)).toEqual([]));
   it('the Secret for the connection files ships with every key empty', () => expect(checkConnectionSecret(model)).toEqual([]));
@@ -1198,6 +1222,8 @@ describe('infra/compose.yaml', () => {
   it('the Bosun services build from a Dockerfile that exists and run entry points that exist', () =>
     expect(checkComposeBuild(model)).toEqual([]));
   it('env wiring is complete', () => expect(checkComposeEnv(model)).toEqual([]));
+  it('the OIDC and Slack secrets are passed through from the shell, never written (issue 23)', () =>
+    expect(checkComposeIdentitySecrets(model)).toEqual([]));
   it('the config is mounted at BOSUN_CONFIG and its MCP server paths resolve', () => expect(checkComposeConfig(model)).toEqual([]));
   it('healthchecks call the health endpoints at BOSUN_HEALTH_PORT', () => expect(checkComposeHealth(model)).toEqual([]));
   it('stop_grace_period exceeds BOSUN_GRACE_MS', () => expect(checkComposeStopGrace(model)).toEqual([]));
@@ -1494,6 +1520,11 @@ const mutations: Mutation[] = [
     checkOidcSecret,
   ],
   [
+    'a Slack secret written into compose.yaml',
+    (m) => void ((composeServices(m).intake as Obj).environment.BOSUN_SLACK_BOT_TOKEN = 'xoxb-real'),
+    checkComposeIdentitySecrets,
+  ],
+  [
     'the config mounted one folder too shallow for its MCP paths',
     (m) => {
       envEntry(m, 'gateway', 'BOSUN_CONFIG').value = '/app/cluster/bosun.yaml';
@@ -1659,6 +1690,7 @@ describe('every check can fail', () => {
       checkComposeInfra,
       checkComposeBuild,
       checkComposeEnv,
+      checkComposeIdentitySecrets,
       checkComposeConfig,
       checkComposeHealth,
       checkComposeStopGrace,

@@ -1,6 +1,7 @@
 /** `bosun ack <key> --done|--retry|--skip`: resolves an in-doubt tool call. */
 import { UsageError } from '../args.js';
 import { defineRedisCommand } from '../command.js';
+import { TOKEN_FILE_OPTION, cliIdentity } from '../identity.js';
 import { escapeControl } from '../terminal.js';
 import { ackToolCall, type AckOutcome } from '../tool-calls.js';
 
@@ -24,7 +25,7 @@ function reportAck(r: AckOutcome, by: string): number {
 
 export const ackCommand = defineRedisCommand({
   name: 'ack',
-  usage: `  bosun ack <key> --done|--retry|--skip [--by <name>]
+  usage: `  bosun ack <key> --done|--retry|--skip [--by <name>] [--token-file <f>]
                                     resolve an in-doubt tool call: it took effect (--done), treat
                                     it as not executed (--skip), or send it once more (--retry)`,
   options: {
@@ -32,6 +33,7 @@ export const ackCommand = defineRedisCommand({
     retry: { type: 'boolean', default: false },
     skip: { type: 'boolean', default: false },
     by: { type: 'string' },
+    ...TOKEN_FILE_OPTION,
   },
   positionals: 1,
   check({ values, positionals }, env) {
@@ -40,7 +42,9 @@ export const ackCommand = defineRedisCommand({
     const actions = (['done', 'retry', 'skip'] as const).filter((a) => values[a]);
     const action = actions[0];
     if (actions.length !== 1 || !action) throw new UsageError('ack needs exactly one of --done, --retry, --skip');
-    return { key, action, by: values.by?.trim() || env.user || 'operator' };
+    const typed = values.by?.trim() || env.user || 'operator';
+    const who = cliIdentity(env, { role: 'retry', what: `resolving tool call ${key}`, tokenFile: values['token-file'], by: typed });
+    return { key, action, by: who.actor.name };
   },
   async handler({ key, action, by }, deps) {
     return reportAck(await ackToolCall(deps, key, action, { by }), by);

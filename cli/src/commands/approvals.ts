@@ -3,11 +3,12 @@
  * approvals are read and decided through `ApprovalStore` (libs/transport), which parses them with
  * the contract's `Approval`; a decision is checked by the contract's `parseDecision`.
  */
-import { DecisionError, parseDecision, type Approval, type Decision, errorMessage, sleep } from '@bosun/contract';
+import { DecisionError, parseDecision, type Actor, type Approval, type Decision, errorMessage, sleep } from '@bosun/contract';
 import { createLogger, type BosunEnv } from '@bosun/config';
 import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
 import { UsageError } from '../args.js';
 import { commandGroup, defineRedisCommand, type RedisDeps } from '../command.js';
+import { TOKEN_FILE_OPTION, cliIdentity } from '../identity.js';
 import { OperatorError, formatAge, oneLine, type OperatorDeps } from '../operator.js';
 import { printJson, printText } from '../terminal.js';
 
@@ -23,6 +24,14 @@ async function withApprovals<T>(deps: OperatorDeps, fn: (store: ApprovalStore) =
 
 const ARGS_MAX = 200;
 
+/** `1 of 2 approvals (alice)`: how far an approval under a rule of several people has got. */
+export function votesLine(a: Approval): string {
+  const votes = a.votes ?? [];
+  const who = votes.length > 0 ? ` (${votes.map((v) => v.actor.name).join(', ')})` : '';
+  const requester = a.rule?.distinctFrom === 'requester' ? `; not ${a.requester ?? 'the requester'}` : '';
+  return `${votes.length} of ${a.rule?.required ?? 1} approvals${who}${requester}`;
+}
+
 /** The text of `bosun approvals list`. */
 export function formatApprovals(approvals: Approval[], now = Date.now()): string {
   if (approvals.length === 0) return 'no pending approvals';
@@ -30,7 +39,13 @@ export function formatApprovals(approvals: Approval[], now = Date.now()): string
   for (const a of approvals) {
     const age = formatAge(now - Date.parse(a.createdAt));
     lines.push(`${a.id}  age ${age}  run ${a.runId}  agent ${a.agent}  times out ${a.timeoutAt}`);
+    const i = a.incident;
+    if (i)
+      lines.push(
+        `    incident: ${i.id} [${i.severity}] ${oneLine(i.title, 200)}${i.service ? `  service ${i.service}` : ''}  source ${i.source}`,
+      );
     lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
+    if (a.rule) lines.push(`    needs: ${votesLine(a)}`);
     for (const c of a.calls) {
       lines.push(`    [${c.index}] ${c.tool} ${oneLine(JSON.stringify(c.args), ARGS_MAX)}${c.needsApproval ? '   <- needs approval' : ''}`);
     }
@@ -84,16 +99,20 @@ export const approvalsCommand = commandGroup('approvals', [list, show], 'list');
  * `parseDecision` (as the HTTP API and the approval store check it); a refusal is a usage error
  * (exit 2) worded for the command line.
  */
-function decisionFromFlags(command: 'approve' | 'deny', values: { only?: string; reason?: string }, by: string): Decision {
+function decisionFromFlags(command: 'approve' | 'deny', values: { only?: string; reason?: string; by?: string }, actor: Actor): Decision {
   // Indexes as numbers; anything else is left as written, for the check to refuse.
   const only = values.only?.split(',').map((p) => (/^\d+$/.test(p.trim()) ? Number(p.trim()) : p));
   try {
-    return parseDecision({
-      decision: command,
-      by,
-      ...(only === undefined ? {} : { only }),
-      ...(values.reason === undefined ? {} : { reason: values.reason }),
-    });
+    return parseDecision(
+      {
+        decision: command,
+        // A verified caller's --by is kept only as a note beside their name (parseDecision).
+        ...(values.by === undefined ? {} : { by: values.by }),
+        ...(only === undefined ? {} : { only }),
+        ...(values.reason === undefined ? {} : { reason: values.reason }),
+      },
+      { actor },
+    );
   } catch (err) {
     if (!(err instanceof DecisionError)) throw err;
     const flag = `${err.field}/${err.problem}`;
@@ -153,9 +172,18 @@ async function decide(deps: RedisDeps, id: string, decision: Decision): Promise<
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
       if (err.code === 'not_found') throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`, err);
-      throw new OperatorError(err.code === 'bad_request' ? 'bad_request' : 'conflict', err.message, err);
+      throw new OperatorError(
+        err.code === 'bad_request' ? 'bad_request' : err.code === 'forbidden' ? 'forbidden' : 'conflict',
+        err.message,
+        err,
+      );
     }
   });
+  if (a.status === 'pending') {
+    // A vote toward a rule of several people that leaves it short: nothing runs yet.
+    process.stdout.write(`approval ${a.id}: approval by ${decision.by} recorded: ${votesLine(a)}\n`);
+    return 0;
+  }
   const what = a.status === 'approved' ? `approved (calls ${(a.approved ?? []).join(', ')})` : `denied (${a.denyReason ?? ''})`;
   process.stdout.write(`approval ${a.id} ${what} by ${a.decidedBy ?? decision.by} at ${a.decidedAt ?? '?'}\n`);
   await publishResolved(deps.env, deps, a);
@@ -167,13 +195,14 @@ function decisionCommand(command: 'approve' | 'deny', usage: string) {
   return defineRedisCommand({
     name: command,
     usage,
-    options: { only: { type: 'string' }, reason: { type: 'string' }, by: { type: 'string' } },
+    options: { only: { type: 'string' }, reason: { type: 'string' }, by: { type: 'string' }, ...TOKEN_FILE_OPTION },
     positionals: 1,
     check({ values, positionals }, env) {
       const id = positionals[0];
       if (!id) throw new UsageError(`${command} needs an approval id (see bosun approvals list)`);
       const by = values.by?.trim() || env.user || 'operator';
-      return { id, decision: decisionFromFlags(command, values, by) };
+      const who = cliIdentity(env, { role: 'approve', what: `deciding approval ${id}`, tokenFile: values['token-file'], by });
+      return { id, decision: decisionFromFlags(command, values, who.actor) };
     },
     handler: ({ id, decision }, deps) => decide(deps, id, decision),
   });
@@ -181,13 +210,15 @@ function decisionCommand(command: 'approve' | 'deny', usage: string) {
 
 export const approveCommand = decisionCommand(
   'approve',
-  `  bosun approve <id> [--only i,j] [--by <name>]
+  `  bosun approve <id> [--only i,j] [--by <name>] [--token-file <f>]
                                     approve the calls needing approval (or only calls i, j); the
-                                    parked task resumes and runs exactly those calls, once`,
+                                    parked task resumes and runs exactly those calls, once. Who
+                                    you are: BOSUN_TOKEN (or --token-file), required when
+                                    the config names operators; else --by (default $USER)`,
 );
 
 export const denyCommand = decisionCommand(
   'deny',
-  `  bosun deny <id> --reason "…" [--by <name>]
+  `  bosun deny <id> --reason "…" [--by <name>] [--token-file <f>]
                                     deny them; the agent is told the reason and goes on without`,
 );

@@ -1,5 +1,5 @@
-/** `bosun audit [--run <runId>] [--limit N] [--json]`: the audit stream of mutating tool calls. */
-import { auditStreamKey, parseAuditEntry, type AuditEntry } from '@bosun/contract';
+/** `bosun audit [--run <runId>] [--by <person>] [--limit N] [--json]`: the audit stream of mutating tool calls. */
+import { auditStreamKey, parseAuditEntry, type Actor, type AuditEntry } from '@bosun/contract';
 import { UsageError } from '../args.js';
 import { defineRedisCommand } from '../command.js';
 import { oneLine, storedProblem, type OperatorDeps } from '../operator.js';
@@ -16,7 +16,7 @@ const AUDIT_PAGE = 500;
  */
 export async function readAudit(
   deps: OperatorDeps,
-  options: { runId?: string; limit?: number } = {},
+  options: { runId?: string; by?: string; limit?: number } = {},
 ): Promise<{ entries: AuditView[]; problems: string[] }> {
   const limit = options.limit ?? 50;
   const key = auditStreamKey(deps.prefix);
@@ -25,7 +25,7 @@ export async function readAudit(
   let end = '+';
   // Newest first, page by page, until enough entries match (a filter may skip many).
   while (entries.length < limit) {
-    const count = options.runId ? AUDIT_PAGE : limit - entries.length;
+    const count = options.runId || options.by ? AUDIT_PAGE : limit - entries.length;
     const page = await deps.redis.xrevrange(key, end, '-', 'COUNT', count);
     for (const [id, flat] of page) {
       let e: AuditEntry;
@@ -36,6 +36,7 @@ export async function readAudit(
         continue;
       }
       if (options.runId && e.runId !== options.runId) continue;
+      if (options.by && !decidedBy(e, options.by)) continue;
       entries.push({ id, ...e });
       if (entries.length >= limit) break;
     }
@@ -46,10 +47,30 @@ export async function readAudit(
   return { entries, problems };
 }
 
+/**
+ * Whether `person` decided the entry's approval: one of its deciders (case-insensitive), or —
+ * in entries written before deciders were recorded — its approver's name.
+ */
+export function decidedBy(e: AuditEntry, person: string): boolean {
+  const p = person.toLowerCase();
+  if ((e.deciders ?? []).length > 0) return e.deciders!.some((a) => a.name.toLowerCase() === p);
+  return (e.approver ?? '').split(', ').some((n) => n.toLowerCase() === p);
+}
+
+/** How the entry's deciders read: `alice (verified, http 10.0.0.7)`, or the approver's name. */
+function decidersText(e: AuditView): string {
+  const ds = e.deciders ?? [];
+  if (ds.length === 0) return e.approver ?? '?';
+  const slack = (a: Actor) => (a.slack ? ` slack ${a.slack.teamId}/${a.slack.userId}` : '');
+  return ds
+    .map((a) => `${a.name} (${a.verified ? 'verified' : 'unverified'}, ${a.path}${a.address ? ` ${a.address}` : ''}${slack(a)})`)
+    .join(', ');
+}
+
 /** The text of `bosun audit`. */
 export function formatAudit(entries: AuditView[]): string {
   if (entries.length === 0) return 'no audit entries';
-  const approvalOf = (e: AuditView) => (e.approvalId ? `${e.approvalId} (${e.approver ?? '?'})` : '-');
+  const approvalOf = (e: AuditView) => (e.approvalId ? `${e.approvalId} (${decidersText(e)})` : '-');
   const w = (f: (e: AuditView) => string, min: number) => Math.max(min, ...entries.map((e) => f(e).length));
   const wRun = w((e) => e.runId, 3);
   const wAgent = w((e) => e.agent, 5);
@@ -69,19 +90,26 @@ export function formatAudit(entries: AuditView[]): string {
 
 export const auditCommand = defineRedisCommand({
   name: 'audit',
-  usage: `  bosun audit [--run <runId>] [--limit N] [--json]
-                                    the audit stream of mutating tool calls, newest first`,
-  options: { run: { type: 'string' }, limit: { type: 'string', default: '50' }, json: { type: 'boolean', default: false } },
+  usage: `  bosun audit [--run <runId>] [--by <person>] [--limit N] [--json]
+                                    the audit stream of mutating tool calls, newest first; --by:
+                                    only calls that person approved (verified deciders)`,
+  options: {
+    run: { type: 'string' },
+    by: { type: 'string' },
+    limit: { type: 'string', default: '50' },
+    json: { type: 'boolean', default: false },
+  },
   positionals: 0,
   check({ values }) {
     const limit = Number(values.limit);
     if (!/^\d+$/.test(values.limit) || !Number.isSafeInteger(limit) || limit < 1)
       throw new UsageError(`audit: --limit must be a positive integer (got "${values.limit}")`);
     if (values.run !== undefined && values.run.trim() === '') throw new UsageError('audit: --run needs a run id');
-    return { limit, runId: values.run, json: values.json };
+    if (values.by !== undefined && values.by.trim() === '') throw new UsageError('audit: --by needs a person’s name');
+    return { limit, runId: values.run, by: values.by?.trim(), json: values.json };
   },
-  async handler({ limit, runId, json }, deps) {
-    const { entries, problems } = await readAudit(deps, { limit, ...(runId ? { runId } : {}) });
+  async handler({ limit, runId, by, json }, deps) {
+    const { entries, problems } = await readAudit(deps, { limit, ...(runId ? { runId } : {}), ...(by ? { by } : {}) });
     if (json) printJson(entries);
     else printText(formatAudit(entries));
     return reportProblems(problems);

@@ -11,6 +11,7 @@ import { commandGroup, defineRedisCommand, type RedisDeps } from '../command.js'
 import { OperatorError, formatAge, oneLine, type OperatorDeps, type OperatorReason } from '../operator.js';
 import { showRun, type DelegationView, type RunView } from '../run-view.js';
 import { escapeControl, printJson, printText, reportProblems, safeJson } from '../terminal.js';
+import { TOKEN_FILE_OPTION, cliIdentity } from '../identity.js';
 
 /** Why the run control refused a cancel, as an operator's error. */
 const RUN_CONTROL_REASON: Record<RunControlError['code'], OperatorReason> = {
@@ -213,19 +214,26 @@ function reportEnd(runId: string, who: string, ended: RunEnd): number {
  */
 export const cancelCommand = defineRedisCommand({
   name: 'cancel',
-  usage: `  bosun cancel <runId> [--reason "…"] [--by <name>] [--wait <s>]
+  usage: `  bosun cancel <runId> [--reason "…"] [--by <name>] [--wait <s>] [--token-file <f>]
                                     cancel a run: specialists stop before their next effect, and
                                     the run ends cancelled, naming what was not finished; waits
                                     up to 15 s for the end (exit 3 if it has not ended yet)`,
-  options: { reason: { type: 'string' }, by: { type: 'string' }, wait: { type: 'string', default: String(CANCEL_WAIT_S) } },
+  options: {
+    reason: { type: 'string' },
+    by: { type: 'string' },
+    wait: { type: 'string', default: String(CANCEL_WAIT_S) },
+    ...TOKEN_FILE_OPTION,
+  },
   positionals: 1,
   check({ values, positionals }, env) {
     const runId = positionals[0];
     if (!runId) throw new UsageError('cancel needs a run id (see bosun runs list)');
     const reason = values.reason?.trim() || 'no reason given';
     if (values.reason !== undefined && values.reason.trim() === '') throw new UsageError('cancel: --reason needs a text (or leave it out)');
-    const by = values.by?.trim() || env.user || 'operator';
     const waitS = values.wait === '0' ? 0 : secondsOption('cancel', 'wait', values.wait, 3600);
+    const typed = values.by?.trim() || env.user || 'operator';
+    // A verified caller cancels under their own name (BOSUN_TOKEN), whatever --by says.
+    const by = cliIdentity(env, { role: 'cancel', what: `cancelling run ${runId}`, tokenFile: values['token-file'], by: typed }).actor.name;
     return { runId, reason, by, waitS };
   },
   async handler({ runId, reason, by, waitS }, deps: RedisDeps) {

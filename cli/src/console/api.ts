@@ -5,8 +5,7 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import type { IncomingMessage } from 'node:http';
-import { ACTOR_LIMITS, DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage, sleep, type Actor } from '@bosun/contract';
+import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
 import {
   ApprovalError,
   HttpError,
@@ -19,13 +18,13 @@ import {
   type RouteContext,
   type RunControl,
   type RunState,
+  type Identity,
 } from '@bosun/transport';
 import { dropDeadLetter, listDeadLetters, retryDeadLetter } from '../dead-letters.js';
 import { readStats } from '../commands/stats.js';
 import { OPERATOR_HTTP_STATUS, OperatorError, type OperatorDeps } from '../operator.js';
 import { showRun } from '../run-view.js';
 import { ackToolCall } from '../tool-calls.js';
-import type { Person } from './oidc.js';
 import { runStats } from './stats.js';
 
 /** What the API works with. */
@@ -51,20 +50,6 @@ function parseJson(text: string): unknown {
 function operatorAnswer(err: unknown): HttpError {
   if (!(err instanceof OperatorError)) throw err;
   return new HttpError(OPERATOR_HTTP_STATUS[err.reason], err.message, { cause: err });
-}
-
-/** The decider of a console request, as the contract's {@link Actor} (path `console`). */
-export function actorOf(person: Person, req: IncomingMessage): Actor {
-  const address = req.socket.remoteAddress;
-  const base = { path: 'console' as const, ...(address !== undefined ? { address } : {}) };
-  if (person.via === 'token') return { ...base, name: person.name, verified: false };
-  return {
-    ...base,
-    name: person.name.slice(0, ACTOR_LIMITS.name),
-    verified: true,
-    sub: person.sub,
-    ...(person.email !== undefined ? { email: person.email } : {}),
-  };
 }
 
 /** The incident job's summary fields and result, as the run page shows them. */
@@ -100,28 +85,26 @@ export class ConsoleApi {
     sendJson(res, 200, await this.deps.approvals.pending());
   }
 
-  /**
-   * A decision of `person`, recorded with its actor: verified for a person logged in through the
-   * provider (a `by` in the body is kept only as the actor's unverified note), unverified for the
-   * shared token (as before: `by` as given, else `console-operator`).
-   */
-  async decide({ req, res, params }: RouteContext, person: Person): Promise<void> {
+  /** Decides an approval as the session's person (`who`); a typed `by` renames only an unverified one. */
+  async decide({ req, res, params }: RouteContext, who: Identity): Promise<void> {
     const id = params.id!;
     let decision;
     try {
-      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { actor: actorOf(person, req) });
+      decision = parseDecision(parseJson(await readBody(req, MAX_BODY)), { defaultBy: who.actor.name, actor: who.actor });
     } catch (err) {
       if (err instanceof DecisionError) throw new HttpError(400, err.message);
       throw err;
     }
     try {
       const decided = await this.deps.approvals.decide(id, decision);
+      // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
+      if (decided.status === 'pending') return sendJson(res, 200, decided);
       this.deps.events.emit(approvalResolvedEvent(decided));
       await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
       sendJson(res, 200, decided);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
+      const status = { not_found: 404, already_decided: 409, bad_request: 400, forbidden: 403 }[err.code];
       throw new HttpError(status, err.message);
     }
   }
@@ -144,18 +127,12 @@ export class ConsoleApi {
   }
 
   /** `bosun ack <key> --done|--retry|--skip` for an in-doubt tool call. */
-  async ack({ req, res, params }: RouteContext, person: Person): Promise<void> {
+  async ack({ req, res, params }: RouteContext, who: Identity): Promise<void> {
     const body = parseJson(await readBody(req, MAX_BODY)) as { action?: unknown };
     const action = body.action;
     if (action !== 'done' && action !== 'retry' && action !== 'skip') throw new HttpError(400, 'action: must be one of done, retry, skip');
     try {
-      sendJson(
-        res,
-        200,
-        await ackToolCall(this.deps, params.key!, action, {
-          by: person.via === 'oidc' ? (person.email ?? person.name) : 'console-operator',
-        }),
-      );
+      sendJson(res, 200, await ackToolCall(this.deps, params.key!, action, { by: who.actor.name }));
     } catch (err) {
       throw operatorAnswer(err);
     }

@@ -93,7 +93,8 @@ export interface ConsoleProcessOptions {
 /** Connects, starts the console, and returns what closes it all. */
 export async function openConsole(env: BosunEnv, options: ConsoleProcessOptions): Promise<{ port: number; close(): Promise<void> }> {
   const { log } = options;
-  const plan = loginPlan(consoleSection(env), options);
+  const config = loadClusterConfig(env.configFile, { resolveServers: false, resolveOperatorToken: false });
+  const plan = loginPlan(config.console, options);
   addLogSecrets(
     log,
     [plan.token, plan.oidc?.clientSecret].filter((v): v is string => v !== undefined),
@@ -102,6 +103,8 @@ export async function openConsole(env: BosunEnv, options: ConsoleProcessOptions)
     log.warn(`${CONSOLE_TOKEN_ENV} is set but not used: console.oidc is configured and console.allowTokenLogin is not true`);
   // Discovery first: a provider that cannot be reached stops the start-up with its reason.
   const oidc = plan.oidc ? await OidcLogin.discover({ settings: plan.oidc }) : undefined;
+  // The people who log in with their own tokens (hashes only; nothing of it is a secret).
+  const { operators } = config;
   const nc = await connectNats(env.nats, { name: 'bosun-console' });
   const redis = createRedis(env.redis, { name: 'bosun-console' });
   redis.on('error', (err) => log.warn({ err }, 'redis connection error'));
@@ -122,6 +125,7 @@ export async function openConsole(env: BosunEnv, options: ConsoleProcessOptions)
     host: options.host,
     token: plan.token,
     ...(oidc ? { oidc } : {}),
+    operators,
     secureCookie: options.secureCookie,
     deps,
     nats: nc,

@@ -26,24 +26,26 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Logger } from '@bosun/config';
-import { RUN_ID_PATTERN } from '@bosun/contract';
-import { HttpServer, Router, readBody, sendError, sendJson } from '@bosun/transport';
+import type { Logger, OperatorEntry } from '@bosun/config';
+import { RUN_ID_PATTERN, type Role } from '@bosun/contract';
+import { ForbiddenError, HttpServer, Router, readBody, requireRole, sendError, sendJson, type Identity } from '@bosun/transport';
 import { ConsoleApi, type ConsoleDeps } from './api.js';
 import { loginPages, type LoginRefusal } from './login-page.js';
 import { OidcLoginError, type OidcLogin } from './oidc.js';
 import { QUEUES_PATH, QueueBoard } from './queues.js';
 import { EventStreams } from './sse.js';
-import { Sessions, readCookie } from './session.js';
+import { Sessions, oidcIdentity, readCookie } from './session.js';
 
 /** Options of {@link startConsole}. */
 export interface ConsoleOptions {
   port: number;
   host: string;
-  /** The operator token; never logged. Undefined: token login is off (OpenID Connect only). */
+  /** The shared operator token; never logged. Undefined: token login is off (OpenID Connect only). */
   token: string | undefined;
   /** Login through OpenID Connect; off when absent. */
   oidc?: OidcLogin;
+  /** The config's `operators`: people who log in with their own token (default none). */
+  operators?: readonly OperatorEntry[];
   deps: ConsoleDeps;
   nats: NatsConnection;
   log: Logger;
@@ -132,7 +134,7 @@ class ConsoleRoutes {
     private readonly options: ConsoleOptions,
     readonly streams: EventStreams,
   ) {
-    this.sessions = new Sessions(options.token);
+    this.sessions = new Sessions(options.token, Date.now, options.operators ?? []);
     this.api = new ConsoleApi(options.deps);
     this.assets = loadAssets({ token: options.token !== undefined, oidc: options.oidc !== undefined });
   }
@@ -152,17 +154,17 @@ class ConsoleRoutes {
         .on('GET', '/style.css', ({ res }) => sendAsset(res, this.assets.get('/style.css')!))
         .on('GET', '/', page('/'))
         .on('GET', '/app.js', page('/app.js'))
-        .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, () => this.session(req, res)))
-        .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run'))))
-        .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c)))
-        .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c)))
-        .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c)))
-        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, () => this.api.decide(c, this.sessions.personOf(c.req)!)))
-        .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c)))
-        .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, () => this.api.retryDeadLetter(c)))
-        .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, () => this.api.dropDeadLetter(c)))
-        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, () => this.api.ack(c, this.sessions.personOf(c.req)!)))
-        .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c)))
+        .on('GET', '/api/session', ({ req, res }) => this.guard(req, res, (who) => this.session(req, res, who)))
+        .on('GET', '/api/events', (c) => this.guard(c.req, c.res, () => this.events(c.req, c.res, c.query.get('run')), 'read'))
+        .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c), 'read'))
+        .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c), 'read'))
+        .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c), 'read'))
+        .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, 'approve', (who) => this.api.decide(c, who)))
+        .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c), 'read'))
+        .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, 'retry', () => this.api.retryDeadLetter(c)))
+        .on('POST', '/api/dead-letters/:id/drop', (c) => this.guardPost(c.req, c.res, 'retry', () => this.api.dropDeadLetter(c)))
+        .on('POST', '/api/tool-calls/:key/ack', (c) => this.guardPost(c.req, c.res, 'retry', (who) => this.api.ack(c, who)))
+        .on('GET', '/api/stats', (c) => this.guard(c.req, c.res, () => this.api.stats(c), 'read'))
     );
   }
 
@@ -185,34 +187,52 @@ class ConsoleRoutes {
     return this.streams.serve(req, res, runId ?? undefined);
   }
 
-  /** Runs `fn` for a request of a live session; else 401. */
-  private async guard(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void> | void): Promise<void> {
-    if (this.sessions.csrfOf(req) !== null) return fn();
-    req.resume();
-    sendError(res, 401, 'not logged in: log in at /login');
+  /** Runs `fn` for a request of a live session whose person holds `role` (if given); else 401 or 403. */
+  private async guard(req: IncomingMessage, res: ServerResponse, fn: (who: Identity) => Promise<void> | void, role?: Role): Promise<void> {
+    const who = this.sessions.identityOf(req);
+    if (who === null) {
+      req.resume();
+      return sendError(res, 401, 'not logged in: log in at /login with your operator token');
+    }
+    if (role !== undefined) {
+      try {
+        requireRole(who, role, `${req.method ?? 'GET'} ${req.url ?? ''}`);
+      } catch (err) {
+        if (!(err instanceof ForbiddenError)) throw err;
+        req.resume();
+        this.options.log.warn({ by: who.actor.name, sub: who.actor.sub, role, path: req.url }, 'console: refused for want of a role');
+        // A person logged in through the provider but outside its operator groups may only look.
+        const readOnly = who.actor.sub !== undefined && !who.roles.includes('approve');
+        const message = readOnly
+          ? `read-only: ${who.actor.name} is not in console.oidc.operatorGroups, and may look but not decide`
+          : err.message;
+        return sendJson(res, 403, { error: message, code: err.code });
+      }
+    }
+    return fn(who);
   }
 
-  /** Runs `fn` for a POST of an operator's live session that carries its CSRF token; else 401 or 403. */
-  private guardPost(req: IncomingMessage, res: ServerResponse, fn: () => Promise<void>): Promise<void> {
+  /** Runs `fn` for a POST of a live session that carries its CSRF token, by a person holding `role`; else 401 or 403. */
+  private guardPost(req: IncomingMessage, res: ServerResponse, role: Role, fn: (who: Identity) => Promise<void>): Promise<void> {
     return this.guard(req, res, async () => {
-      const person = this.sessions.personOf(req)!;
       if (!this.sessions.csrfOk(req)) {
         req.resume();
         return sendError(res, 403, 'missing or wrong CSRF token (x-csrf-token)');
       }
-      if (person.role !== 'operator') {
-        req.resume();
-        this.options.log.warn({ sub: person.sub, path: req.url }, 'console: a read-only person tried to change something');
-        return sendError(res, 403, `read-only: ${person.name} is not in console.oidc.operatorGroups, and may look but not decide`);
-      }
-      return fn();
+      return this.guard(req, res, fn, role);
     });
   }
 
-  /** The session's CSRF token and who it is. */
-  private session(req: IncomingMessage, res: ServerResponse): void {
-    const { name, email, role, via } = this.sessions.personOf(req)!;
-    sendJson(res, 200, { csrf: this.sessions.csrfOf(req), person: { name, ...(email !== undefined ? { email } : {}), role, via } });
+  /** The session's CSRF token and who it is: the actor and roles, and the person as the page shows it. */
+  private session(req: IncomingMessage, res: ServerResponse, who: Identity): void {
+    const { name, email, sub } = who.actor;
+    const person = {
+      name,
+      ...(email !== undefined ? { email } : {}),
+      role: who.roles.includes('approve') ? 'operator' : 'read-only',
+      via: sub !== undefined ? 'oidc' : 'token',
+    };
+    sendJson(res, 200, { csrf: this.sessions.csrfOf(req), actor: who.actor, roles: who.roles, person });
   }
 
   /** Off to the provider, with a new login attempt in a cookie. */
@@ -233,7 +253,7 @@ class ConsoleRoutes {
     const from = req.socket.remoteAddress;
     try {
       const person = await this.options.oidc.finish(readCookie(req, ATTEMPT_COOKIE), query);
-      const id = this.sessions.open(person);
+      const id = this.sessions.open(oidcIdentity(person, from));
       this.options.log.info({ from, sub: person.sub, email: person.email, role: person.role }, 'console login (OpenID Connect)');
       const page = this.assets.get('/logged-in')!;
       res.writeHead(200, {
@@ -260,12 +280,13 @@ class ConsoleRoutes {
       );
       return redirect(res, '/login?refused=token-off');
     }
-    const id = this.sessions.login(form.get('token') ?? '');
+    const id = this.sessions.login(form.get('token') ?? '', req.socket.remoteAddress);
     if (id === null) {
       this.options.log.warn({ from: req.socket.remoteAddress }, 'console login refused: wrong operator token');
       return redirect(res, '/login?failed=1');
     }
-    this.options.log.info({ from: req.socket.remoteAddress }, 'console login');
+    const who = this.sessions.identityOfSession(id);
+    this.options.log.info({ from: req.socket.remoteAddress, by: who?.actor.name, verified: who?.actor.verified }, 'console login');
     redirect(res, '/', { 'set-cookie': Sessions.cookie(id, this.options.secureCookie ?? false) });
   }
 

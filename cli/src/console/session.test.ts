@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Person } from './oidc.js';
 import { SESSION_TTL_MS, Sessions, TOKEN_PERSON, readCookie } from './session.js';
@@ -67,5 +68,30 @@ describe('Sessions', () => {
     const oidcOnly = new Sessions(undefined);
     expect(oidcOnly.login('')).toBeNull();
     expect(oidcOnly.login('op-token-123')).toBeNull();
+  });
+});
+
+describe('Sessions with the config’s operators', () => {
+  const sha = (t: string) => createHash('sha256').update(t).digest('hex');
+  const operators = [
+    { name: 'alice', tokenSha256: sha('alice-token'), roles: ['approve', 'read'] as const },
+    { name: 'rita', tokenSha256: sha('rita-token'), roles: ['read'] as const },
+  ].map((o) => ({ ...o, roles: [...o.roles] }));
+
+  it('opens a person’s session with their token (verified, their roles), the shared one unverified', () => {
+    const s = new Sessions('shared-token', Date.now, operators);
+    const a = s.login('alice-token', '10.0.0.7')!;
+    expect(s.identityOf(req({ cookie: `bosun_console=${a}` }))).toEqual({
+      actor: { name: 'alice', verified: true, path: 'console', address: '10.0.0.7' },
+      roles: ['approve', 'read'],
+    });
+    const shared = s.login('shared-token')!;
+    expect(s.identityOf(req({ cookie: `bosun_console=${shared}` }))?.actor).toEqual({
+      name: 'console-operator',
+      verified: false,
+      path: 'console',
+    });
+    expect(s.login('nobody')).toBeNull();
+    expect(s.identityOf(req({ cookie: 'bosun_console=forged' }))).toBeNull();
   });
 });

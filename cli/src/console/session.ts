@@ -1,12 +1,17 @@
 /**
- * The console's sessions: the operator token is checked once, at login (in constant time), or a
- * person logs in through OpenID Connect (`oidc.ts`); either way the login is exchanged for a
- * random session id in an HttpOnly, SameSite=Strict cookie, and the session holds the person. Each session has its
+ * The console's sessions: a token is checked once, at login (in constant time) — a person's token
+ * from the config's `operators` (the session is that person's, verified, with their roles) or the
+ * shared operator token (unverified `console-operator`, every role) — or a person logs in through
+ * OpenID Connect (`oidc.ts`); either way the login is exchanged for a random session id in an
+ * HttpOnly, SameSite=Strict cookie, and the session holds the person's identity. Each session has its
  * own CSRF token, which every POST must echo in the `x-csrf-token` header. Sessions live in this
  * process only: a restart logs everyone out.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { OperatorEntry } from '@bosun/config';
+import { ACTOR_LIMITS, ROLES } from '@bosun/contract';
+import { OperatorDirectory, type Identity } from '@bosun/transport';
 import type { Person } from './oidc.js';
 
 /** The session cookie's name. */
@@ -17,11 +22,30 @@ export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 interface Session {
   csrf: string;
   expiresAt: number;
-  person: Person;
+  /** Who logged in. */
+  identity: Identity;
 }
 
-/** Who a shared-token login is: the operator token decides, as it always did. */
-export const TOKEN_PERSON: Person = Object.freeze({ sub: 'token', name: 'console-operator', groups: [], role: 'operator', via: 'token' });
+/** The name of a session opened with the shared token. */
+export const SHARED_CONSOLE_NAME = 'console-operator';
+
+/**
+ * The identity of a person logged in through the provider: verified, with their `sub` and email;
+ * an operator (in `console.oidc.operatorGroups`) holds every role, anyone else only `read`.
+ */
+export function oidcIdentity(person: Person, address?: string): Identity {
+  return {
+    actor: {
+      name: person.name.slice(0, ACTOR_LIMITS.name),
+      verified: true,
+      path: 'console',
+      sub: person.sub,
+      ...(person.email !== undefined ? { email: person.email } : {}),
+      ...(address ? { address } : {}),
+    },
+    roles: person.role === 'operator' ? ROLES : ['read'],
+  };
+}
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s, 'utf8').digest();
@@ -38,29 +62,48 @@ export function readCookie(req: IncomingMessage, name: string): string | undefin
 
 /** Logins, sessions and their CSRF tokens. */
 export class Sessions {
-  private readonly expected: Buffer | undefined;
+  private readonly directory: OperatorDirectory;
+  private readonly tokenLogin: boolean;
   private readonly sessions = new Map<string, Session>();
 
-  /** `token`: the operator token, or undefined when token login is off (OpenID Connect only). */
+  /**
+   * `token`: the shared operator token, or undefined when token login is off (OpenID Connect
+   * only: then no token, a person's or the shared one, opens a session); `operators`: the
+   * config's people (default none).
+   */
   constructor(
     token: string | undefined,
     private readonly now: () => number = Date.now,
+    operators: readonly OperatorEntry[] = [],
   ) {
-    this.expected = token === undefined ? undefined : digest(token);
+    this.tokenLogin = token !== undefined;
+    this.directory = new OperatorDirectory({ operators, ...(token !== undefined ? { shared: { token, name: SHARED_CONSOLE_NAME } } : {}) });
   }
 
-  /** A new session id when `token` is the operator token, else null (always null without a token). */
-  login(token: string): string | null {
-    if (this.expected === undefined || !timingSafeEqual(digest(token), this.expected)) return null;
-    return this.open(TOKEN_PERSON);
+  /** A new session id when `token` is a person's token or the shared one, else null. `address`: the client's. */
+  login(token: string, address?: string): string | null {
+    const identity = !this.tokenLogin || token === '' ? null : this.directory.resolve(token, 'console', address);
+    if (!identity) return null;
+    return this.open(identity);
   }
 
-  /** A new session of `person` (logged in through the provider); its id. */
-  open(person: Person): string {
+  /** A new session of `identity` (a token login, or a person logged in through the provider); its id. */
+  open(identity: Identity): string {
     this.sweep();
     const id = randomBytes(32).toString('base64url');
-    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS, person });
+    this.sessions.set(id, { csrf: randomBytes(32).toString('base64url'), expiresAt: this.now() + SESSION_TTL_MS, identity });
     return id;
+  }
+
+  /** Who the request's live session belongs to, or null. */
+  identityOf(req: IncomingMessage): Identity | null {
+    if (this.csrfOf(req) === null) return null;
+    return this.identityOfSession(readCookie(req, SESSION_COOKIE)!);
+  }
+
+  /** Who session `id` belongs to (live or not), or null. */
+  identityOfSession(id: string): Identity | null {
+    return this.sessions.get(id)?.identity ?? null;
   }
 
   /** Ends the request's session, if any. */
@@ -72,11 +115,6 @@ export class Sessions {
   /** The CSRF token of the request's session, or null when it has no live session. */
   csrfOf(req: IncomingMessage): string | null {
     return this.live(req)?.csrf ?? null;
-  }
-
-  /** The person of the request's live session, or null. */
-  personOf(req: IncomingMessage): Person | null {
-    return this.live(req)?.person ?? null;
   }
 
   private live(req: IncomingMessage): Session | undefined {

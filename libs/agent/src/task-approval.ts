@@ -1,5 +1,6 @@
-import { APPROVAL_TIMEOUT_REASON, taskApprovalId, toolCallKey, type Approval, type CatalogTool } from '@bosun/contract';
+import { APPROVAL_TIMEOUT_REASON, taskApprovalId, toolCallKey, type Approval, type CatalogTool, type Incident } from '@bosun/contract';
 import type { ToolCall } from '@bosun/models';
+import { strictestRule } from '@bosun/policy';
 import { ApprovalWaiter, approvalRequestedEvent, metrics, spanEvent, type ApprovalStore } from '@bosun/transport';
 import type { TaskRun } from './task-run.js';
 import { ParkError } from './task-types.js';
@@ -47,6 +48,11 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
   const timeoutMs = Math.max(...asking.map((t) => run.tools.policy.approvalTimeoutMs(t)));
   const names = new Set(asking.map((t) => t.name));
   const last = state.messages[state.messages.length - 1];
+  const policy = run.tools.policy;
+  const rule = strictestRule(asking.map((t) => policy.approvalRule?.(t) ?? { required: 1, distinctFrom: 'none' as const }));
+  // One person and nobody excluded is how approvals were before rules: nothing stored.
+  const ruled = rule.required > 1 || rule.distinctFrom === 'requester';
+  const requester = job.incident.requestedBy;
   const approval = await store.request({
     id,
     runId: job.runId,
@@ -63,11 +69,21 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
     reason: last?.role === 'model' ? (last.text ?? '') : '',
     createdAt: new Date(run.now()).toISOString(),
     timeoutAt: new Date(run.now() + timeoutMs).toISOString(),
+    ...(ruled ? { rule } : {}),
+    ...(requester ? { requester } : {}),
+    incident: incidentContext(job.incident),
   });
   run.deps.events.emit(approvalRequestedEvent(approval));
   spanEvent('approval.requested', { 'bosun.approval.id': id, 'bosun.approval.calls': approval.calls.length });
   run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
   return approval;
+}
+
+/** What an approval shows of its incident: id, title (the summary's first line), severity, service, source. */
+export function incidentContext(incident: Incident): NonNullable<Approval['incident']> {
+  const title = incident.summary.split('\n')[0]!.trim().slice(0, 200) || incident.reason;
+  const service = incident.labels?.service;
+  return { id: incident.id, title, severity: incident.severity, ...(service ? { service } : {}), source: incident.source };
 }
 
 /** Records the wait in the checkpoint and parks the task until the approval's timeout (both loops). */

@@ -1,6 +1,6 @@
 import { FINISH_TASK_TOOL, type Catalog, type CatalogTool, type TaskCheckpointData } from '@bosun/contract';
 import type { ClusterConfig } from '@bosun/config';
-import { approvalTimeoutFor, isReadOnlyTool, offeredTools, specialistCaller, toolAllowed, toolState } from '@bosun/policy';
+import { approvalRuleFor, approvalTimeoutFor, isReadOnlyTool, offeredTools, specialistCaller, toolAllowed, toolState } from '@bosun/policy';
 import type { ToolCall, ToolDeclaration } from '@bosun/models';
 import { applyLoad, initialRouting, loadToolsDeclaration, routingGroups, type RoutingState } from './routing.js';
 import type { TaskAgentDeps, TaskAgentSpec, TaskPolicy } from './task-types.js';
@@ -38,6 +38,7 @@ export function specialistPolicy(config: ClusterConfig, name: string): TaskPolic
     offered: (tools) => offeredTools(config, caller, tools),
     stateOf: (tool) => toolState(config, tool),
     approvalTimeoutMs: (tool) => approvalTimeoutFor(config, caller, tool),
+    approvalRule: (tool) => approvalRuleFor(config, tool),
   };
 }
 

@@ -1,6 +1,6 @@
 import { BosunError, type CatalogTool } from '@bosun/contract';
 import type { BudgetLimits, Logger, ModelPrice } from '@bosun/config';
-import type { ToolState } from '@bosun/policy';
+import type { ApprovalRule, ToolState } from '@bosun/policy';
 import type { Model } from '@bosun/models';
 import type { SandboxPool } from '@bosun/sandbox';
 import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
@@ -58,6 +58,8 @@ export interface TaskPolicy {
   /** `ask` tools need an operator's approval before they run. */
   stateOf(tool: CatalogTool): ToolState;
   approvalTimeoutMs(tool: CatalogTool): number;
+  /** Who must approve a call of the tool; absent: one person. */
+  approvalRule?(tool: CatalogTool): ApprovalRule;
 }
 
 /** The ports a task loop uses. */

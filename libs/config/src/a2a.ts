@@ -6,7 +6,7 @@ export const A2A_TENANT_PATTERN = /^[a-z0-9][a-z0-9_.-]{0,63}$/;
 /**
  * One caller of the A2A server. The config holds the SHA-256 of the bearer token (hex), never
  * the token: `printf %s "$TOKEN" | sha256sum`. The tenant partitions every task, context and
- * session key; `operator: true` lets the caller answer approvals.
+ * session key; `operator: true` lets the caller answer approvals (`person` names who it is).
  */
 const A2aToken = z
   .object({
@@ -18,6 +18,12 @@ const A2aToken = z
       .string()
       .regex(A2A_TENANT_PATTERN, 'must be 1 to 64 characters of a-z, 0-9, "_", "." or "-", starting with a letter or digit'),
     operator: z.boolean().default(false),
+    /**
+     * The operator (a name from the config's `operators`) this token belongs to: the caller's
+     * answers to approvals are recorded as that person, verified, and need the person's
+     * `approve` role. Without it an `operator: true` token's answers are recorded unverified.
+     */
+    person: z.string().min(1).optional(),
   })
   .strict();
 

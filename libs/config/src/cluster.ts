@@ -11,6 +11,7 @@ import { DeliveryConfigSchema } from './delivery.js';
 import { A2aConfig, RemoteA2aAgent } from './a2a.js';
 import { ConsoleConfigSchema } from './console.js';
 import { DEFAULT_RETENTION, RetentionConfigSchema, retentionProblem } from './retention.js';
+import { OperatorsConfig } from './operators.js';
 
 /** One `${NAME}` or `${NAME:-default}` placeholder. */
 const PLACEHOLDER = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g;
@@ -97,14 +98,33 @@ const ModelSpec = z
 
 /** What a tool may do: `allow` runs, `ask` needs an operator's approval, `off` is never offered. */
 const ToolStateSchema = z.enum(['allow', 'ask', 'off']);
+/**
+ * Who must approve a call of an `ask` tool: `required` distinct people (1 to 5), and with
+ * `distinctFrom: requester` none of them the person who started the run (docs/approvals.md).
+ */
+const ApprovalsPolicy = z
+  .object({
+    required: z.number().int().min(1).max(5),
+    distinctFrom: z.enum(['requester', 'none']).default('none'),
+  })
+  .strict();
 const ToolPolicy = z.union([
   ToolStateSchema,
-  z.object({ state: ToolStateSchema, approvalTimeoutMs: substitutable(z.number().int().positive()).optional() }).strict(),
+  z
+    .object({
+      state: ToolStateSchema,
+      approvalTimeoutMs: substitutable(z.number().int().positive()).optional(),
+      /** This tool's approval rule; default the server's `approvals`, else one person. */
+      approvals: ApprovalsPolicy.optional(),
+    })
+    .strict(),
 ]);
 /** Policy fields every MCP server entry takes. */
 const serverPolicy = {
   /** The state of this server's tools unless `tools` says otherwise. Default `allow`. */
   capability: ToolStateSchema.default('allow'),
+  /** The approval rule of this server's `ask` tools unless a tool's entry says otherwise; default one person. */
+  approvals: ApprovalsPolicy.optional(),
   /** Per-tool states, by the tool's name on its server. */
   tools: z.record(z.string(), ToolPolicy).default({}),
   /** Per-call timeout for this server; default `gateway.callTimeoutMs`. */
@@ -349,6 +369,8 @@ const ClusterConfigSchema = z
     console: ConsoleConfigSchema.default({ allowTokenLogin: false }),
     /** How long each kind of data a run leaves is kept (docs/configuration.md#retention). */
     retention: RetentionConfigSchema.default(DEFAULT_RETENTION),
+    /** The people who decide, with their token hashes and roles (docs/approvals.md#identities). */
+    operators: OperatorsConfig,
   })
   .strict();
 
@@ -474,6 +496,7 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   }
   const config = parsed.data;
   resolveScalars(config, [], options, env);
+  checkPeople(config, file);
   const retention = retentionProblem(config.retention, config.coordinator.runDeadlineMs);
   if (retention) throw new ConfigError(`${file}: ${retention}`);
   const names = Object.keys(config.specialists);
@@ -538,6 +561,15 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
     }
   }
   return deepFreeze(config);
+}
+
+/** Every `a2a.tokens[].person` names one of the config's `operators`. */
+function checkPeople(config: ClusterConfig, file: string): void {
+  const people = config.operators.map((o) => o.name);
+  for (const [i, t] of (config.a2a?.tokens ?? []).entries()) {
+    if (t.person !== undefined && !people.includes(t.person))
+      throw new ConfigError(`${file}: a2a.tokens.${i}.person: unknown operator "${t.person}" (known: ${people.join(', ') || 'none'})`);
+  }
 }
 
 /** Reads, parses and checks a YAML (or JSON) cluster config file. */

@@ -22,12 +22,13 @@ describe('ENV_VARS, the documented list of variables', () => {
     expect([...read].sort()).toEqual(Object.keys(ENV_VARS).sort());
   });
 
-  it('marks the secrets, and the one variable only the CLI uses', () => {
+  it('marks the secrets, and the variables only the CLI uses', () => {
     const secrets = Object.entries(ENV_VARS)
       .filter(([, d]) => d.secret)
       .map(([n]) => n);
     expect(secrets.sort()).toEqual([
       'ANTHROPIC_API_KEY',
+      'BOSUN_TOKEN',
       'GEMINI_API_KEY',
       'NATS_PASSWORD',
       'NATS_TOKEN',
@@ -38,7 +39,7 @@ describe('ENV_VARS, the documented list of variables', () => {
       Object.entries(ENV_VARS)
         .filter(([, d]) => d.cliOnly)
         .map(([n]) => n),
-    ).toEqual(['USER']);
+    ).toEqual(['USER', 'BOSUN_TOKEN']);
   });
 });
 

@@ -37,6 +37,8 @@ export interface BosunEnv {
   readonly healthPort: number | undefined;
   /** `USER`, trimmed, when set: the CLI's default for `--by` (who decided, acknowledged or cancelled). */
   readonly user: string | undefined;
+  /** `BOSUN_TOKEN`, when set: the CLI's per-person token (the config's `operators`). A secret: never log it. */
+  readonly operatorToken: string | undefined;
 }
 
 /** One variable of {@link ENV_VARS}. */
@@ -86,6 +88,7 @@ export const ENV_VARS: Readonly<Record<string, EnvVarDoc>> = Object.freeze({
   BOSUN_GRACE_MS: { about: 'how long a service may take to stop after SIGTERM (ms)', default: '30000' },
   BOSUN_HEALTH_PORT: { about: 'port of /healthz and /readyz' },
   USER: { about: "the CLI's default for --by", cliOnly: true },
+  BOSUN_TOKEN: { about: "the CLI's per-person operator token (the config's operators)", secret: true, cliOnly: true },
 } satisfies Record<string, EnvVarDoc>);
 
 /** The bundled demo config: `infra/demo/bosun.yaml` at the repository root. */
@@ -134,6 +137,7 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
     throw new ConfigError(`BOSUN_HEALTH_PORT: "${rawPort}" must be a port number`);
   }
   const user = env.USER?.trim() || undefined;
+  const operatorToken = env.BOSUN_TOKEN?.trim() || undefined;
   return Object.freeze({
     redisUrl,
     redisCluster,
@@ -150,6 +154,7 @@ export function readEnv(env: NodeJS.ProcessEnv = process.env): BosunEnv {
     graceMs,
     healthPort,
     user,
+    operatorToken,
   });
 }
 

@@ -27,3 +27,4 @@ export { RetentionConfigSchema, DEFAULT_RETENTION, parseDuration, formatDuration
 export type { RetentionConfig } from './retention.js';
 export { ConsoleConfigSchema, resolveOidcSecret } from './console.js';
 export type { ConsoleConfig, OidcSettings } from './console.js';
+export { OperatorEntry, OperatorsConfig, OPERATOR_NAME_PATTERN } from './operators.js';

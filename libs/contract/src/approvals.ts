@@ -13,6 +13,10 @@ import { Actor } from './identity.js';
  * - `approval:<id>:decision`: the decision, JSON ({@link ApprovalDecisionRecord}), written once
  *   (`SET NX`), kept 30 days. An approval as read is the request with its decision merged in.
  * - `approvals:pending`: a sorted set of the pending ids, scored by creation time (ms).
+ * - `approval:<id>:votes`: under a rule of more than one person ({@link ApprovalRule}), a hash
+ *   of the approvals given so far: the person's name (lower-cased) → {@link ApprovalVote} JSON,
+ *   written with HSETNX (the same person twice counts once), kept 30 days. The vote that
+ *   completes the rule writes the decision (still `SET NX`: the first complete one wins).
  *
  * Ids: `ap-<taskId>-s<step>` for a specialist's turn ({@link taskApprovalId}), `ap-mcp-<uuid>`
  * for a call through the gateway's MCP face.
@@ -49,6 +53,23 @@ export interface ProposedCallInput {
   key: string;
 }
 
+/**
+ * How many people an approval needs (`required`, default 1) and whom they must differ from:
+ * `distinctFrom: requester` refuses the person who started the run (`Incident.requestedBy`).
+ * From the policy of the calls' tools (`approvals` per tool or per server); the strictest wins.
+ */
+export const ApprovalRule = z
+  .object({
+    required: z.number().int().min(1).max(5).default(1),
+    distinctFrom: z.enum(['requester', 'none']).default('none'),
+  })
+  .strict();
+export type ApprovalRule = z.output<typeof ApprovalRule>;
+
+/** One person's approval toward an approval's rule: who, and when. */
+export const ApprovalVote = z.object({ actor: Actor, at: z.string() });
+export type ApprovalVote = z.infer<typeof ApprovalVote>;
+
 /** An approval request and, once decided, its decision (the two stored keys merged). */
 export const Approval = z.object({
   id: z.string(),
@@ -75,11 +96,25 @@ export const Approval = z.object({
   /** Where the parked task waits: its queue and job id. */
   queue: z.string().optional(),
   jobId: z.string().optional(),
+  /** The rule of the calls' tools; absent: one person decides (as before rules existed). */
+  rule: ApprovalRule.optional(),
+  /** Who started the run (`Incident.requestedBy`), when the path that published it could tell. */
+  requester: z.string().optional(),
+  /**
+   * The incident the calls belong to, as a person needs it to decide: its id, title (the
+   * summary's first line), severity, service (the `service` label) and source. Absent in
+   * approvals stored before it.
+   */
+  incident: z
+    .object({ id: z.string(), title: z.string(), severity: z.string(), service: z.string().optional(), source: z.string() })
+    .optional(),
+  /** The approvals given so far toward `rule.required` (read from `approval:<id>:votes`), oldest first. */
+  votes: z.array(ApprovalVote).optional(),
 });
 export type Approval = z.infer<typeof Approval>;
 
 /** What the store's `request` takes: an approval's request, with the calls as proposed. */
-export type ApprovalRequest = Omit<Approval, 'status' | 'calls'> & { calls: ProposedCallInput[] };
+export type ApprovalRequest = Omit<Approval, 'status' | 'calls' | 'votes'> & { calls: ProposedCallInput[] };
 
 /** The decision as stored at `approval:<id>:decision`, merged into the request when read. */
 export const ApprovalDecisionRecord = z.object({
@@ -93,6 +128,8 @@ export const ApprovalDecisionRecord = z.object({
   approved: z.array(z.number().int()).optional(),
   /** Present when denied. */
   denyReason: z.string().optional(),
+  /** Under a rule of more than one person: every approval that counted, oldest first. */
+  votes: z.array(ApprovalVote).optional(),
 });
 export type ApprovalDecisionRecord = z.infer<typeof ApprovalDecisionRecord>;
 

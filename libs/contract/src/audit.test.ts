@@ -15,6 +15,7 @@ const entry: AuditEntry = {
   approvalId: 'appr-1',
   approver: 'alice',
   status: 'ok',
+  deciders: [{ name: 'alice', verified: true, path: 'slack', address: '10.0.0.7', slack: { teamId: 'T1', userId: 'U1' } }],
 };
 
 describe('the audit stream entry', () => {
@@ -47,15 +48,19 @@ describe('the audit stream entry', () => {
       'alice',
       'status',
       'ok',
+      'deciders',
+      JSON.stringify(entry.deciders),
     ]);
   });
 
   it('reads back what was written; no approval is an empty string, read as null', () => {
     expect(parseAuditEntry(auditFields(entry), 'entry 1-0')).toEqual(entry);
-    const none = { ...entry, approvalId: null, approver: null, status: 'refused' as const };
+    const none = { ...entry, approvalId: null, approver: null, status: 'refused' as const, deciders: [] };
     const flat = auditFields(none);
     expect(flat.slice(14, 18)).toEqual(['approvalId', '', 'approver', '']);
     expect(parseAuditEntry(flat, 'entry 1-1')).toEqual(none);
+    // Written before deciders were recorded: read as none.
+    expect(parseAuditEntry(flat.slice(0, -2), 'entry 1-2')).toEqual(none);
   });
 
   it('names every missing or bad field of a stored entry', () => {

@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { parseStored } from './errors.js';
 import { jsonText } from './hash-fields.js';
+import { Actor } from './identity.js';
 
 /** The Redis key of the audit stream: `<prefix>:audit`. */
 export function auditStreamKey(prefix: string): string {
@@ -43,6 +44,12 @@ export interface AuditEntry {
   /** Who approved it, or null when nobody did. */
   approver: string | null;
   status: AuditStatus;
+  /**
+   * Everyone whose approval the call ran under, as each decision path resolved them (name,
+   * verified, path, client address, Slack team and user): one person, or every vote of a
+   * two-person rule. Empty without an approval, and in entries written before it was recorded.
+   */
+  deciders?: Actor[];
 }
 
 /** The fields of an entry, in the order the gateway writes them. */
@@ -57,6 +64,7 @@ export const AUDIT_FIELDS = [
   'approvalId',
   'approver',
   'status',
+  'deciders',
 ] as const satisfies readonly (keyof AuditEntry)[];
 
 /** An absent approval or approver is stored as an empty string. */
@@ -77,6 +85,8 @@ export const AuditStreamEntry = z.object({
   approvalId: orNull,
   approver: orNull,
   status: AuditStatus,
+  // Absent in entries written before deciders were recorded.
+  deciders: jsonText(z.array(Actor)).optional(),
 });
 
 /** The field/value list to `XADD` for an entry: every field of {@link AUDIT_FIELDS}, in that order. */
@@ -86,6 +96,7 @@ export function auditFields(entry: AuditEntry): string[] {
     args: JSON.stringify(entry.args ?? null),
     approvalId: entry.approvalId ?? '',
     approver: entry.approver ?? '',
+    deciders: JSON.stringify(entry.deciders ?? []),
   };
   return AUDIT_FIELDS.flatMap((field) => [field, text[field]]);
 }
@@ -99,5 +110,6 @@ export function parseAuditEntry(flat: readonly string[], what: string): AuditEnt
   for (let i = 0; i + 1 < flat.length; i += 2) fields.set(flat[i]!, flat[i + 1]!);
   const parsed = parseStored(AuditStreamEntry, Object.fromEntries(fields), what);
   // zod types an `unknown` field as optional; it is always there once parsed.
-  return { ...parsed, args: parsed.args };
+  const { deciders, ...rest } = parsed;
+  return { ...rest, args: parsed.args, deciders: deciders ?? [] };
 }

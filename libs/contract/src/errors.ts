@@ -33,6 +33,8 @@ export type ErrorCode =
   // Operators' requests (approvals, run control, HTTP).
   | 'not_found'
   | 'already_decided'
+  | 'forbidden'
+  | 'unauthenticated'
   | 'bad_request'
   | 'finished'
   | 'method_not_allowed'

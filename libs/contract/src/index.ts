@@ -104,6 +104,8 @@ export { dataRecord } from './data-record.js';
 export {
   ProposedCall,
   Approval,
+  ApprovalRule,
+  ApprovalVote,
   ApprovalDecisionRecord,
   APPROVAL_TIMEOUT_REASON,
   DECISION_FIELDS,

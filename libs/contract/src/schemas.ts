@@ -80,6 +80,12 @@ export const Incident = z
       }
     }),
     tenant: z.string().min(1).max(128).optional(),
+    /**
+     * Who started the run, as the publishing path verified it (the person of `bosun publish`'s
+     * token, the A2A caller); a path that cannot tell sets nothing. An approval whose rule says
+     * `distinctFrom: requester` refuses this person as an approver.
+     */
+    requestedBy: z.string().min(1).max(200).optional(),
   })
   .superRefine(
     (incident, ctx) => {

@@ -4,8 +4,10 @@ export {
   isReadOnlyTool,
   toolState,
   approvalTimeoutFor,
+  approvalRuleFor,
+  strictestRule,
   specialistCaller,
   offeredTools,
   decideCall,
 } from './policy.js';
-export type { ToolState, PolicyTool, Caller, CallDecision } from './policy.js';
+export type { ToolState, PolicyTool, Caller, CallDecision, ApprovalRule } from './policy.js';

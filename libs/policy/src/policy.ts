@@ -4,6 +4,12 @@
  */
 import { mcpServerConfig, specialistConfig, type ClusterConfig } from '@bosun/config';
 
+/** Who must approve a call: `required` distinct people, and whom they must differ from (the contract's `ApprovalRule`). */
+export interface ApprovalRule {
+  required: number;
+  distinctFrom: 'requester' | 'none';
+}
+
 /** The most tools offered to a model in one request: providers reject more, and choice degrades long before. */
 export const MAX_TOOLS_PER_REQUEST = 128;
 
@@ -52,6 +58,22 @@ export function approvalTimeoutFor(config: ClusterConfig, caller: Caller, tool: 
   const server = mcpServerConfig(config, tool.server);
   const entry = server ? toolEntry(server.tools, tool.remoteName) : undefined;
   return (typeof entry === 'object' && entry.approvalTimeoutMs) || caller.approvalTimeoutMs;
+}
+
+/** Who must approve a call of this tool: its own `approvals`, else its server's, else one person. */
+export function approvalRuleFor(config: ClusterConfig, tool: PolicyTool): ApprovalRule {
+  const server = mcpServerConfig(config, tool.server);
+  const entry = server ? toolEntry(server.tools, tool.remoteName) : undefined;
+  const rule = (typeof entry === 'object' ? entry.approvals : undefined) ?? server?.approvals;
+  return { required: rule?.required ?? 1, distinctFrom: rule?.distinctFrom ?? 'none' };
+}
+
+/** The rule of a turn's calls: the strictest of their tools' rules (most people; distinct from the requester if any says so). */
+export function strictestRule(rules: readonly ApprovalRule[]): ApprovalRule {
+  return {
+    required: Math.max(1, ...rules.map((r) => r.required)),
+    distinctFrom: rules.some((r) => r.distinctFrom === 'requester') ? 'requester' : 'none',
+  };
 }
 
 /** A server's per-tool entry, by the tool's name on its server (an MCP server's own naming: outside input). */

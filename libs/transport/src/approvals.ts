@@ -2,6 +2,7 @@ import { Queue } from 'bullmq';
 import {
   Approval,
   ApprovalDecisionRecord,
+  ApprovalVote,
   BosunError,
   DecisionError,
   callDigest,
@@ -18,9 +19,9 @@ import { createLogger, type Logger } from '@bosun/config';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
 
-/** Why a decision was refused. */
+/** Why a decision was refused (`forbidden`: this person may not approve it, under its rule). */
 export class ApprovalError extends BosunError {
-  declare readonly code: 'not_found' | 'already_decided' | 'bad_request';
+  declare readonly code: 'not_found' | 'already_decided' | 'bad_request' | 'forbidden';
   constructor(code: ApprovalError['code'], message: string, cause?: unknown) {
     super(code, message, { cause });
     this.name = 'ApprovalError';
@@ -98,7 +99,10 @@ export class ApprovalStore {
     // and the request — the calls exactly as proposed — is never rewritten by a decision.
     // A request or decision that does not parse is a BadStoredValueError naming its fields.
     const decided = decision ? parseStoredJson(ApprovalDecisionRecord, decision, `the decision of approval ${id}`) : {};
-    const a: Approval = { ...parseStoredJson(Approval, raw, `approval ${id}`), ...decided };
+    const request = parseStoredJson(Approval, raw, `approval ${id}`);
+    // Under a rule of several people, a pending approval shows the approvals given so far.
+    const votes = !decision && (request.rule?.required ?? 1) > 1 ? { votes: await this.votes(id) } : {};
+    const a: Approval = { ...request, ...votes, ...decided };
     // Stored before keys were recorded: each call's key, derived as it was then.
     return { ...a, calls: a.calls.map((c) => (c.key ? c : { ...c, key: proposedCallKey(a, c) })) };
   }
@@ -125,9 +129,59 @@ export class ApprovalStore {
     const current = await this.get(id);
     if (!current) throw new ApprovalError('not_found', `no approval ${id}`);
     if (current.status !== 'pending') throw alreadyDecided(id, current);
-    const record = decisionRecord(id, current, checked(id, decision));
+    const d = checked(id, decision);
+    if (d.approve) refuseRequester(current, d);
+    let record: ApprovalDecisionRecord;
+    if (d.approve && (current.rule?.required ?? 1) > 1) {
+      const votes = await this.vote(current, d);
+      if (votes.length < current.rule!.required) return { ...current, votes };
+      record = { ...decisionRecord(id, current, d), decidedBy: votes.map((v) => v.actor.name).join(', '), votes };
+    } else record = decisionRecord(id, current, d);
     const written = await this.redis.set(keys.approvalDecision(this.prefix, id), JSON.stringify(record), 'EX', TTL_SECONDS, 'NX');
-    if (written === null) throw alreadyDecided(id, await this.get(id));
+    if (written === null) {
+      const now = await this.get(id);
+      // Another vote completed the rule first: this one counted toward it all the same.
+      if (record.votes && now?.status === 'approved' && now.votes?.some((v) => sameName(v.actor.name, d.by))) return now;
+      throw alreadyDecided(id, now);
+    }
+    return this.settle(id);
+  }
+
+  /** The approvals given so far toward an approval's rule, oldest first. */
+  async votes(id: string): Promise<ApprovalVote[]> {
+    const all = await this.redis.hgetall(keys.approvalVotes(this.prefix, id));
+    return Object.values(all)
+      .map((raw) => parseStoredJson(ApprovalVote, raw, `a vote on approval ${id}`))
+      .sort((a, b) => a.at.localeCompare(b.at));
+  }
+
+  /**
+   * Records one person's approval toward the rule (once per person: HSETNX on their name) and
+   * returns every vote so far. Only a verified person counts: an unverified name (the shared
+   * token, `--by`) could be anyone, and two of them could be the same person.
+   */
+  private async vote(current: Approval, d: Decision & { approve: true }): Promise<ApprovalVote[]> {
+    const required = current.rule!.required;
+    if (!d.actor?.verified)
+      throw new ApprovalError(
+        'forbidden',
+        `approval ${current.id} needs ${required} different people: ${d.by} is not a verified person (the shared token or a typed name), so it cannot count toward them; decide with your own token`,
+      );
+    const asking = current.calls.filter((c) => c.needsApproval).map((c) => c.index);
+    if (d.only !== undefined && !asking.every((i) => d.only!.includes(i)))
+      throw new ApprovalError(
+        'bad_request',
+        `approval ${current.id} needs ${required} people: each approves every call needing approval (no "only"), or denies`,
+      );
+    const key = keys.approvalVotes(this.prefix, current.id);
+    const vote: ApprovalVote = { actor: d.actor, at: new Date().toISOString() };
+    await this.redis.hsetnx(key, d.actor.name.toLowerCase(), JSON.stringify(vote));
+    await this.redis.expire(key, TTL_SECONDS);
+    return this.votes(current.id);
+  }
+
+  /** After the decision is written: off the pending list, the parked task woken. */
+  private async settle(id: string): Promise<Approval> {
     await this.redis.zrem(keys.approvalsPending(this.prefix), id);
     const decided = (await this.get(id))!;
     await this.wake(decided).catch((err: unknown) => {
@@ -159,6 +213,17 @@ export class ApprovalStore {
   async close(): Promise<void> {
     await Promise.all([...this.queues.values()].map((q) => q.close()));
   }
+}
+
+const sameName = (a: string, b: string) => a.toLowerCase() === b.toLowerCase();
+
+/** Under `distinctFrom: requester`, the person who started the run may not approve its calls. */
+function refuseRequester(current: Approval, d: Decision): void {
+  if (current.rule?.distinctFrom !== 'requester' || current.requester === undefined || !sameName(current.requester, d.by)) return;
+  throw new ApprovalError(
+    'forbidden',
+    `approval ${current.id}: ${d.by} started this run, and its rule needs approvers other than the requester (distinctFrom: requester)`,
+  );
 }
 
 function alreadyDecided(id: string, a: Approval | null): ApprovalError {

@@ -28,6 +28,7 @@ export const keys = {
   approval: (prefix: string, id: string) => `${prefix}:approval:${id}`,
   /** The decision on an approval request (JSON), written once. */
   approvalDecision: (prefix: string, id: string) => `${prefix}:approval:${id}:decision`,
+  approvalVotes: (prefix: string, id: string) => `${prefix}:approval:${id}:votes`,
   /** Pending approval ids, scored by creation time. */
   approvalsPending: (prefix: string) => `${prefix}:approvals:pending`,
   /** The audit stream of mutating calls (its entries: `AuditEntry` in libs/contract). */

@@ -7,8 +7,18 @@
 import { RequestMalformedError, UnsupportedOperationError } from '@a2a-js/sdk/errors';
 import type { Message } from '@a2a-js/sdk';
 import type { Logger } from '@bosun/config';
-import { DecisionError, parseDecision, type A2aTaskRecord, sleep } from '@bosun/contract';
-import { ApprovalError, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
+import { DecisionError, parseDecision, sleep, type A2aTaskRecord } from '@bosun/contract';
+import {
+  ApprovalError,
+  ForbiddenError,
+  approvalResolvedEvent,
+  identityOf,
+  requireRole,
+  sharedIdentity,
+  type ApprovalStore,
+  type EventSink,
+  type Identity,
+} from '@bosun/transport';
 import type { Caller } from './auth.js';
 import type { RunReader } from './runs.js';
 import type { A2aTaskStore } from './store.js';
@@ -29,25 +39,47 @@ export class ApprovalAnswers {
   constructor(private readonly deps: { approvals: ApprovalStore; runs: RunReader; store: A2aTaskStore; events: EventSink; log: Logger }) {}
 
   /** Decides the pending approval of the task's run with the message's decision; returns the task, its history updated. */
-  async answer(record: A2aTaskRecord, message: Message, caller: Caller): Promise<A2aTaskRecord> {
+  async answer(record: A2aTaskRecord, message: Message, caller: Caller, address?: string): Promise<A2aTaskRecord> {
     const pending = await this.deps.runs.pendingApproval(record.runId);
     if (!pending) throw new UnsupportedOperationError(`task ${record.taskId} is not waiting for input: it takes no message`);
     if (!caller.operator) throw new UnsupportedOperationError(`answering approval ${pending.id} needs a token with the operator right`);
+    const who = callerIdentity(caller, address);
+    try {
+      requireRole(who, 'approve', `answering approval ${pending.id}`);
+    } catch (err) {
+      if (err instanceof ForbiddenError) throw new UnsupportedOperationError(err.message);
+      throw err;
+    }
     const input = decisionInput(message);
     let decided;
     try {
-      const decision = parseDecision({ ...input, by: `a2a:${caller.tenant}` });
+      // The decider is the token's person (verified), else the tenant (unverified); a typed `by` is at most a note.
+      const decision = parseDecision(who.actor.verified ? input : { ...input, by: who.actor.name }, { actor: who.actor });
       decided = await this.deps.approvals.decide(pending.id, decision);
     } catch (err) {
+      if (err instanceof ApprovalError && err.code === 'forbidden') throw new UnsupportedOperationError(err.message);
       if (err instanceof DecisionError || err instanceof ApprovalError) throw new RequestMalformedError(`decision: ${err.message}`);
       throw err;
     }
     this.deps.log.info(
-      { approvalId: pending.id, tenant: caller.tenant, status: decided.status, taskId: record.taskId },
+      {
+        approvalId: pending.id,
+        tenant: caller.tenant,
+        by: decided.decidedBy,
+        verified: who.actor.verified,
+        status: decided.status,
+        taskId: record.taskId,
+      },
       'approval decided over A2A',
     );
-    this.deps.events.emit(approvalResolvedEvent(decided));
+    // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
+    if (decided.status !== 'pending') this.deps.events.emit(approvalResolvedEvent(decided));
     await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
     return this.deps.store.append(record, { ...message, taskId: record.taskId, contextId: record.contextId });
   }
+}
+
+/** Who answers: the person the token belongs to (verified, their roles), else the tenant's operator token (unverified). */
+function callerIdentity(caller: Caller, address: string | undefined): Identity {
+  return caller.person ? identityOf(caller.person, 'a2a', address) : sharedIdentity(`a2a:${caller.tenant}`, 'a2a', address);
 }

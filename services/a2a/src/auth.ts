@@ -6,19 +6,23 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { User } from '@a2a-js/sdk/server';
-import type { A2aConfig } from '@bosun/config';
+import type { A2aConfig, OperatorEntry } from '@bosun/config';
 
 /** The tenant of callers without a token, when the config allows them. */
 export const ANONYMOUS_TENANT = 'anonymous';
 /** The realm of the server's `WWW-Authenticate` challenge. */
 export const A2A_REALM = 'bosun-a2a';
 
-/** An authenticated caller: an A2A SDK user that carries its tenant and rights. */
+/**
+ * An authenticated caller: an A2A SDK user that carries its tenant and rights, and the operator
+ * of the config the token belongs to (`a2a.tokens[].person`), if any.
+ */
 export class Caller implements User {
   constructor(
     readonly tenant: string,
     readonly operator: boolean,
     private readonly anonymous = false,
+    readonly person?: OperatorEntry,
   ) {}
   get isAuthenticated(): boolean {
     return !this.anonymous;
@@ -32,9 +36,23 @@ const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').dig
 
 /** Resolves callers from `Authorization: Bearer <token>` against the config's hashes, in constant time per hash. */
 export class TokenTable {
-  private readonly entries: { hash: Buffer; tenant: string; operator: boolean }[];
-  constructor(private readonly config: Pick<A2aConfig, 'tokens' | 'allowAnonymous'>) {
-    this.entries = config.tokens.map((t) => ({ hash: Buffer.from(t.sha256, 'hex'), tenant: t.tenant, operator: t.operator }));
+  private readonly entries: { hash: Buffer; tenant: string; operator: boolean; person?: OperatorEntry }[];
+  /** `operators`: the config's people, whom a token's `person` names (checked when the config was parsed). */
+  constructor(
+    private readonly config: Pick<A2aConfig, 'tokens' | 'allowAnonymous'>,
+    operators: readonly OperatorEntry[] = [],
+  ) {
+    this.entries = config.tokens.map((t) => {
+      const person = t.person === undefined ? undefined : operators.find((o) => o.name === t.person);
+      if (t.person !== undefined && !person) throw new Error(`a2a.tokens: person "${t.person}" is not one of the config's operators`);
+      // A token that names a person answers approvals as that person: `operator` follows.
+      return {
+        hash: Buffer.from(t.sha256, 'hex'),
+        tenant: t.tenant,
+        operator: t.operator || person !== undefined,
+        ...(person ? { person } : {}),
+      };
+    });
   }
 
   /** The caller of a request: a {@link Caller}, or why there is none (`missing`: no bearer token; `invalid`: an unknown one). */
@@ -45,10 +63,10 @@ export class TokenTable {
       return this.config.allowAnonymous && header === undefined ? new Caller(ANONYMOUS_TENANT, false, true) : 'missing';
     }
     const given = sha256(m[1]!);
-    let found: { tenant: string; operator: boolean } | undefined;
+    let found: (typeof this.entries)[number] | undefined;
     // Every hash is compared, so the time does not tell which entry matched.
     for (const e of this.entries) if (timingSafeEqual(given, e.hash) && !found) found = e;
-    return found ? new Caller(found.tenant, found.operator) : 'invalid';
+    return found ? new Caller(found.tenant, found.operator, false, found.person) : 'invalid';
   }
 }
 

@@ -125,7 +125,11 @@ export class BosunA2AHandler implements A2ARequestHandler {
         throw new RequestMalformedError(`message.contextId: task ${record.taskId} belongs to another context than ${message.contextId}`);
       return { record: await this.deps.answers.answer(record, message, caller), mode: 'task' };
     }
-    const incident = incidentFrom(message, { tenant: caller.tenant, maxBytes: this.deps.config.maxMessageBytes });
+    const incident = incidentFrom(message, {
+      tenant: caller.tenant,
+      maxBytes: this.deps.config.maxMessageBytes,
+      requestedBy: caller.person?.name ?? `a2a:${caller.tenant}`,
+    });
     const m = message!;
     const mode = runModeOf(this.deps.config, m, incident);
     const existing = await this.deps.store.byMessage(caller.tenant, m.messageId);

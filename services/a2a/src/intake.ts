@@ -47,7 +47,7 @@ function readParts(message: Message): { texts: string[]; data: Record<string, un
  *
  * @throws RequestMalformedError (no message, no parts, too large, an envelope that does not check), ContentTypeNotSupportedError (files, URLs).
  */
-export function incidentFrom(message: Message | undefined, options: { tenant: string; maxBytes: number }): IncidentT {
+export function incidentFrom(message: Message | undefined, options: { tenant: string; maxBytes: number; requestedBy?: string }): IncidentT {
   if (!message) throw new RequestMalformedError('message: required');
   if (!message.messageId) throw new RequestMalformedError('message.messageId: required');
   if (!message.parts || message.parts.length === 0) throw new RequestMalformedError('message.parts: at least one part is required');
@@ -63,6 +63,9 @@ export function incidentFrom(message: Message | undefined, options: { tenant: st
   if (data.length === 0 && text === '') throw new RequestMalformedError('message.parts: the text is empty and there is no DataPart');
   candidate.id = incidentIdFor(options.tenant, message.messageId);
   candidate.tenant = options.tenant;
+  // Who started the run is the caller, never what the message says.
+  delete candidate.requestedBy;
+  if (options.requestedBy) candidate.requestedBy = options.requestedBy;
   const parsed = Incident.safeParse(candidate);
   if (!parsed.success) throw new RequestMalformedError(`the incident is not valid: ${describeIssues(parsed.error).issues.join('; ')}`);
   return parsed.data;

@@ -85,7 +85,11 @@ runService({
       const deps = { card, config: a2a, store, runs, control, answers, push, nats: () => rt.nats(), prefix: env.prefix, log };
       const handler = new BosunA2AHandler(deps);
       if (push) dispatcher = startPush(handler, { push, store, runs, rt, prefix: env.prefix });
-      server = await listenA2a(a2aApp(handler, new TokenTable(a2a), a2a.maxMessageBytes), { host: a2a.host, port: a2a.port, log });
+      server = await listenA2a(a2aApp(handler, new TokenTable(a2a, config.operators), a2a.maxMessageBytes), {
+        host: a2a.host,
+        port: a2a.port,
+        log,
+      });
       if (!a2a.publicUrl && a2a.port === 0) {
         card = buildAgentCard(config, `http://${a2a.host}:${server.port}`);
         deps.card = card;

@@ -120,6 +120,8 @@ export class RunReader {
       createdAt: a.createdAt,
       timeoutAt: a.timeoutAt,
       calls: a.calls.map((c) => ({ index: c.index, tool: c.tool, args: c.args, needsApproval: c.needsApproval })),
+      ...(a.rule ? { required: a.rule.required, approvedBy: (a.votes ?? []).map((v) => v.actor.name) } : {}),
+      ...(a.incident ? { incident: a.incident } : {}),
     };
   }
 

@@ -29,6 +29,11 @@ export interface PendingApproval {
   createdAt: string;
   timeoutAt: string;
   calls: { index: number; tool: string; args: unknown; needsApproval: boolean }[];
+  /** The incident, as the approval carries it (absent in older approvals). */
+  incident?: { id: string; title: string; severity: string; service?: string; source: string };
+  /** Under a rule of several people: how many it needs, and who has approved so far. */
+  required?: number;
+  approvedBy?: string[];
 }
 
 export const textPart = (text: string): Part => ({
@@ -101,9 +106,19 @@ export function isTerminal(state: TaskState): boolean {
 export function approvalText(a: PendingApproval): string {
   const calls = a.calls.map((c) => `  [${c.index}] ${c.tool} ${JSON.stringify(c.args)}${c.needsApproval ? ' (needs approval)' : ''}`);
   return [
+    ...(a.incident
+      ? [
+          `Incident ${a.incident.id} [${a.incident.severity}] ${a.incident.title}${a.incident.service ? ` (service ${a.incident.service})` : ''}, from ${a.incident.source}.`,
+        ]
+      : []),
     `Approval ${a.id}: ${a.agent} proposes these calls and waits for an operator until ${a.timeoutAt}:`,
     ...calls,
     `Reason: ${a.reason}`,
+    ...(a.required !== undefined && a.required > 1
+      ? [
+          `Needs ${a.required} different people: ${a.approvedBy?.length ?? 0} of ${a.required} approved${a.approvedBy?.length ? ` (${a.approvedBy.join(', ')})` : ''}.`,
+        ]
+      : []),
     'Answer on this task with a DataPart {"decision": "approve", "only"?: [indexes]} or {"decision": "deny", "reason": "..."} (operator tokens only).',
   ].join('\n');
 }

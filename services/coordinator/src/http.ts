@@ -5,23 +5,36 @@
  *   GET  /approvals/<id>   one approval (404 when there is none)
  *   POST /approvals/<id>   decide it: `{ "decision": "approve" | "deny", "only"?: number[],
  *                          "reason"?: string, "by"?: string }` → 200 with the decided approval;
- *                          400 bad body (naming the field), 404 unknown, 409 already decided
+ *                          400 bad body (naming the field), 403 not this person's to approve
+ *                          (a role missing, the requester, an unverified vote under a rule of
+ *                          several people), 404 unknown, 409 already decided. Under a rule of
+ *                          several people a vote that leaves it short answers 200 with the
+ *                          approval still `pending` and its `votes` ("1 of 2")
  *   GET  /runs             runs, newest first: `?status=<state>&limit=<n>` (JSON array)
  *   GET  /runs/<runId>     one run (404 when there is none)
  *   POST /runs/<runId>/cancel  cancel it: `{ "reason"?: string, "by"?: string }` → 202 (it ends
  *                          shortly), 200 when it had already ended cancelled; 400 bad body,
  *                          404 unknown run, 409 already finished
  *
- * Every request needs `Authorization: Bearer <operator token>`; without it the answer is 401
- * `{"error": "unauthorized"}` with a `WWW-Authenticate` challenge (realm `bosun-operator`). The
- * token is a secret: it is compared in constant time and never logged or echoed. The HTTP
+ * Every request needs `Authorization: Bearer <token>`: a person's token from the config's
+ * `operators` (the decision records them, verified; each route needs a role: `read` for GETs,
+ * `approve` to decide, `cancel` to cancel — else 403 `{"error", "code": "forbidden"}`), or the
+ * shared operator token (recorded unverified, under the `by` given, holding every role). Without
+ * one the answer is 401 `{"error": "unauthorized"}` with a `WWW-Authenticate` challenge (realm
+ * `bosun-operator`). Tokens are secrets: compared in constant time, never logged or echoed. The HTTP
  * plumbing (auth, body limit, routing, listen and close) is the toolkit of `libs/transport`.
  */
-import { ConfigError, type Logger } from '@bosun/config';
-import { DecisionError, parseDecision, sleep } from '@bosun/contract';
+import type { IncomingMessage } from 'node:http';
+import { ConfigError, type Logger, type OperatorEntry } from '@bosun/config';
+import { DecisionError, parseDecision, sleep, type Actor, type Role } from '@bosun/contract';
 import {
   ApprovalError,
-  BearerAuth,
+  ForbiddenError,
+  OperatorDirectory,
+  bearerChallenge,
+  bearerToken,
+  requireRole,
+  type Identity,
   CANCEL_BY_MAX,
   CANCEL_REASON_MAX,
   HttpError,
@@ -47,8 +60,10 @@ export interface OperatorApiOptions {
   port: number;
   /** Default 127.0.0.1. */
   host?: string;
-  /** The operator token (already `${ENV}`-substituted). Never logged. */
+  /** The shared operator token (already `${ENV}`-substituted). Never logged. */
   token: string;
+  /** The config's `operators`: people with their own tokens and roles; default none. */
+  operators?: readonly OperatorEntry[];
   approvals: ApprovalStore;
   /** Run control (`/runs`); without it those paths answer 404. */
   runs?: RunControl;
@@ -76,8 +91,17 @@ const FLUSH_WAIT_MS = 2_000;
 /** The realm of the operator API's `WWW-Authenticate` challenge. */
 const OPERATOR_REALM = 'bosun-operator';
 
-/** Checks a decision body with the contract's `parseDecision`; a 400 names the field at fault. */
-export function parseDecisionBody(text: string, defaultBy = 'http-operator'): Decision {
+/** The HTTP status of each refusal of a decision. */
+const APPROVAL_STATUS = { not_found: 404, already_decided: 409, bad_request: 400, forbidden: 403 } as const;
+
+/** The name a shared-token caller gets when the body gives no `by`. */
+const SHARED_NAME = 'http-operator';
+
+/**
+ * Checks a decision body with the contract's `parseDecision`; a 400 names the field at fault.
+ * With `actor`, the decision is that actor's (see `ParseDecisionOptions.actor`).
+ */
+export function parseDecisionBody(text: string, defaultBy = SHARED_NAME, actor?: Actor): Decision {
   let body: unknown;
   try {
     body = JSON.parse(text) as unknown;
@@ -88,7 +112,7 @@ export function parseDecisionBody(text: string, defaultBy = 'http-operator'): De
     );
   }
   try {
-    return parseDecision(body, { defaultBy });
+    return parseDecision(body, { defaultBy, ...(actor ? { actor } : {}) });
   } catch (err) {
     if (err instanceof DecisionError) throw new HttpError(400, err.message);
     throw err;
@@ -134,20 +158,79 @@ export function parseRunsQuery(search: URLSearchParams): { state?: RunState; lim
 
 /** The operator API's answers, one method a route. */
 class OperatorRoutes {
+  /** The identity of each admitted request. */
+  private readonly callers = new WeakMap<IncomingMessage, Identity>();
+
   constructor(private readonly options: OperatorApiOptions) {}
+
+  /** Admits a request with its identity; the route runs once the caller holds `role`. */
+  admitted(req: IncomingMessage, identity: Identity): void {
+    this.callers.set(req, identity);
+  }
+
+  /** The caller of `req`, checked for `role` (a {@link ForbiddenError} otherwise). */
+  private caller(req: IncomingMessage, role: Role, what: string): Identity {
+    const identity = this.callers.get(req);
+    if (!identity) throw new Error('operator API: a request reached a route without an identity');
+    requireRole(identity, role, what);
+    return identity;
+  }
+
+  /** A route that needs `role`: a 403 names the role when the caller lacks it. */
+  private guarded(role: Role, what: string, fn: (c: RouteContext, who: Identity) => Promise<void>) {
+    return async (c: RouteContext): Promise<void> => {
+      let who: Identity;
+      try {
+        who = this.caller(c.req, role, what);
+      } catch (err) {
+        if (!(err instanceof ForbiddenError)) throw err;
+        c.req.resume();
+        this.options.log.info(
+          { path: c.path, role, by: this.callers.get(c.req)?.actor.name },
+          'operator API request refused: role missing',
+        );
+        return sendJson(c.res, 403, { error: err.message, code: err.code });
+      }
+      return fn(c, who);
+    };
+  }
 
   /** The routes: approvals always, runs when there is run control. */
   router(): Router {
     const router = new Router()
-      .on('GET', '/approvals', (c) => this.listApprovals(c))
-      .on('GET', '/approvals/:id', (c) => this.showApproval(c))
-      .on('POST', '/approvals/:id', (c) => this.decide(c));
+      .on(
+        'GET',
+        '/approvals',
+        this.guarded('read', 'reading approvals', (c) => this.listApprovals(c)),
+      )
+      .on(
+        'GET',
+        '/approvals/:id',
+        this.guarded('read', 'reading approvals', (c) => this.showApproval(c)),
+      )
+      .on(
+        'POST',
+        '/approvals/:id',
+        this.guarded('approve', 'deciding an approval', (c, who) => this.decide(c, who)),
+      );
     const { runs } = this.options;
     if (runs)
       router
-        .on('GET', '/runs', (c) => this.listRuns(runs, c))
-        .on('GET', '/runs/:runId', (c) => this.showRun(runs, c))
-        .on('POST', '/runs/:runId/cancel', (c) => this.cancel(runs, c));
+        .on(
+          'GET',
+          '/runs',
+          this.guarded('read', 'reading runs', (c) => this.listRuns(runs, c)),
+        )
+        .on(
+          'GET',
+          '/runs/:runId',
+          this.guarded('read', 'reading runs', (c) => this.showRun(runs, c)),
+        )
+        .on(
+          'POST',
+          '/runs/:runId/cancel',
+          this.guarded('cancel', 'cancelling a run', (c, who) => this.cancel(runs, c, who)),
+        );
     return router;
   }
 
@@ -166,16 +249,16 @@ class OperatorRoutes {
     return a ? sendJson(res, 200, a) : sendJson(res, 404, { error: `no approval ${id}` });
   }
 
-  private async decide({ req, res, params }: RouteContext): Promise<void> {
+  private async decide({ req, res, params }: RouteContext, who: Identity): Promise<void> {
     const { approvals, events, log } = this.options;
     const id = params.id!;
-    const decision = parseDecisionBody(await readBody(req, this.maxBody));
+    const decision = parseDecisionBody(await readBody(req, this.maxBody), SHARED_NAME, who.actor);
     let decided: Approval;
     try {
       decided = await approvals.decide(id, decision);
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
-      const status = err.code === 'not_found' ? 404 : err.code === 'already_decided' ? 409 : 400;
+      const status = APPROVAL_STATUS[err.code];
       if (err.code === 'already_decided') log.info({ approvalId: id, by: decision.by }, 'approval decision refused: already decided');
       return sendJson(res, status, { error: err.message, code: err.code });
     }
@@ -184,12 +267,15 @@ class OperatorRoutes {
         approvalId: id,
         decision: decision.approve ? 'approve' : 'deny',
         by: decided.decidedBy,
+        verified: who.actor.verified,
         approved: decided.approved,
         runId: decided.runId,
         agent: decided.agent,
       },
-      'approval decided over HTTP',
+      decided.status === 'pending' ? 'approval vote recorded over HTTP' : 'approval decided over HTTP',
     );
+    // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
+    if (decided.status === 'pending') return sendJson(res, 200, decided);
     events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
     await Promise.race([events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
@@ -208,9 +294,11 @@ class OperatorRoutes {
     return run ? sendJson(res, 200, run) : sendJson(res, 404, { error: `no run ${runId}` });
   }
 
-  private async cancel(runs: RunControl, { req, res, params }: RouteContext): Promise<void> {
+  private async cancel(runs: RunControl, { req, res, params }: RouteContext, who: Identity): Promise<void> {
     const runId = params.runId!;
-    const request = parseCancelBody(await readBody(req, this.maxBody));
+    const parsed = parseCancelBody(await readBody(req, this.maxBody), who.actor.name);
+    // A verified caller cancels under their own name, whatever `by` says.
+    const request = who.actor.verified ? { ...parsed, by: who.actor.name } : parsed;
     try {
       const outcome = await runs.cancel(runId, request);
       this.options.log.info(
@@ -234,15 +322,26 @@ class OperatorRoutes {
 export async function startOperatorApi(options: OperatorApiOptions): Promise<OperatorApi> {
   const host = options.host ?? '127.0.0.1';
   if (options.token.length === 0) throw new ConfigError('operator API: the operator token is empty');
-  const auth = new BearerAuth({ token: options.token, realm: OPERATOR_REALM });
-  const router = new OperatorRoutes(options).router();
+  const directory = new OperatorDirectory({ operators: options.operators ?? [], shared: { token: options.token, name: SHARED_NAME } });
+  const routes = new OperatorRoutes(options);
+  const router = routes.router();
   const server = await HttpServer.listen({
     name: 'operator API',
     host,
     port: options.port,
     log: options.log,
     timeouts: { requestMs: 30_000, headersMs: 15_000, keepAliveMs: 5_000 },
-    handle: (req, res) => (auth.admit(req, res, { error: 'unauthorized' }) ? router.handle(req, res) : undefined),
+    handle: (req, res) => {
+      const bearer = bearerToken(req.headers.authorization);
+      const identity = 'token' in bearer ? directory.resolve(bearer.token, 'http', req.socket.remoteAddress) : null;
+      if (!identity) {
+        req.resume();
+        const check = 'problem' in bearer ? bearer.problem : 'invalid';
+        return sendJson(res, 401, { error: 'unauthorized' }, { 'www-authenticate': bearerChallenge(OPERATOR_REALM, check) });
+      }
+      routes.admitted(req, identity);
+      return router.handle(req, res);
+    },
   });
   return { port: server.port, host, close: () => server.close() };
 }

@@ -107,6 +107,7 @@ runService({
           port: c.http.port,
           host: c.http.host,
           token: c.http.operatorToken,
+          operators: config.operators,
           approvals,
           runs,
           events: rt.events,

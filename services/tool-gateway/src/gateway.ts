@@ -641,6 +641,8 @@ export class ToolGateway {
       approvalId: approval?.id ?? call.approvalId ?? null,
       approver: approval?.decidedBy ?? null,
       status,
+      // Who decided, as verified: every vote of a rule of several people, else the one decider.
+      deciders: approval?.votes?.map((v) => v.actor) ?? (approval?.actor ? [approval.actor] : []),
     });
     await redis
       .xadd(keys.audit(prefix), 'MAXLEN', '~', String(this.deps.config.retention.audit.maxEntries), '*', ...entry)

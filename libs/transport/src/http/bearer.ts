@@ -6,6 +6,19 @@ import { sendJson } from './json.js';
 /** How an `Authorization` header fares: the right token, none (or another scheme), or a wrong bearer token. */
 export type BearerCheck = 'ok' | 'missing' | 'invalid';
 
+/** The token of an `Authorization: Bearer <token>` header, or why there is none (no bearer header; a malformed one). */
+export function bearerToken(header: string | undefined): { token: string } | { problem: 'missing' | 'invalid' } {
+  if (!/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return { problem: 'missing' };
+  const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
+  return m ? { token: m[1]! } : { problem: 'invalid' };
+}
+
+/** The `WWW-Authenticate` challenge of a 401 in `realm` (RFC 6750, section 3); see {@link BearerAuth.challenge}. */
+export function bearerChallenge(realm: string, check: Exclude<BearerCheck, 'ok'>): string {
+  const base = `Bearer realm="${realm}"`;
+  return check === 'missing' ? base : `${base}, error="invalid_token", error_description="the bearer token is not valid"`;
+}
+
 /** Options of {@link BearerAuth}. */
 export interface BearerAuthOptions {
   /** The token clients present. A secret: never logged, echoed or kept in clear. */
@@ -46,8 +59,7 @@ export class BearerAuth {
    * token gets a bare challenge naming the realm, a wrong token `error="invalid_token"`.
    */
   challenge(check: Exclude<BearerCheck, 'ok'>): string {
-    const base = `Bearer realm="${this.realm}"`;
-    return check === 'missing' ? base : `${base}, error="invalid_token", error_description="the bearer token is not valid"`;
+    return bearerChallenge(this.realm, check);
   }
 
   /**

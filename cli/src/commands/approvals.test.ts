@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import type { Approval } from '@bosun/contract';
+import { formatApprovals, votesLine } from './approvals.js';
+
+// What `bosun approvals` shows a person deciding (issue 23, items 3 and 4): the incident, and how
+// far a rule of several people has got.
+
+const now = Date.parse('2026-01-01T00:10:00.000Z');
+const approval: Approval = {
+  id: 'ap-1',
+  status: 'pending',
+  runId: 'r1',
+  incidentId: 'inc-1',
+  agent: 'kubernetes',
+  taskId: 't1',
+  calls: [{ index: 0, tool: 'demo__rollback_deployment', args: { toVersion: 'v41' }, needsApproval: true }],
+  reason: 'roll back the bad deploy',
+  createdAt: '2026-01-01T00:09:00.000Z',
+  timeoutAt: '2026-01-01T00:14:00.000Z',
+  incident: { id: 'inc-1', title: 'checkout 5xx', severity: 'critical', service: 'checkout', source: 'alertmanager' },
+  rule: { required: 2, distinctFrom: 'requester' },
+  requester: 'carol',
+  votes: [{ actor: { name: 'alice', verified: true, path: 'slack' }, at: '2026-01-01T00:09:30.000Z' }],
+};
+
+describe('bosun approvals', () => {
+  it('shows the incident and "1 of 2" under a two-person rule', () => {
+    const text = formatApprovals([approval], now);
+    expect(text).toContain('incident: inc-1 [critical] checkout 5xx  service checkout  source alertmanager');
+    expect(text).toContain('needs: 1 of 2 approvals (alice); not carol');
+    expect(votesLine({ ...approval, votes: [] })).toBe('0 of 2 approvals; not carol');
+  });
+});
