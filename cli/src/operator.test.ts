@@ -4,8 +4,9 @@ import { OPERATOR_HTTP_STATUS, OperatorError } from './operator.js';
 // Why an operator's request failed travels as data: the exit code and the console's status come from the reason, never the message.
 
 describe('OperatorError', () => {
-  it('exits 2 for a bad request and 1 for every other reason', () => {
+  it('exits 2 for a bad request, 4 when not allowed, and 1 for every other reason', () => {
     expect(new OperatorError('bad_request', 'dead letter d1 is poison').exitCode).toBe(2);
+    expect(new OperatorError('forbidden', 'approve: rita lacks the approve role').exitCode).toBe(4);
     for (const reason of ['not_found', 'conflict', 'corrupt', 'unavailable'] as const)
       expect(new OperatorError(reason, 'x').exitCode).toBe(1);
   });
@@ -14,7 +15,14 @@ describe('OperatorError', () => {
     const conflict = new OperatorError('conflict', 'no free retry id: retried too often');
     expect(OPERATOR_HTTP_STATUS[conflict.reason]).toBe(409);
     expect(OPERATOR_HTTP_STATUS[new OperatorError('not_found', 'run r1 is gone').reason]).toBe(404);
-    expect(OPERATOR_HTTP_STATUS).toEqual({ not_found: 404, bad_request: 400, conflict: 409, corrupt: 500, unavailable: 503 });
+    expect(OPERATOR_HTTP_STATUS).toEqual({
+      not_found: 404,
+      bad_request: 400,
+      conflict: 409,
+      corrupt: 500,
+      unavailable: 503,
+      forbidden: 403,
+    });
     expect(conflict).toMatchObject({ code: 'operator', data: { reason: 'conflict' } });
   });
 });

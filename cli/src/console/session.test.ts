@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Person } from './oidc.js';
-import { SESSION_TTL_MS, Sessions, TOKEN_PERSON, readCookie } from './session.js';
+import { SESSION_TTL_MS, SHARED_CONSOLE_NAME, Sessions, oidcIdentity, readCookie } from './session.js';
 
 // The console's logins, sessions and CSRF tokens, with a clock of our own.
 
@@ -56,15 +56,22 @@ describe('Sessions', () => {
     expect(readCookie(req({ cookie: 'a=1;  bosun_console=v=x ; b=2' }), 'bosun_console')).toBe('v=x');
   });
 
-  it('holds the person of each session: the token operator, or a person from the provider; no token, no token login', () => {
+  it('holds the identity of each session: the shared token unverified, a person from the provider verified; no token, no token login', () => {
     const s = new Sessions('op-token-123');
     const t = s.login('op-token-123')!;
-    expect(s.personOf(req({ cookie: `bosun_console=${t}` }))).toEqual(TOKEN_PERSON);
+    expect(s.identityOf(req({ cookie: `bosun_console=${t}` }))?.actor).toEqual({
+      name: SHARED_CONSOLE_NAME,
+      verified: false,
+      path: 'console',
+    });
     const ada: Person = { sub: 'u-1', name: 'Ada', email: 'ada@example.test', groups: ['sre'], role: 'read-only', via: 'oidc' };
-    const a = s.open(ada);
-    expect(s.personOf(req({ cookie: `bosun_console=${a}` }))).toEqual(ada);
+    const a = s.open(oidcIdentity(ada, '10.0.0.9'));
+    expect(s.identityOf(req({ cookie: `bosun_console=${a}` }))).toEqual({
+      actor: { name: 'Ada', verified: true, path: 'console', sub: 'u-1', email: 'ada@example.test', address: '10.0.0.9' },
+      roles: ['read'],
+    });
     expect(s.csrfOf(req({ cookie: `bosun_console=${a}` }))).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    expect(s.personOf(req({ cookie: 'bosun_console=forged' }))).toBeNull();
+    expect(s.identityOf(req({ cookie: 'bosun_console=forged' }))).toBeNull();
     const oidcOnly = new Sessions(undefined);
     expect(oidcOnly.login('')).toBeNull();
     expect(oidcOnly.login('op-token-123')).toBeNull();
