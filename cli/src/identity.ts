@@ -64,7 +64,10 @@ export function cliIdentity(env: BosunEnv, options: CliIdentityOptions, operator
     return sharedIdentity(options.by, 'cli');
   }
   if (!directory.named)
-    throw new OperatorError('forbidden', `${options.what}: a token is given (BOSUN_TOKEN or --token-file) but ${env.configFile} names no operators`);
+    throw new OperatorError(
+      'forbidden',
+      `${options.what}: a token is given (BOSUN_TOKEN or --token-file) but ${env.configFile} names no operators`,
+    );
   const identity = directory.resolve(token, 'cli');
   if (!identity) throw new OperatorError('forbidden', `${options.what}: the token is not the token of any operator in ${env.configFile}`);
   try {
