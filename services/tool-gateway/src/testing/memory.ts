@@ -87,15 +87,23 @@ export async function settle(): Promise<void> {
 
 /** Tool-call records in memory, by the rules of the Lua scripts of `ToolCallRecords`. */
 export class MemoryToolRecords implements ToolRecords {
-  readonly records = new Map<string, Stored>();
+  readonly records: Map<string, Stored>;
   /** The keys declared in doubt and not resolved (the in-doubt index). */
-  readonly inDoubtIndex = new Set<string>();
+  readonly inDoubtIndex: Set<string>;
   /** Task locks: lock key → token. */
-  readonly locks = new Map<string, string>();
+  readonly locks: Map<string, string>;
   private readonly world: { clock: Clock; journal: Journal; faults: Faults; leaseMs: number };
 
-  constructor(world: { clock: Clock; journal: Journal; faults: Faults; leaseMs: number }) {
+  constructor(world: { clock: Clock; journal: Journal; faults: Faults; leaseMs: number }, shared?: MemoryToolRecords) {
     this.world = world;
+    this.records = shared?.records ?? new Map();
+    this.inDoubtIndex = shared?.inDoubtIndex ?? new Set();
+    this.locks = shared?.locks ?? new Map();
+  }
+
+  /** The same records, claimed and renewed with leases of `leaseMs` (as another gateway configured so would). */
+  withLease(leaseMs: number): MemoryToolRecords {
+    return new MemoryToolRecords({ ...this.world, leaseMs }, this);
   }
 
   /** Notes a call in the journal and runs it; rejects without running it when the test made `records.<method>` fail. */
