@@ -24,12 +24,28 @@ const config = parseClusterConfig(
 );
 
 function tool(remoteName: string, readOnlyHint: boolean): CatalogTool {
-  return { name: `demo__${remoteName}`, server: 'demo', remoteName, description: '', inputSchema: { type: 'object' }, annotations: { readOnlyHint } };
+  return {
+    name: `demo__${remoteName}`,
+    server: 'demo',
+    remoteName,
+    description: '',
+    inputSchema: { type: 'object' },
+    annotations: { readOnlyHint },
+  };
 }
 const TOOLS = [tool('get_pods', true), tool('restart_pod', false), tool('scale', false), tool('drop_db', false)];
 
 function call(remoteName: string, extra: Partial<ToolCallJob> = {}): ToolCallJob {
-  return { v: 1, key: 'k-1', runId: 'r-1', incidentId: 'inc-1', agent: 'ops', tool: `demo__${remoteName}`, args: { replicas: 3 }, ...extra };
+  return {
+    v: 1,
+    key: 'k-1',
+    runId: 'r-1',
+    incidentId: 'inc-1',
+    agent: 'ops',
+    tool: `demo__${remoteName}`,
+    args: { replicas: 3 },
+    ...extra,
+  };
 }
 
 function approval(extra: Partial<Approval> = {}): Approval {
@@ -59,21 +75,42 @@ describe('admit', () => {
   });
 
   it('refuses an unknown tool (not audited), and a refused mutating call (audited) but not a refused read-only one', () => {
-    expect(decide(call('nope'))).toMatchObject({ admitted: false, code: 'unknown_tool', reason: 'unknown tool "demo__nope"', audit: false });
+    expect(decide(call('nope'))).toMatchObject({
+      admitted: false,
+      code: 'unknown_tool',
+      reason: 'unknown tool "demo__nope"',
+      audit: false,
+    });
     expect(decide(call('restart_pod', { agent: 'viewer' }))).toMatchObject({ admitted: false, code: 'refused', audit: true });
     expect(decide(call('drop_db'))).toMatchObject({ admitted: false, code: 'refused', reason: 'tool "demo__drop_db" is off by policy' });
     expect(decide(call('get_pods', { agent: 'other' }))).toMatchObject({ admitted: false, code: 'refused', audit: false, readOnly: true });
   });
 
   it('an ask tool: needs_approval without an approval id, denied under one that does not cover the call, admitted under one that does', () => {
-    expect(decide(call('scale'))).toMatchObject({ code: 'needs_approval', audit: true, reason: `tool "demo__scale" needs an operator's approval` });
+    expect(decide(call('scale'))).toMatchObject({
+      code: 'needs_approval',
+      audit: true,
+      reason: `tool "demo__scale" needs an operator's approval`,
+    });
     const named = call('scale', { approvalId: 'ap-1' });
     expect(decide(named, null)).toMatchObject({ code: 'denied', reason: 'approval ap-1 does not exist' });
-    expect(decide(named, approval({ status: 'pending' }))).toMatchObject({ code: 'denied', reason: 'approval ap-1 is pending, not approved' });
-    expect(decide({ ...named, key: 'k-2' }, approval())).toMatchObject({ code: 'denied', reason: expect.stringContaining('does not cover this call (key k-2)') });
+    expect(decide(named, approval({ status: 'pending' }))).toMatchObject({
+      code: 'denied',
+      reason: 'approval ap-1 is pending, not approved',
+    });
+    expect(decide({ ...named, key: 'k-2' }, approval())).toMatchObject({
+      code: 'denied',
+      reason: expect.stringContaining('does not cover this call (key k-2)'),
+    });
     expect(decide({ ...named, runId: 'r-2' }, approval())).toMatchObject({ code: 'denied', reason: expect.stringContaining('of run r-1') });
-    expect(decide({ ...named, args: { replicas: 9 } }, approval())).toMatchObject({ code: 'denied', reason: expect.stringContaining('with these arguments') });
-    expect(decide(named, approval({ approved: [] }))).toMatchObject({ code: 'denied', reason: expect.stringContaining('it approved no call') });
+    expect(decide({ ...named, args: { replicas: 9 } }, approval())).toMatchObject({
+      code: 'denied',
+      reason: expect.stringContaining('with these arguments'),
+    });
+    expect(decide(named, approval({ approved: [] }))).toMatchObject({
+      code: 'denied',
+      reason: expect.stringContaining('it approved no call'),
+    });
     expect(decide(named, approval())).toMatchObject({ admitted: true, approval: { id: 'ap-1', decidedBy: 'alice' } });
   });
 

@@ -56,9 +56,11 @@ export function approvalToRead(call: ToolCallJob, view: PolicyView): string | un
 export function admit(input: { call: ToolCallJob; view: PolicyView; approval: Approval | null }): Admission {
   const { call, view, approval } = input;
   const { tool, decision } = view;
-  if (!tool || !decision) return { admitted: false, code: 'unknown_tool', reason: `unknown tool "${call.tool}"`, audit: false, readOnly: false };
+  if (!tool || !decision)
+    return { admitted: false, code: 'unknown_tool', reason: `unknown tool "${call.tool}"`, audit: false, readOnly: false };
   const readOnly = isReadOnlyTool(tool);
-  if (decision.decision === 'refuse') return { admitted: false, code: 'refused', reason: decision.reason, audit: !readOnly, tool, readOnly };
+  if (decision.decision === 'refuse')
+    return { admitted: false, code: 'refused', reason: decision.reason, audit: !readOnly, tool, readOnly };
   if (decision.decision === 'ask') {
     const verdict = approvalVerdict(call, approval);
     if (typeof verdict === 'string')

@@ -40,7 +40,14 @@ const config = parseClusterConfig(
 );
 
 function tool(remoteName: string, readOnlyHint: boolean): CatalogTool {
-  return { name: `demo__${remoteName}`, server: 'demo', remoteName, description: '', inputSchema: { type: 'object' }, annotations: { readOnlyHint } };
+  return {
+    name: `demo__${remoteName}`,
+    server: 'demo',
+    remoteName,
+    description: '',
+    inputSchema: { type: 'object' },
+    annotations: { readOnlyHint },
+  };
 }
 
 /** One cluster's ports in memory, shared by every gateway (flow) made from it. */
@@ -51,7 +58,12 @@ function world() {
   const records = new MemoryToolRecords({ clock, journal, faults, leaseMs: LEASE_MS });
   const approvals = new MemoryApprovals(journal);
   const audit = new MemoryAuditLog({ journal, faults });
-  const servers = new FakeMcpServers(journal, [tool('get_pods', true), tool('restart_pod', false), tool('scale', false), tool('drop_db', false)]);
+  const servers = new FakeMcpServers(journal, [
+    tool('get_pods', true),
+    tool('restart_pod', false),
+    tool('scale', false),
+    tool('drop_db', false),
+  ]);
   const deadLetters = new MemoryDeadLetters({ journal, faults });
   const events = new JournalEventSink(journal);
   const log = createLogger({ service: 'call-flow-test', level: 'silent' });
@@ -135,7 +147,15 @@ describe('exactly once', () => {
 
   it('answers a recorded call from its record before the policy refuses it (the record is read first)', async () => {
     const w = world();
-    const recorded: ToolCallResult = { v: 1, key: 'k-off', tool: 'demo__drop_db', status: 'ok', isError: false, text: 'dropped before', durationMs: 3 };
+    const recorded: ToolCallResult = {
+      v: 1,
+      key: 'k-off',
+      tool: 'demo__drop_db',
+      status: 'ok',
+      isError: false,
+      text: 'dropped before',
+      durationMs: 3,
+    };
     w.records.records.set('k-off', { state: 'done', result: recorded, digest: toolCallDigest('k-off', 'demo__drop_db', { pod: 'p1' }) });
     const answer = await w.gateway().execute(call('k-off', 'drop_db'));
     expect(answer).toMatchObject({ result: recorded, decision: 'recorded' });
@@ -316,7 +336,11 @@ describe('the order of effects', () => {
     const w = world();
     w.servers.handlers.set('demo__restart_pod', () => Promise.reject(new McpError(ErrorCode.InvalidParams, 'bad pod')));
     await w.gateway().execute(call('o-fail', 'restart_pod'));
-    expect(since(w.journal, w.journal.indexOf('mcp.call demo__restart_pod') + 1)).toEqual(['audit error', 'records.recordDone', 'event tool.failed']);
+    expect(since(w.journal, w.journal.indexOf('mcp.call demo__restart_pod') + 1)).toEqual([
+      'audit error',
+      'records.recordDone',
+      'event tool.failed',
+    ]);
   });
 
   it('another call under a recorded key: dead letter, audit, tool.failed; nothing sent or recorded', async () => {

@@ -18,7 +18,15 @@ import type { Approval, DeadLetters, EventSink, ToolCallClaim } from '@bosun/tra
 import { admit, approvalToRead, policyView } from './admission.js';
 import { answeredResult, errorResult, inDoubtResult, seenDone } from './call-results.js';
 import { CallNotSentError, type McpCallOutcome } from './mcp.js';
-import { systemClock, type ApprovalReader, type AuditLog, type Clock, type McpProgress, type McpServers, type ToolRecords } from './ports.js';
+import {
+  systemClock,
+  type ApprovalReader,
+  type AuditLog,
+  type Clock,
+  type McpProgress,
+  type McpServers,
+  type ToolRecords,
+} from './ports.js';
 
 /** The ports and settings of {@link ToolCallFlow}. */
 export interface CallFlowDeps {
@@ -479,7 +487,9 @@ export class ToolCallFlow {
       // Who decided, as verified: every vote of a rule of several people, else the one decider.
       deciders: approval?.votes?.map((v) => v.actor) ?? (approval?.actor ? [approval.actor] : []),
     };
-    await this.deps.audit.append(entry).catch((err: unknown) => this.deps.log.error({ err, key: call.key }, 'could not write the audit entry'));
+    await this.deps.audit
+      .append(entry)
+      .catch((err: unknown) => this.deps.log.error({ err, key: call.key }, 'could not write the audit entry'));
   }
 
   /**

@@ -49,14 +49,23 @@ async function shown(records: ToolRecords, key: string): Promise<Record<string, 
   const r = await records.read(key);
   if (!r) return null;
   const { startedAt, leaseUntil, inDoubtAt, seenDoneAt, ...rest } = r;
-  return { ...rest, startedAt: typeof startedAt, leaseUntil: typeof leaseUntil, inDoubtAt: typeof inDoubtAt, seenDoneAt: typeof seenDoneAt };
+  return {
+    ...rest,
+    startedAt: typeof startedAt,
+    leaseUntil: typeof leaseUntil,
+    inDoubtAt: typeof inDoubtAt,
+    seenDoneAt: typeof seenDoneAt,
+  };
 }
 
 /** Any `leaseMs` left becomes `n`: its value is the clock's. */
 const leased = (v: unknown) => (typeof v === 'object' && v !== null && 'leaseMs' in v ? { ...v, leaseMs: 'n' } : v);
 
 /** Runs the steps on one side: `live` with 60 s leases, `lapsed` with leases that have run out; `lock` sets a task lock. */
-async function steps(side: { live: ToolRecords; lapsed: ToolRecords; lock(key: string, token: string): Promise<void>; inDoubt(): Promise<string[]> }, p: string) {
+async function steps(
+  side: { live: ToolRecords; lapsed: ToolRecords; lock(key: string, token: string): Promise<void>; inDoubt(): Promise<string[]> },
+  p: string,
+) {
   const { live, lapsed } = side;
   const out: unknown[] = [];
   const a = `${p}-a`;
@@ -65,11 +74,20 @@ async function steps(side: { live: ToolRecords; lapsed: ToolRecords; lock(key: s
   out.push(await live.claim(claimOf(a, 'g3', { readOnly: true })));
   out.push(await live.renewLease(a, 'g1'), await live.renewLease(a, 'g3'), leased(await live.markInDoubt(a, { lapsed: true })));
   out.push(await live.recordDone(okResult(a), 'g1'), await live.recordDone(okResult(a), 'g3'), await shown(live, a));
-  out.push(await live.recorded(a), await live.recorded(a, 'other'), await live.claim(claimOf(a, 'g4')), await live.recordDone(okResult(a), 'g4'));
+  out.push(
+    await live.recorded(a),
+    await live.recorded(a, 'other'),
+    await live.claim(claimOf(a, 'g4')),
+    await live.recordDone(okResult(a), 'g4'),
+  );
   out.push(await live.markInDoubt(a, { owner: 'g4' }));
   const b = `${p}-b`;
   out.push(await lapsed.claim(claimOf(b, 'g1')), await lapsed.claim(claimOf(b, 'g2')), await lapsed.markInDoubt(b, { owner: 'g2' }));
-  out.push(await lapsed.markInDoubt(b, { lapsed: true }), await lapsed.markInDoubt(b, { lapsed: true }), await lapsed.claim(claimOf(b, 'g3')));
+  out.push(
+    await lapsed.markInDoubt(b, { lapsed: true }),
+    await lapsed.markInDoubt(b, { lapsed: true }),
+    await lapsed.claim(claimOf(b, 'g3')),
+  );
   out.push(await side.inDoubt(), await shown(lapsed, b));
   out.push(await lapsed.recordDone(okResult(b), 'g1'), await side.inDoubt(), await shown(lapsed, b));
   const c = `${p}-c`;

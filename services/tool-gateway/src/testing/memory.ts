@@ -96,9 +96,9 @@ export class MemoryToolRecords implements ToolRecords {
 
   constructor(world: { clock: Clock; journal: Journal; faults: Faults; leaseMs: number }, shared?: MemoryToolRecords) {
     this.world = world;
-    this.records = shared?.records ?? new Map();
-    this.inDoubtIndex = shared?.inDoubtIndex ?? new Set();
-    this.locks = shared?.locks ?? new Map();
+    this.records = shared?.records ?? new Map<string, Stored>();
+    this.inDoubtIndex = shared?.inDoubtIndex ?? new Set<string>();
+    this.locks = shared?.locks ?? new Map<string, string>();
   }
 
   /** The same records, claimed and renewed with leases of `leaseMs` (as another gateway configured so would). */
@@ -113,7 +113,7 @@ export class MemoryToolRecords implements ToolRecords {
     try {
       return Promise.resolve(fn());
     } catch (err) {
-      return Promise.reject(err as Error);
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
   }
 
