@@ -305,6 +305,63 @@ describe('in doubt', () => {
   });
 });
 
+describe('what runs again, and what never does', () => {
+  it('sends a read-only call found in flight again (its earlier attempt died), and never a mutating one', async () => {
+    const w = world();
+    w.servers.handlers.set('demo__get_pods', () => held().promise);
+    w.servers.handlers.set('demo__restart_pod', () => held().promise);
+    started(w.gateway({ clock: new ManualClock() }), call('r-ro', 'get_pods'));
+    started(w.gateway({ clock: new ManualClock() }), call('r-rw', 'restart_pod'));
+    await settle();
+    await w.clock.advance(LEASE_MS + 1);
+    w.servers.handlers.clear();
+    expect((await w.gateway().execute(call('r-ro', 'get_pods'))).result).toMatchObject({ status: 'ok', text: 'get_pods ok' });
+    expect((await w.gateway().execute(call('r-rw', 'restart_pod'))).result).toMatchObject({ inDoubt: true });
+    expect(w.servers.sent).toEqual(['demo__get_pods', 'demo__restart_pod', 'demo__get_pods']);
+  });
+
+  it('runs a call an operator asked to retry once more, then answers it from its record', async () => {
+    const w = world();
+    w.records.records.set('r-retry', {
+      state: 'retry',
+      tool: 'demo__restart_pod',
+      digest: toolCallDigest('r-retry', 'demo__restart_pod', { pod: 'p1' }),
+    });
+    expect((await w.gateway().execute(call('r-retry', 'restart_pod'))).result).toMatchObject({ status: 'ok' });
+    expect((await w.gateway().execute(call('r-retry', 'restart_pod'))).result).toMatchObject({ status: 'ok' });
+    expect(w.servers.sent).toEqual(['demo__restart_pod']);
+    expect(w.records.records.get('r-retry')?.state).toBe('done');
+  });
+
+  it('forwards MCP progress as tool.progress, at most two a second, always the last one', async () => {
+    const w = world();
+    const slow = held();
+    w.servers.handlers.set('demo__get_pods', (_args, options) => {
+      for (const progress of [1, 2, 3]) options.onProgress?.({ progress, total: 10 });
+      return slow.promise;
+    });
+    const a = started(w.gateway(), call('r-progress', 'get_pods'));
+    await settle();
+    await w.clock.advance(500);
+    expect(w.eventsOf('r-progress')).toEqual(['tool.started', 'tool.progress']);
+    slow.answer();
+    await a.answer;
+    const last = held();
+    w.servers.handlers.set('demo__get_pods', (_args, options) => {
+      options.onProgress?.({ progress: 1, total: 2 });
+      options.onProgress?.({ progress: 2, total: 2 });
+      return last.promise;
+    });
+    const b = started(w.gateway(), call('r-progress-2', 'get_pods'));
+    await settle();
+    expect(
+      w.events.sink.events.filter((e) => e.type === 'tool.progress' && e.data.key === 'r-progress-2').map((e) => e.data.progress),
+    ).toEqual([1, 2]);
+    last.answer();
+    await b.answer;
+  });
+});
+
 describe('the order of effects', () => {
   it('claim, tool.started, send, then record, tool.completed, audit: in that order', async () => {
     const w = world();

@@ -266,7 +266,7 @@ export class MemoryAuditLog implements AuditLog {
 }
 
 /** How a fake server answers a call: an outcome, or a rejection (a promise that never settles is a server that hangs). */
-export type ToolHandler = (args: Record<string, unknown>) => Promise<McpCallOutcome>;
+export type ToolHandler = (args: Record<string, unknown>, options: Parameters<McpServers['call']>[2]) => Promise<McpCallOutcome>;
 
 /** MCP servers in memory: a list of tools, each answered by its handler (default: `<remote name> ok`). */
 export class FakeMcpServers implements McpServers {
@@ -285,11 +285,11 @@ export class FakeMcpServers implements McpServers {
     return this.catalog;
   }
 
-  call(tool: CatalogTool, args: Record<string, unknown>): Promise<McpCallOutcome> {
+  call(tool: CatalogTool, args: Record<string, unknown>, options: Parameters<McpServers['call']>[2]): Promise<McpCallOutcome> {
     this.journal.push(`mcp.call ${tool.name}`);
     this.sent.push(tool.name);
     const handler = this.handlers.get(tool.name);
-    return handler ? handler(args) : Promise.resolve({ isError: false, text: `${tool.remoteName} ok` });
+    return handler ? handler(args, options) : Promise.resolve({ isError: false, text: `${tool.remoteName} ok` });
   }
 }
 
