@@ -41,8 +41,8 @@ export interface ApprovalStoreOptions {
 /**
  * Approvals in Redis, in the stored format of `@bosun/contract` (`libs/contract/src/approvals.ts`,
  * which documents the keys): `<prefix>:approval:<id>` (the request, JSON),
- * `<prefix>:approval:<id>:decision` (the decision, written once) and the sorted set of pending
- * ids `<prefix>:approvals:pending`. They outlive every process: a task waiting for one holds no
+ * `<prefix>:approval:<id>:decision` (the decision, written once), the sorted set of pending
+ * ids `<prefix>:approvals:pending` and each run's ids, `<prefix>:approvals:run:<runId>`. They outlive every process: a task waiting for one holds no
  * worker, and the decision wakes it wherever it is parked.
  */
 export class ApprovalStore {
@@ -74,9 +74,24 @@ export class ApprovalStore {
     const value: Approval = { ...approval, calls, status: 'pending' };
     const created = await this.redis.set(keys.approval(this.prefix, value.id), JSON.stringify(value), 'EX', TTL_SECONDS, 'NX');
     const current = created === null ? ((await this.get(value.id)) ?? value) : value;
-    // Idempotent: a retried request (after a crash between the two writes) is listed too.
+    // Idempotent: a retried request (after a crash between the writes) is listed too.
     if (current.status === 'pending') await this.redis.zadd(keys.approvalsPending(this.prefix), Date.parse(current.createdAt), current.id);
+    const ofRun = keys.approvalsOfRun(this.prefix, current.runId);
+    await this.redis.sadd(ofRun, current.id);
+    await this.redis.expire(ofRun, TTL_SECONDS);
     return current;
+  }
+
+  /**
+   * The approvals of a run, oldest first, decided or not (those requested before the run's set
+   * was kept are not found); an expired one is left out.
+   */
+  async ofRun(runId: string): Promise<Approval[]> {
+    const ids = await this.redis.smembers(keys.approvalsOfRun(this.prefix, runId));
+    const found = await Promise.all(ids.map((id) => this.get(id)));
+    return found
+      .filter((a): a is Approval => a !== null)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   }
 
   /** Records where the task waits, so a decision can wake it. */
@@ -100,8 +115,9 @@ export class ApprovalStore {
     // A request or decision that does not parse is a BadStoredValueError naming its fields.
     const decided = decision ? parseStoredJson(ApprovalDecisionRecord, decision, `the decision of approval ${id}`) : {};
     const request = parseStoredJson(Approval, raw, `approval ${id}`);
-    // Under a rule of several people, a pending approval shows the approvals given so far.
-    const votes = !decision && (request.rule?.required ?? 1) > 1 ? { votes: await this.votes(id) } : {};
+    // Under a rule of several people, the approvals given so far: a pending one's, and a denied
+    // one's (the votes before the denial); an approved one's are in its decision record.
+    const votes = (request.rule?.required ?? 1) > 1 && !('votes' in decided) ? { votes: await this.votes(id) } : {};
     const a: Approval = { ...request, ...votes, ...decided };
     // Stored before keys were recorded: each call's key, derived as it was then.
     return { ...a, calls: a.calls.map((c) => (c.key ? c : { ...c, key: proposedCallKey(a, c) })) };
