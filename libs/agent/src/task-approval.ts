@@ -10,7 +10,7 @@ import {
   type Incident,
 } from '@bosun/contract';
 import type { Message, ToolCall } from '@bosun/models';
-import { strictestRule } from '@bosun/policy';
+import { ruleToStore } from '@bosun/policy';
 import { ApprovalWaiter, approvalRequestedEvent, metrics, spanEvent, type ApprovalStore } from '@bosun/transport';
 import type { TaskRun } from './task-run.js';
 import { ParkError } from './task-types.js';
@@ -58,11 +58,6 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
   const timeoutMs = Math.max(...asking.map((t) => run.tools.policy.approvalTimeoutMs(t)));
   const names = new Set(asking.map((t) => t.name));
   const last = state.messages[state.messages.length - 1];
-  const policy = run.tools.policy;
-  const rule = strictestRule(asking.map((t) => policy.approvalRule?.(t) ?? { required: 1, distinctFrom: 'none' as const }));
-  // One person and nobody excluded is how approvals were before rules: nothing stored.
-  const ruled = rule.required > 1 || rule.distinctFrom === 'requester';
-  const requester = job.incident.requestedBy;
   const approval = await store.request({
     id,
     runId: job.runId,
@@ -79,8 +74,7 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
     reason: last?.role === 'model' ? (last.text ?? '') : '',
     createdAt: new Date(run.now()).toISOString(),
     timeoutAt: new Date(run.now() + timeoutMs).toISOString(),
-    ...(ruled ? { rule } : {}),
-    ...(requester ? { requester } : {}),
+    ...ruleOf(run, asking),
     incident: incidentContext(job.incident),
     steps: stepsSoFar(state.messages),
   });
@@ -113,6 +107,18 @@ export function stepsSoFar(messages: readonly Message[]): ApprovalStep[] {
     }
   }
   return steps.slice(-APPROVAL_STEP_LIMITS.steps);
+}
+
+/**
+ * Who must approve calls of the `asking` tools (the strictest of their rules) and who started the
+ * run, as an approval request of either loop stores them; nothing for one person with nobody
+ * excluded.
+ */
+export function ruleOf(run: TaskRun, asking: readonly CatalogTool[]): Pick<Approval, 'rule' | 'requester'> {
+  const policy = run.tools.policy;
+  const rule = ruleToStore(asking.map((t) => policy.approvalRule?.(t) ?? { required: 1, distinctFrom: 'none' as const }));
+  const requester = run.job.incident.requestedBy;
+  return { ...(rule ? { rule } : {}), ...(requester ? { requester } : {}) };
 }
 
 /** What an approval shows of its incident: id, title (the summary's first line), severity, service, source. */
