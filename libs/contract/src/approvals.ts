@@ -17,7 +17,7 @@ import { Actor } from './identity.js';
  * - `approval:<id>:votes`: under a rule of more than one person ({@link ApprovalRule}), a hash
  *   of the approvals given so far: the person's name (lower-cased) → {@link ApprovalVote} JSON,
  *   written with HSETNX (the same person twice counts once), kept 30 days. The vote that
- *   completes the rule writes the decision (still `SET NX`: the first complete one wins).
+ *   completes the rule writes the decision in the same Lua script (only when there is none).
  *
  * Ids: `ap-<taskId>-s<step>` for a specialist's turn ({@link taskApprovalId}), `ap-mcp-<uuid>`
  * for a call through the gateway's MCP face.
