@@ -8,7 +8,8 @@
  * off: Bosun traces its model calls itself (libs/otel), and the SDK's could carry content.
  */
 import { errorMessage } from '@bosun/contract';
-import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
+import type { APIError } from '@anthropic-ai/sdk';
 import type {
   ContentBlockParam,
   Message as AnthropicMessage,
@@ -21,7 +22,8 @@ import type {
 
 import { isContextLengthError } from './context-errors.js';
 import { knownContextTokens } from './context-windows.js';
-import { retryAfterMs } from './openai-errors.js';
+import { isA, retryAfterMs } from './openai-errors.js';
+import { loadedSdk, sdk } from './sdks.js';
 import { ModelError } from './types.js';
 import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, Reasoning, ToolCall, ToolDeclaration, Usage } from './types.js';
 
@@ -57,7 +59,9 @@ export class AnthropicModel implements Model {
   readonly name: string;
   readonly contextTokens: number;
 
-  readonly #client: Anthropic;
+  /** The SDK's client, made at the first call (the SDK loads then, `sdks.ts`). */
+  #client: Promise<Anthropic> | undefined;
+  readonly #clientOptions: ConstructorParameters<typeof Anthropic>[0];
   readonly #model: string;
   readonly #apiKey: string;
   readonly #timeoutMs: number;
@@ -85,7 +89,7 @@ export class AnthropicModel implements Model {
     this.#pauses = options.maxPauseContinuations ?? 2;
     this.name = `anthropic:${this.#model}`;
     this.contextTokens = options.contextTokens ?? knownContextTokens(this.#model);
-    this.#client = new Anthropic({
+    this.#clientOptions = {
       apiKey: options.apiKey,
       // Explicit, so that ANTHROPIC_BASE_URL in the environment cannot redirect calls.
       baseURL: options.baseUrl ?? 'https://api.anthropic.com',
@@ -93,7 +97,11 @@ export class AnthropicModel implements Model {
       timeout: timeoutMs,
       logLevel: 'off',
       openTelemetry: false,
-    });
+    };
+  }
+
+  #connect(): Promise<Anthropic> {
+    return (this.#client ??= sdk('anthropic').then((m) => new m.default(this.#clientOptions)));
   }
 
   async generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse> {
@@ -114,7 +122,8 @@ export class AnthropicModel implements Model {
 
   async #send(params: MessageCreateParamsNonStreaming, signal: AbortSignal | undefined): Promise<AnthropicMessage> {
     try {
-      return await this.#client.messages.create(params, signal ? { signal } : {});
+      const client = await this.#connect();
+      return await client.messages.create(params, signal ? { signal } : {});
     } catch (error) {
       throw anthropicError(error, { apiKey: this.#apiKey, timeoutMs: this.#timeoutMs, aborted: signal?.aborted === true });
     }
@@ -313,14 +322,16 @@ interface FailedCall {
 export function anthropicError(error: unknown, call: FailedCall): ModelError {
   const scrub = (text: string): string => text.split(call.apiKey).join('[redacted]');
   const cause = error instanceof Error && error.message.includes(call.apiKey) ? undefined : error;
-  if (call.aborted || error instanceof APIUserAbortError) return new ModelError('Anthropic request aborted', { retryable: false, cause });
-  if (error instanceof APIConnectionTimeoutError) {
+  // Without the SDK loaded, nothing it throws can be here (the SDK loads at a model's first call).
+  const { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } = loadedSdk('anthropic') ?? {};
+  if (call.aborted || isA(error, APIUserAbortError)) return new ModelError('Anthropic request aborted', { retryable: false, cause });
+  if (isA(error, APIConnectionTimeoutError)) {
     return new ModelError(`Anthropic request timed out after ${call.timeoutMs} ms`, { retryable: true, cause });
   }
-  if (error instanceof APIConnectionError) {
+  if (isA(error, APIConnectionError)) {
     return new ModelError(scrub(`Anthropic request failed: ${error.message}`), { retryable: true, cause });
   }
-  if (error instanceof APIError && typeof error.status === 'number') {
+  if (isA(error, APIError) && typeof error.status === 'number') {
     const api = error as APIError<number, Headers | undefined>;
     const status = api.status;
     const retryable = status === 408 || status === 409 || status === 429 || status >= 500;

@@ -1,11 +1,10 @@
 import { FINISH_TASK_TOOL, callFingerprint, sleep as pause } from '@bosun/contract';
-import { APIError as AnthropicApiError } from '@anthropic-ai/sdk';
-import { APIError as OpenAiApiError } from 'openai';
 import { anthropicError } from './anthropic.js';
 import { geminiHttpError } from './gemini.js';
 import { openAiError } from './openai-errors.js';
 import { DELEGATE_TOOL_PREFIX, delegateToolName, extractFoldedCalls, extractIncident } from './prompt.js';
 import { estimateTokens } from './resilient.js';
+import { sdk } from './sdks.js';
 import {
   ModelError,
   type GenerateOptions,
@@ -85,7 +84,7 @@ export class FakeModel implements Model {
     if (this.latencyMs > 0) await sleep(this.latencyMs, options.signal);
     if (this.contextTokens !== undefined) {
       const tokens = estimateTokens(request);
-      if (tokens > this.contextTokens) throw contextLengthError(this.contextError, tokens, this.contextTokens);
+      if (tokens > this.contextTokens) throw await contextLengthError(this.contextError, tokens, this.contextTokens);
     }
     const firstUser = request.messages.find((m) => m.role === 'user');
     const incident = firstUser && firstUser.role === 'user' ? extractIncident(firstUser.text) : undefined;
@@ -193,7 +192,7 @@ export class FakeModel implements Model {
  * recorded from the live APIs, test/fixtures/README.md), mapped by that provider's own adapter
  * code, so the loops see exactly what they would see from the provider.
  */
-function contextLengthError(provider: 'openai' | 'gemini' | 'anthropic', tokens: number, limit: number): ModelError {
+async function contextLengthError(provider: 'openai' | 'gemini' | 'anthropic', tokens: number, limit: number): Promise<ModelError> {
   const failed = { apiKey: 'fake', timeoutMs: 60_000, aborted: false };
   switch (provider) {
     case 'openai': {
@@ -205,7 +204,7 @@ function contextLengthError(provider: 'openai' | 'gemini' | 'anthropic', tokens:
           code: 'context_length_exceeded',
         },
       };
-      return openAiError(OpenAiApiError.generate(400, body, undefined, new Headers()), failed);
+      return openAiError((await sdk('openai')).APIError.generate(400, body, undefined, new Headers()), failed);
     }
     case 'gemini': {
       const message = `The input token count (${tokens}) exceeds the maximum number of tokens allowed (${limit}).`;
@@ -217,7 +216,7 @@ function contextLengthError(provider: 'openai' | 'gemini' | 'anthropic', tokens:
         error: { type: 'invalid_request_error', message: `prompt is too long: ${tokens} tokens > ${limit} maximum` },
         request_id: 'req_fake',
       };
-      return anthropicError(AnthropicApiError.generate(400, body, undefined, new Headers()), failed);
+      return anthropicError((await sdk('anthropic')).APIError.generate(400, body, undefined, new Headers()), failed);
     }
   }
 }

@@ -5,11 +5,12 @@
  * the `x-goog-api-key` header, and every message built here is scrubbed of it as well.
  */
 import { errorMessage } from '@bosun/contract';
-import { ApiError, GoogleGenAI } from '@google/genai';
+import type { GoogleGenAI } from '@google/genai';
 import type { Content, FunctionDeclaration, GenerateContentConfig, GenerateContentResponse, Part } from '@google/genai';
 
 import { isContextLengthError } from './context-errors.js';
 import { knownContextTokens } from './context-windows.js';
+import { loadedSdk, sdk } from './sdks.js';
 import { ModelError, type ModelErrorReason } from './types.js';
 import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, ToolCall, ToolDeclaration, Usage } from './types.js';
 
@@ -58,7 +59,9 @@ export class GeminiModel implements Model {
   readonly name: string;
   readonly contextTokens: number;
 
-  readonly #client: GoogleGenAI;
+  /** The SDK's client, made at the first call (the SDK loads then, `sdks.ts`). */
+  #client: Promise<GoogleGenAI> | undefined;
+  readonly #clientOptions: ConstructorParameters<typeof GoogleGenAI>[0];
   readonly #model: string;
   readonly #apiKey: string;
   readonly #timeoutMs: number;
@@ -78,12 +81,16 @@ export class GeminiModel implements Model {
     this.#temperature = options.temperature;
     this.name = `gemini:${this.#model}`;
     this.contextTokens = options.contextTokens ?? knownContextTokens(this.#model);
-    this.#client = new GoogleGenAI({
+    this.#clientOptions = {
       apiKey: options.apiKey,
       // Explicit, so that GOOGLE_GENAI_USE_VERTEXAI in the environment cannot switch the backend.
       vertexai: false,
       ...(options.baseUrl === undefined ? {} : { httpOptions: { baseUrl: options.baseUrl } }),
-    });
+    };
+  }
+
+  #connect(): Promise<GoogleGenAI> {
+    return (this.#client ??= sdk('gemini').then((m) => new m.GoogleGenAI(this.#clientOptions)));
   }
 
   async generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse> {
@@ -104,7 +111,8 @@ export class GeminiModel implements Model {
 
     let response: GenerateContentResponse;
     try {
-      response = await this.#client.models.generateContent({
+      const client = await this.#connect();
+      response = await client.models.generateContent({
         model: this.#model,
         contents: toContents(request.messages),
         config: this.#config(request, controller.signal),
@@ -335,7 +343,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 function isApiError(error: unknown): error is { status: number; message: string } {
-  if (error instanceof ApiError) return true;
+  const ApiError = loadedSdk('gemini')?.ApiError;
+  if (ApiError !== undefined && error instanceof ApiError) return true;
   return error instanceof Error && error.name === 'ApiError' && typeof (error as { status?: unknown }).status === 'number';
 }
 

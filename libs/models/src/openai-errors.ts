@@ -3,9 +3,10 @@
  * connection failures are retryable; the server's `Retry-After` (or `retry-after-ms`) is kept.
  */
 import { errorMessage } from '@bosun/contract';
-import { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type { APIError } from 'openai';
 
 import { isContextLengthError } from './context-errors.js';
+import { loadedSdk } from './sdks.js';
 import { ModelError } from './types.js';
 
 /** What the adapter knows about the call that failed. */
@@ -20,14 +21,16 @@ export interface FailedCall {
 export function openAiError(error: unknown, call: FailedCall): ModelError {
   const scrub = (text: string): string => text.split(call.apiKey).join('[redacted]');
   const cause = error instanceof Error && error.message.includes(call.apiKey) ? undefined : error;
-  if (call.aborted || error instanceof APIUserAbortError) return new ModelError('OpenAI request aborted', { retryable: false, cause });
-  if (error instanceof APIConnectionTimeoutError) {
+  // Without the SDK loaded, nothing it throws can be here (the SDK loads at a model's first call).
+  const { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } = loadedSdk('openai') ?? {};
+  if (call.aborted || isA(error, APIUserAbortError)) return new ModelError('OpenAI request aborted', { retryable: false, cause });
+  if (isA(error, APIConnectionTimeoutError)) {
     return new ModelError(`OpenAI request timed out after ${call.timeoutMs} ms`, { retryable: true, cause });
   }
-  if (error instanceof APIConnectionError) {
+  if (isA(error, APIConnectionError)) {
     return new ModelError(scrub(`OpenAI request failed: ${error.message}${describeCause(error.cause)}`), { retryable: true, cause });
   }
-  if (error instanceof APIError && typeof error.status === 'number') {
+  if (isA(error, APIError) && typeof error.status === 'number') {
     const api = error as APIError<number, Headers | undefined, object | undefined>;
     const status = api.status;
     const retryable = status === 408 || status === 409 || status === 429 || status >= 500;
@@ -45,6 +48,11 @@ export function openAiError(error: unknown, call: FailedCall): ModelError {
   }
   const message = errorMessage(error);
   return new ModelError(scrub(`OpenAI request failed: ${message}`), { retryable: false, cause });
+}
+
+/** `error instanceof type`, false when the SDK that defines `type` is not loaded. */
+export function isA<T>(error: unknown, type: (abstract new (...args: never[]) => T) | undefined): error is T {
+  return type !== undefined && error instanceof type;
 }
 
 /** The server's wait before a retry: `retry-after-ms`, or `Retry-After` in seconds or as an HTTP date. */

@@ -7,7 +7,7 @@
  * The adapter never logs, and every message it builds is scrubbed of the API key.
  */
 import { errorMessage } from '@bosun/contract';
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import type {
   ChatCompletion,
   ChatCompletionCreateParamsNonStreaming,
@@ -17,6 +17,7 @@ import type {
 
 import { knownContextTokens } from './context-windows.js';
 import { openAiError } from './openai-errors.js';
+import { sdk } from './sdks.js';
 import { ModelError } from './types.js';
 import type { GenerateOptions, Message, Model, ModelRequest, ModelResponse, Reasoning, ToolCall, ToolDeclaration, Usage } from './types.js';
 
@@ -48,7 +49,9 @@ export class OpenAiModel implements Model {
   readonly name: string;
   readonly contextTokens: number;
 
-  readonly #client: OpenAI;
+  /** The SDK's client, made at the first call (the SDK loads then, `sdks.ts`). */
+  #client: Promise<OpenAI> | undefined;
+  readonly #clientOptions: ConstructorParameters<typeof OpenAI>[0];
   readonly #model: string;
   readonly #apiKey: string;
   readonly #timeoutMs: number;
@@ -67,7 +70,7 @@ export class OpenAiModel implements Model {
     this.#structured = options.structuredOutput ?? true;
     this.name = `openai:${this.#model}`;
     this.contextTokens = options.contextTokens ?? knownContextTokens(this.#model);
-    this.#client = new OpenAI({
+    this.#clientOptions = {
       apiKey: options.apiKey,
       maxRetries: 0,
       timeout: timeoutMs,
@@ -75,14 +78,19 @@ export class OpenAiModel implements Model {
       baseURL: options.baseUrl ?? 'https://api.openai.com/v1',
       organization: null,
       project: null,
-    });
+    };
+  }
+
+  #connect(): Promise<OpenAI> {
+    return (this.#client ??= sdk('openai').then((m) => new m.default(this.#clientOptions)));
   }
 
   async generate(request: ModelRequest, options?: GenerateOptions): Promise<ModelResponse> {
     if (options?.signal?.aborted) throw new ModelError('OpenAI request aborted before it was sent', { retryable: false });
     let completion: ChatCompletion;
     try {
-      completion = await this.#client.chat.completions.create(this.#params(request), {
+      const client = await this.#connect();
+      completion = await client.chat.completions.create(this.#params(request), {
         ...(options?.signal ? { signal: options.signal } : {}),
       });
     } catch (error) {
