@@ -196,10 +196,13 @@ export class SandboxPool {
     });
   }
 
-  /** Starts the threads and their first interpreter module, so that the first scripts do not wait for them. */
-  async warm(): Promise<void> {
+  /**
+   * Starts `threads` threads (default all) and their first interpreter module, so that the first
+   * scripts do not wait for them; the rest start when scripts need them.
+   */
+  async warm(threads = this.maxThreads): Promise<void> {
     const wasm = await this.compiled();
-    while (this.live().length < this.maxThreads) this.spawn(wasm);
+    while (this.live().length < Math.min(threads, this.maxThreads)) this.spawn(wasm);
     await Promise.all(this.live().map((t) => t.started));
   }
 

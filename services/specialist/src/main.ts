@@ -82,13 +82,14 @@ function remoteSpecialist(
 
 /**
  * The threads CodeAct scripts run on, when this process runs a CodeAct specialist: never on this
- * process's event loop (lock renewals, health, other tasks). Started now, so that the first
- * script does not wait for them.
+ * process's event loop (lock renewals, health, other tasks). One starts now, so that the first
+ * script does not wait for it; the others when scripts need them (a thread costs about 0.35 s of
+ * CPU to start, which a specialist that runs few scripts need not pay at every start).
  */
 async function sandboxFor(config: ReturnType<typeof load>['config'], names: string[]): Promise<SandboxPool | undefined> {
   if (!names.some((n) => specialistConfig(config, n)!.loop === 'codeact')) return undefined;
   const pool = new SandboxPool();
-  await pool.warm();
+  await pool.warm(1);
   return pool;
 }
 
