@@ -1,8 +1,3 @@
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ConfigError } from '@bosun/config';
 
 /** The SDK of a service, started by {@link startTracing}. */
@@ -29,15 +24,29 @@ export function tracingWanted(env: Env = process.env): boolean {
  * `OTEL_EXPORTER_OTLP_*` variables, the batching from `OTEL_BSP_*`), W3C trace context, and
  * `service.name` from `OTEL_SERVICE_NAME` or `bosun-<service>`. Returns undefined, and starts
  * nothing, otherwise: then every span of the libs (`@opentelemetry/api`) is a no-op. Throws a
- * ConfigError for an `OTEL_TRACES_EXPORTER` other than `otlp` or `none`.
+ * ConfigError for an `OTEL_TRACES_EXPORTER` other than `otlp` or `none` at once; the SDK's
+ * packages load only when traces are wanted (about 0.5 s of CPU at every start otherwise), so
+ * the SDK is running when the returned promise resolves.
  */
-export function startTracing(service: string, env: Env = process.env): Tracing | undefined {
+export function startTracing(service: string, env: Env = process.env): Promise<Tracing> | undefined {
   if (!tracingWanted(env)) return undefined;
   const exporter = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase();
   if (exporter && exporter !== 'otlp')
     throw new ConfigError(`OTEL_TRACES_EXPORTER: "${exporter}" is not supported (Bosun exports traces with "otlp", or "none")`);
+  return startSdk(env.OTEL_SERVICE_NAME || `bosun-${service}`);
+}
+
+async function startSdk(serviceName: string): Promise<Tracing> {
+  const [{ W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor }, { NodeTracerProvider }] =
+    await Promise.all([
+      import('@opentelemetry/core'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@opentelemetry/resources'),
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/sdk-trace-node'),
+    ]);
   const provider = new NodeTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME || `bosun-${service}` }),
+    resource: resourceFromAttributes({ 'service.name': serviceName }),
     spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
   });
   provider.register({ propagator: new W3CTraceContextPropagator() });

@@ -50,11 +50,12 @@ export interface RunServiceOptions {
   check: (args: ServiceArgs, env: BosunEnv) => Promise<string>;
   /**
    * Starts the OpenTelemetry SDK (`startTracing` of `@bosun/otel`), called once the environment
-   * is read, before the service starts; what it returns is shut down (its last spans exported)
-   * after the service has closed, within the grace period. An error (a bad OTEL_* variable)
-   * prints its message and exits 1, as a bad variable of Bosun's does.
+   * is read; the service starts once what it returns has resolved (so that its first span
+   * records), and that is shut down (its last spans exported) after the service has closed,
+   * within the grace period. An error it throws (a bad OTEL_* variable) prints its message and
+   * exits 1, as a bad variable of Bosun's does; one it rejects with fails the start.
    */
-  tracing?: () => { shutdown(): Promise<void> } | undefined;
+  tracing?: () => Promise<{ shutdown(): Promise<void> }> | undefined;
   /**
    * Time given to {@link ServiceHandle.close} after SIGTERM before the process exits anyway.
    * Default: `BOSUN_GRACE_MS` from the environment (`BosunEnv.graceMs`), else 30 s.
@@ -79,9 +80,10 @@ export function runService(options: RunServiceOptions): void {
   }
   let env: BosunEnv;
   let tracing: { shutdown(): Promise<void> } | undefined;
+  let tracingStarted: Promise<{ shutdown(): Promise<void> }> | undefined;
   try {
     env = readEnv();
-    tracing = options.tracing?.();
+    tracingStarted = options.tracing?.();
   } catch (err) {
     // Before LOG_LEVEL is known: the one line on standard error names the variable.
     process.stderr.write(`${name}: ${errorMessage(err)}\n`);
@@ -107,8 +109,11 @@ export function runService(options: RunServiceOptions): void {
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
 
-  options
-    .start(args, env)
+  Promise.resolve(tracingStarted)
+    .then((t) => {
+      tracing = t;
+      return options.start(args, env);
+    })
     .then((h) => {
       handle = h;
       log.info(`${name} started`);
