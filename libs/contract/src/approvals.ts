@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BosunError } from './errors.js';
 import { callDigest, callFingerprint, toolCallKey } from './ids.js';
+import { sameSecret } from './secrets.js';
 import { Actor } from './identity.js';
 
 /*
@@ -160,7 +161,7 @@ export function proposedCallKey(approval: Pick<Approval, 'id' | 'taskId'>, call:
  */
 export function matchesProposedCall(approval: Pick<Approval, 'id' | 'taskId'>, call: ProposedCall, tool: string, args: unknown): boolean {
   if (call.tool !== tool) return false;
-  if (call.digest) return call.digest === callDigest(approval.id, proposedCallKey(approval, call), tool, args);
+  if (call.digest) return sameSecret(call.digest, callDigest(approval.id, proposedCallKey(approval, call), tool, args));
   return callFingerprint(call.tool, call.args) === callFingerprint(tool, args);
 }
 

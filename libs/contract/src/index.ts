@@ -76,6 +76,7 @@ export {
   errorMessage,
 } from './errors.js';
 export { abortable, sleep } from './time.js';
+export { sameSecret, sha256 } from './secrets.js';
 export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
 export type { AuditEntry } from './audit.js';
 export type { ErrorCode } from './errors.js';
