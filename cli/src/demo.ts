@@ -414,6 +414,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const first = await Promise.race([samples.then(([a, b]) => ({ failures: a + b })), cluster.exited.then((code) => ({ code }))]);
   if ('code' in first) {
     ac.abort();
+    // The cluster has stopped: its exit code is the one to report, not a failure to close.
     await clients.close().catch(() => undefined);
     await alertHop?.close();
     // Its waits end with the closed connections (or their own timeout); nothing is left to report.
@@ -424,6 +425,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   if (options.once) {
     ac.abort();
+    // followLive retries its own failures and ends with the abort: nothing is left to report.
     await follow.catch(() => undefined);
     await clients.close();
     await alertHop?.close();
@@ -433,6 +435,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   sayKeepRunning();
   const code = await cluster.exited;
   ac.abort();
+  // As above: the cluster's exit code is what the demo reports.
   await clients.close().catch(() => undefined);
   await alertHop?.close();
   return code;
