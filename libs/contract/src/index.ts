@@ -66,6 +66,7 @@ export {
 export type { ToolCallStateOrNone, ToolCallActor, ToolCallTransition } from './tool-record.js';
 export {
   BosunError,
+  CodedError,
   LockLostError,
   InvalidInputError,
   BadStoredValueError,
@@ -79,7 +80,7 @@ export { abortable, sleep } from './time.js';
 export { sameSecret, sha256 } from './secrets.js';
 export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
 export type { AuditEntry } from './audit.js';
-export type { ErrorCode } from './errors.js';
+export type { ErrorCode, CodedErrorOptions } from './errors.js';
 export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
 export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';
 export type { RedactOptions } from './redact.js';
