@@ -11,8 +11,6 @@ export type { TaskAgentSpec, TaskAgentDeps, TaskPolicy, RunTaskOptions, TaskAtte
 export { FINISH_TASK_DESCRIPTION, modelParameters, specialistPolicy } from './task-tools.js';
 export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';
-export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey, taskCheckpointId } from './checkpoint.js';
-export type { TaskCheckpointData, TaskPending } from './checkpoint.js';
 export { runIncident } from './run.js';
 export type { RunOutcome } from './run.js';
 export { handleTimer, TimerConflictError, CANCEL_LOOKS, TIMER_PASSES } from './run-timers.js';

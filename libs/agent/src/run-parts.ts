@@ -4,9 +4,11 @@
  */
 import {
   STALL_MARKER,
+  TaskCheckpoint,
   TaskResult,
   describeIssues,
   stallText,
+  taskCheckpointId,
   type Delegation,
   type InDoubtCall,
   type Incident,
@@ -16,7 +18,6 @@ import {
 } from '@bosun/contract';
 import { buildStallPayload, specialistConfig } from '@bosun/config';
 import { ApprovalError, approvalResolvedEvent } from '@bosun/transport';
-import { TaskCheckpoint } from './checkpoint.js';
 import type { ChildrenRead, RunChildren, RunDeps } from './run-ports.js';
 import { readOutputs } from './run-outputs.js';
 
@@ -40,11 +41,6 @@ export interface RunContext {
 export interface IncompleteCause {
   kind: 'stall' | 'failure' | 'timeout' | 'cancelled';
   reason: string;
-}
-
-/** The task checkpoint id of a delegation. */
-export function taskCheckpointId(taskId: string): string {
-  return `task:${taskId}`;
 }
 
 /**
