@@ -33,8 +33,8 @@ export type {
   RunJobs,
   RunTimers,
   CancelKeys,
-  Clock,
 } from './run-ports.js';
+export type { Clock } from './ports.js';
 export { observedModel, modelProvider } from './model-telemetry.js';
 export { buildModel } from './model-setup.js';
 export type { ModelSetup } from './model-setup.js';

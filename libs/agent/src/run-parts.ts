@@ -3,7 +3,9 @@
  * and writing an INCOMPLETE part for a delegation that will not report.
  */
 import {
+  ApprovalError,
   STALL_MARKER,
+  approvalResolvedEvent,
   TaskCheckpoint,
   TaskResult,
   describeIssues,
@@ -17,7 +19,6 @@ import {
   type TaskJob,
 } from '@bosun/contract';
 import { buildStallPayload, specialistConfig } from '@bosun/config';
-import { ApprovalError, approvalResolvedEvent } from '@bosun/transport';
 import type { ChildrenRead, RunChildren, RunDeps } from './run-ports.js';
 import { readOutputs } from './run-outputs.js';
 

@@ -118,6 +118,10 @@ export {
   matchesProposedCall,
   parseDecision,
   decisionInput,
+  ApprovalError,
+  approvalDue,
+  approvalRequestedEvent,
+  approvalResolvedEvent,
 } from './approvals.js';
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
 export { DecisionPath, Role, ROLES, ACTOR_LIMITS, Actor, describeActor } from './identity.js';
