@@ -29,13 +29,32 @@ interface ProposedCall {
   needsApproval: boolean;
 }
 
+/** One decision of an approval (`approvalView` on the server): who, by which path, when. */
+interface ApprovalDecision {
+  decision: 'approve' | 'deny' | 'timeout';
+  name: string;
+  verified?: boolean;
+  path?: string;
+  at: string;
+  reason?: string;
+}
+
+/** An approval as the API answers it (`approvalView`): the stored approval with its progress and decisions. */
 interface Approval {
   id: string;
+  status: string;
   runId: string;
   agent: string;
   reason: string;
   createdAt: string;
+  timeoutAt: string;
   calls: ProposedCall[];
+  incident?: { id: string; title: string; severity: string; service?: string; source: string };
+  steps?: { tool: string; args: unknown; result: string; isError?: boolean }[];
+  rule?: { required: number; distinctFrom: string };
+  requester?: string;
+  progress: { approvals: number; required: number; text: string };
+  decisions: ApprovalDecision[];
 }
 
 interface DeadLetterRow {
@@ -334,6 +353,36 @@ function renderRun(info: HTMLElement, d: Json): void {
     h('div', { id: 'specialists' }, ...((result?.specialists as Json[] | undefined) ?? []).map(specialistBlock)),
     h('h2', { text: 'Tool calls' }),
     toolCallsBlock((d.view ?? {}) as Json),
+    h('h2', { text: 'Approvals' }),
+    runApprovals((d.approvals as Approval[] | undefined) ?? []),
+  );
+}
+
+/** The run's approvals: each with its calls, status and every decision's person, path and time. */
+function runApprovals(approvals: Approval[]): HTMLElement {
+  if (approvals.length === 0) return h('p', { id: 'run-approvals', text: 'none' });
+  return h(
+    'div',
+    { id: 'run-approvals' },
+    ...approvals.map((a) =>
+      h(
+        'section',
+        { class: 'run-approval', 'data-approval-id': a.id },
+        h(
+          'h3',
+          {},
+          h('span', { text: a.id }),
+          ' ',
+          h('span', { class: 'badge', text: a.status }),
+          `  ${a.calls
+            .filter((c) => c.needsApproval)
+            .map((c) => c.tool)
+            .join(', ')}`,
+        ),
+        ...decisionsList(a),
+        a.decisions.length === 0 ? h('p', { text: 'not decided yet' }) : null,
+      ),
+    ),
   );
 }
 
@@ -420,6 +469,65 @@ function runPage(main: HTMLElement, runId: string): () => void {
 
 // ---- Approvals --------------------------------------------------------------------------------
 
+/** The incident an approval belongs to, on one line. */
+function incidentLine(a: Approval): HTMLElement | null {
+  const i = a.incident;
+  if (!i) return null;
+  return h(
+    'p',
+    { class: 'approval-incident' },
+    'Incident ',
+    h('span', { text: i.id }),
+    ' ',
+    h('span', { class: 'badge', text: i.severity }),
+    ` ${i.title}${i.service ? ` · service ${i.service}` : ''} · source ${i.source}`,
+  );
+}
+
+/** The run so far: each call the agent made before asking, and what came back. */
+function stepsList(a: Approval): HTMLElement | null {
+  if (!a.steps || a.steps.length === 0) return null;
+  return h(
+    'details',
+    { class: 'approval-steps' },
+    h('summary', { text: `The run so far: ${a.steps.length} ${a.steps.length === 1 ? 'step' : 'steps'}` }),
+    h(
+      'ol',
+      {},
+      ...a.steps.map((st) =>
+        h(
+          'li',
+          {},
+          h('code', { text: `${st.tool} ${JSON.stringify(st.args)}` }),
+          ` → ${st.isError ? 'error: ' : ''}`,
+          h('span', { class: 'step-result', text: st.result }),
+        ),
+      ),
+    ),
+  );
+}
+
+/** `approve by alice (verified, slack) at 2026-…`: one decision as a line. */
+function decisionText(d: ApprovalDecision): string {
+  const how = d.path ? ` (${d.verified ? 'verified' : 'unverified'}, ${d.path})` : '';
+  const why = d.reason !== undefined && d.decision !== 'timeout' ? `: ${d.reason}` : '';
+  return `${d.decision} by ${d.name}${how} at ${d.at}${why}`;
+}
+
+/** The votes so far ("1 of 2") under a rule of several people, and each decision with its person, path and time. */
+function decisionsList(a: Approval): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  if (a.rule && a.rule.required > 1) {
+    const not = a.rule.distinctFrom === 'requester' ? `; not ${a.requester ?? 'the requester'}` : '';
+    out.push(h('p', { class: 'approval-progress', text: `Needs ${a.rule.required} people: ${a.progress.text} approved${not}` }));
+  }
+  if (a.decisions.length > 0)
+    out.push(
+      h('ul', { class: 'approval-decisions' }, ...a.decisions.map((d) => h('li', { 'data-decision': d.decision, text: decisionText(d) }))),
+    );
+  return out;
+}
+
 function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
   const boxes: HTMLInputElement[] = [];
   const calls = a.calls.map((c) => {
@@ -473,7 +581,11 @@ function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
       '  waiting ',
       age(a.createdAt),
     ),
+    incidentLine(a),
+    stepsList(a),
     h('p', { class: 'reason', text: a.reason }),
+    ...decisionsList(a),
+    h('p', { class: 'timeout', text: `Times out at ${a.timeoutAt} (then denied)` }),
     h('ul', {}, ...calls),
     approve,
     reason,

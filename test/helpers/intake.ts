@@ -24,15 +24,16 @@ export interface IntakeUnderTest {
  * Starts the intake as a process of its own (no coordinator, gateway or specialist) with the
  * given `intake` section over the demo config, at log level `info`: for the intake's HTTP
  * surface, against real Redis and NATS. `env` adds variables (secrets, another `REDIS_URL`);
- * `delivery` is the config's `delivery` section (the intake delivers too).
+ * `delivery` is the config's `delivery` section (the intake delivers too); `config` sets other
+ * top-level sections (`operators`, say).
  */
 export async function startIntake(
   ctx: TestContext,
   intake: Record<string, unknown>,
-  options: { env?: Record<string, string>; name?: string; delivery?: Record<string, unknown> } = {},
+  options: { env?: Record<string, string>; name?: string; delivery?: Record<string, unknown>; config?: Record<string, unknown> } = {},
 ): Promise<IntakeUnderTest> {
   const port = await freePort();
-  const config = demoConfig();
+  const config = { ...demoConfig(), ...options.config };
   config.intake = { host: '127.0.0.1', ...intake, port };
   if (options.delivery) config.delivery = options.delivery;
   const name = options.name ?? 'intake';

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Actor, ApprovalRule } from '@bosun/contract';
 import { ApprovalError, ApprovalStore, type Approval } from '@bosun/transport';
-import { openContext, type TestContext } from '../helpers/index.js';
+import { Redis } from 'ioredis';
+import { FaultProxy, openContext, type TestContext } from '../helpers/index.js';
 
 // The two-person rule in the approval store, against a real Redis (issue 23, item 4): votes in
 // `approval:<id>:votes` (one per person), the decision written once when the rule is complete,
@@ -91,5 +92,36 @@ describe('a rule of two people', () => {
     const final = (await store.get('ap-2p-4'))!;
     expect(final.status).toBe('approved');
     for (const a of approved) expect(a.decidedAt).toBe(final.decidedAt);
+  });
+});
+
+describe('a crash at the completing vote', () => {
+  it('cannot leave the rule complete and the approval pending: the vote that completes it writes the decision in the same step', async () => {
+    await seed('ap-2p-crash', { required: 2, distinctFrom: 'none' });
+    await store.decide('ap-2p-crash', approveAs('alice'));
+    // Bob's process talks to Redis through a proxy that drops every answer from the one that
+    // carries his vote on: his vote reaches Redis, and he never hears back — as if his process
+    // died right after sending it, before anything it would do next.
+    const proxy = await FaultProxy.start(ctx.redisUrl, 'voter-redis');
+    const redis = new Redis(proxy.url('redis'), { maxRetriesPerRequest: 1 });
+    const dying = new ApprovalStore({ redis, prefix: ctx.prefix });
+    try {
+      const cut = proxy.when('"name":"bob-crash"', () => proxy.blackhole(), { direction: 'down' });
+      const lost = dying.decide('ap-2p-crash', approveAs('bob-crash')).then(
+        () => 'answered',
+        () => 'no answer',
+      );
+      await cut;
+      const after = (await store.get('ap-2p-crash'))!;
+      expect(after).toMatchObject({ status: 'approved', approved: [1], decidedBy: 'alice, bob-crash' });
+      expect(after.votes?.map((v) => v.actor.name)).toEqual(['alice', 'bob-crash']);
+      expect((await store.pending()).map((a) => a.id)).not.toContain('ap-2p-crash');
+      redis.disconnect();
+      expect(await lost).toBe('no answer');
+    } finally {
+      redis.disconnect();
+      await dying.close();
+      await proxy.close();
+    }
   });
 });

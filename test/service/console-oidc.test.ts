@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
-import { ApprovalStore, type Approval } from '@bosun/transport';
+import { Queue } from 'bullmq';
+import { INCIDENTS_QUEUE, INCIDENT_JOB, runIdFor } from '@bosun/contract';
+import { ApprovalStore, type Approval, type ApprovalRequest } from '@bosun/transport';
 import {
   demoConfig,
   freePort,
@@ -35,6 +37,7 @@ const ACCOUNTS = {
 
 let ctx: TestContext;
 let store: ApprovalStore;
+let incidents: Queue;
 let idp: OidcProvider;
 let consoleProcess: ServiceProcess | undefined;
 let base = '';
@@ -43,12 +46,14 @@ let browser: BrowserContext;
 let page: Page;
 let oidcSection: Record<string, unknown>;
 
-/** A pending approval of one call that needs it. */
-function seed(id: string): Promise<Approval> {
-  const runId = `r${id
-    .replace(/[^0-9a-f]/g, '')
-    .padEnd(20, '0')
-    .slice(0, 20)}`;
+/** A pending approval of one call that needs it; `extra` sets more of the request (its run, its context). */
+function seed(id: string, extra: Partial<ApprovalRequest> = {}): Promise<Approval> {
+  const runId =
+    extra.runId ??
+    `r${id
+      .replace(/[^0-9a-f]/g, '')
+      .padEnd(20, '0')
+      .slice(0, 20)}`;
   return store.request({
     id,
     runId,
@@ -59,6 +64,7 @@ function seed(id: string): Promise<Approval> {
     reason: 'restart the crash-looping pod',
     createdAt: new Date().toISOString(),
     timeoutAt: new Date(Date.now() + 600_000).toISOString(),
+    ...extra,
   });
 }
 
@@ -95,6 +101,7 @@ function postFromPage(path: string, body: unknown): Promise<{ status: number; te
 beforeAll(async () => {
   ctx = await openContext('console-oidc');
   store = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
+  incidents = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
   const port = await freePort();
   const redirectUrl = `http://127.0.0.1:${port}/auth/callback`;
   idp = await startOidcProvider({ host: '127.0.0.2', client: { ...CLIENT, redirectUrl }, accounts: ACCOUNTS });
@@ -125,6 +132,7 @@ afterAll(async () => {
   await consoleProcess?.stop();
   await idp?.close();
   await store?.close();
+  await incidents?.close();
   await ctx?.close();
 });
 
@@ -147,7 +155,19 @@ describe('console login through OpenID Connect', () => {
   });
 
   it('logs an operator in through the provider; her decision carries her verified identity', async () => {
-    const approval = await seed('appr-oidc-ada');
+    // A run of its own (an incident job no coordinator takes), so its page can show the decision.
+    const job = await incidents.add(
+      INCIDENT_JOB,
+      { id: 'inc-oidc-ada', source: 'am', reason: 'PodCrashLooping', summary: 'checkout pods crash-looping', severity: 'critical' },
+      { jobId: 'inc-oidc-ada' },
+    );
+    const runId = runIdFor(job.id!, job.timestamp);
+    const approval = await seed('appr-oidc-ada', {
+      runId,
+      incidentId: 'inc-oidc-ada',
+      incident: { id: 'inc-oidc-ada', title: 'checkout pods crash-looping', severity: 'critical', service: 'checkout', source: 'am' },
+      steps: [{ tool: 'demo__get_logs', args: { pod: 'checkout-1' }, result: 'OOMKilled after deploy 41' }],
+    });
     await ssoLogin('ada');
     await page.waitForSelector('table#runs');
     const cookie = (await browser.cookies(base)).find((c) => c.name === 'bosun_console')!;
@@ -158,12 +178,29 @@ describe('console login through OpenID Connect', () => {
 
     await page.click('#nav-approvals');
     const block = page.locator('section.approval', { hasText: approval.id });
+    // The context she decides from: the incident, the run so far, when it times out.
+    expect(await block.locator('.approval-incident').textContent()).toBe(
+      'Incident inc-oidc-ada critical checkout pods crash-looping · service checkout · source am',
+    );
+    await block.locator('.approval-steps summary').click();
+    expect(await block.locator('.approval-steps li').allTextContents()).toEqual([
+      'demo__get_logs {"pod":"checkout-1"} → OOMKilled after deploy 41',
+    ]);
+    expect(await block.locator('.timeout').textContent()).toContain(approval.timeoutAt);
     await block.locator('button.approve').click();
     await page.waitForSelector('#approvals-msg:has-text("approved")');
     const decided = (await store.get(approval.id))!;
     expect(decided.status).toBe('approved');
     expect(decided.decidedBy).toBe('Ada Operator');
     expect(decided.actor).toMatchObject({ path: 'console', verified: true, name: 'Ada Operator', sub: 'ada', email: 'ada@example.test' });
+    // The run's page shows the decision: her name, the path and the time.
+    await page.goto(`${base}/#/run/${runId}`);
+    const shown = page.locator(`#run-approvals section[data-approval-id="${approval.id}"]`);
+    await shown.waitFor();
+    expect(await shown.locator('.badge').textContent()).toBe('approved');
+    expect(await shown.locator('.approval-decisions li').allTextContents()).toEqual([
+      `approve by Ada Operator (verified, console) at ${decided.decidedAt}`,
+    ]);
   });
 
   it('lets a read-only person see the approvals, and answers 403 to a decision', async () => {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Job, Queue } from 'bullmq';
 import { ApprovalStore, type Approval } from '@bosun/transport';
+import type { ApprovalView } from '@bosun/contract';
 import {
   EventCollector,
   demoConfig,
@@ -59,6 +60,8 @@ async function seed(id: string, runId: string): Promise<Approval> {
       },
     ],
     reason: 'The pod is crash-looping on a stale config;\nrestarting it picks up the fixed one.',
+    incident: { id: `inc-${id}`, title: 'payments pods crash-looping', severity: 'critical', service: 'payments', source: 'am' },
+    steps: [{ tool: 'demo__get_logs', args: { pod: 'payments-7f9c' }, result: 'config v12 not found' }],
     createdAt: new Date(now - 90_000).toISOString(),
     timeoutAt: new Date(now + 300_000).toISOString(),
   });
@@ -113,6 +116,9 @@ describe('bosun approvals, approve, deny', () => {
     expect(head).toContain('agent kubernetes');
     expect(head).toMatch(/times out \d{4}-\d\d-\d\dT/);
     expect(r.stdout).toContain('reason: The pod is crash-looping on a stale config; restarting it picks up the fixed one.');
+    // The context a person decides from: the incident and the run so far.
+    expect(r.stdout).toContain(`incident: inc-${id} [critical] payments pods crash-looping  service payments  source am`);
+    expect(r.stdout).toContain('      demo__get_logs {"pod":"payments-7f9c"} -> config v12 not found');
     const call0 = lines.find((l) => l.includes('[0] demo__get_pods'));
     const call1 = lines.find((l) => l.includes('[1] demo__restart_pod'));
     expect(call0).toContain('{"namespace":"payments"}');
@@ -131,9 +137,11 @@ describe('bosun approvals, approve, deny', () => {
     expect(list.map((a) => a.id)).toEqual([id]);
     expect(list[0]!.calls).toHaveLength(2);
 
+    expect(list[0]).toMatchObject({ progress: { text: '0 of 1' }, decisions: [] });
+
     const show = await bosun(['approvals', 'show', id]);
     expect(show.code, show.stderr).toBe(0);
-    expect((JSON.parse(show.stdout) as Approval).status).toBe('pending');
+    expect(JSON.parse(show.stdout)).toMatchObject({ status: 'pending', progress: { approvals: 0, required: 1 } });
     const missing = await bosun(['approvals', 'show', 'appr-nope']);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain('no approval appr-nope');
@@ -321,9 +329,16 @@ describe('the coordinator HTTP API', () => {
   it('lists the pending approvals, shows one, and answers 404 for unknown ids and paths', async () => {
     const r = await call('/approvals');
     expect(r.status).toBe(200);
-    const list = (await r.json()) as Approval[];
+    const list = (await r.json()) as ApprovalView[];
     expect(list.map((a) => a.id)).toEqual([id]);
     expect(list[0]!.calls[1]).toMatchObject({ tool: 'demo__restart_pod', needsApproval: true });
+    // The context: the incident, the run so far, how far it has got and its decisions (none yet).
+    expect(list[0]).toMatchObject({
+      incident: { id: `inc-${id}`, title: 'payments pods crash-looping', severity: 'critical' },
+      steps: [{ tool: 'demo__get_logs', result: 'config v12 not found' }],
+      progress: { approvals: 0, required: 1, text: '0 of 1' },
+      decisions: [],
+    });
 
     const one = await call(`/approvals/${id}`);
     expect(one.status).toBe(200);
@@ -360,8 +375,15 @@ describe('the coordinator HTTP API', () => {
   it('approves (200, recorded, task woken, approval.resolved published), then answers 409', async () => {
     const r = await call(`/approvals/${id}`, { method: 'POST', body: JSON.stringify({ decision: 'approve' }) });
     expect(r.status).toBe(200);
-    const decided = (await r.json()) as Approval;
+    const decided = (await r.json()) as ApprovalView;
     expect(decided).toMatchObject({ id, status: 'approved', approved: [1], decidedBy: 'http-operator' });
+    // Once decided: who, by which path, when.
+    expect(decided.progress.text).toBe('1 of 1');
+    expect(decided.decisions).toEqual([
+      { decision: 'approve', name: 'http-operator', verified: false, path: 'http', at: decided.decidedAt },
+    ]);
+    const shown = (await (await call(`/approvals/${id}`)).json()) as ApprovalView;
+    expect(shown.decisions).toEqual(decided.decisions);
     expect(await store.get(id)).toMatchObject({ status: 'approved', approved: [1], decidedBy: 'http-operator' });
     expect(['waiting', 'wait', 'prioritized']).toContain(await job.getState());
     const e = await collector.waitFor((x) => x.type === 'approval.resolved' && x.runId === runId, 10_000, 'approval.resolved (HTTP)');

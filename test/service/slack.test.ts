@@ -1,12 +1,9 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { DEAD_LETTER_QUEUE, INCIDENT_JOB, type Approval, type DeadLetter } from '@bosun/contract';
 import { ApprovalStore } from '@bosun/transport';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { SlackApi, SlackApiError, SlackInteractions } from '@bosun/intake';
-import { MemoryEventSink } from '@bosun/transport';
+import { SlackApi, SlackApiError } from '@bosun/intake';
 import { openContext, waitUntil, type TestContext } from '../helpers/index.js';
 import { startIntake, type IntakeUnderTest } from '../helpers/intake.js';
 import { slackFixture, startSlackServer, type SlackCall, type SlackServer } from '../helpers/slack-server.js';
@@ -21,6 +18,16 @@ const BOT_TOKEN = 'xoxb-test-bot-token-of-the-test';
 const SIGNING_SECRET = '8f742231b10e8888abcd99yyyzzz85a5';
 const OTHER_SECRET = 'the-lost-sinks-own-signing-secret';
 const CHANNEL = 'C0ONCALL1';
+const sha = (t: string) => createHash('sha256').update(t).digest('hex');
+
+/** users.info's answer for rita: the fixture's shape, her id and e-mail. */
+function ritaInfo(): unknown {
+  const info = slackFixture('users-info-ok') as { user: Record<string, any> };
+  info.user.id = 'U0RITA001';
+  info.user.name = 'rita';
+  info.user.profile = { ...info.user.profile, display_name: 'rita', email: 'rita@example.com' };
+  return info;
+}
 
 let ctx: TestContext;
 let slack: SlackServer;
@@ -29,9 +36,12 @@ let store: ApprovalStore;
 
 beforeAll(async () => {
   ctx = await openContext('slack');
-  slack = await startSlackServer(BOT_TOKEN, (call) =>
-    call.method === 'chat.postMessage' && call.args.channel === 'C0MISSING' ? 'error-channel-not-found' : undefined,
-  );
+  slack = await startSlackServer(BOT_TOKEN, (call) => {
+    if (call.method === 'chat.postMessage' && call.args.channel === 'C0MISSING') return 'error-channel-not-found';
+    // A second person users.info knows: rita, a read-only operator mapped by her e-mail.
+    if (call.method === 'users.info' && call.args.user === 'U0RITA001') return { status: 200, body: ritaInfo() };
+    return undefined;
+  });
   const app = { type: 'slack', botToken: '${TEST_SLACK_BOT_TOKEN}', slackApiUrl: slack.apiUrl, timeoutMs: 5_000 };
   intake = await startIntake(
     ctx,
@@ -47,12 +57,19 @@ beforeAll(async () => {
             ...app,
             channel: CHANNEL,
             signingSecret: '${TEST_SLACK_SIGNING_SECRET}',
-            users: { U0ALICE01: 'alice', U0BOB0001: 'bob' },
-            emails: { 'carol@example.com': 'carol' },
+            users: { U0ALICE01: 'alice', U0BOB0001: 'bob', U0DAVE001: 'dave' },
+            emails: { 'carol@example.com': 'carol', 'rita@example.com': 'rita' },
           },
           lost: { ...app, channel: 'C0MISSING', signingSecret: OTHER_SECRET },
         },
         announceApprovals: ['oncall', 'lost'],
+      },
+      // The people of the config: their roles decide who may approve in Slack (dave and rita only read).
+      config: {
+        operators: [
+          ...['alice', 'bob', 'carol'].map((name) => ({ name, tokenSha256: sha(`${name}-token`), roles: ['approve', 'read'] })),
+          ...['dave', 'rita'].map((name) => ({ name, tokenSha256: sha(`${name}-token`), roles: ['read'] })),
+        ],
       },
     },
   );
@@ -352,57 +369,27 @@ describe('the Web API client against a server answering as Slack does', () => {
 });
 
 describe('roles on the Slack path', () => {
-  it('a mapped operator without the approve role is told so and decides nothing; one with it decides', async () => {
-    const log = createLogger({ service: 'slack-test', level: 'silent' });
-    const sink = {
-      type: 'slack' as const,
-      botToken: BOT_TOKEN,
-      channel: CHANNEL,
-      signingSecret: SIGNING_SECRET,
-      slackApiUrl: slack.apiUrl,
-      users: { U0ALICE01: 'alice', U0BOB0001: 'bob' },
-      emails: {},
-      answerLines: 8,
-      timeoutMs: 5_000,
-    };
-    const interactions = new SlackInteractions({
-      sinks: { oncall: sink },
-      approvals: store,
-      events: new MemoryEventSink(),
-      log,
-      mayApprove: (name) => name === 'alice',
-    });
-    const server = createServer((req, res) => void interactions.handle(req, res));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    try {
-      const a = await pendingApproval();
-      const post = (user: string) => {
-        const body = `payload=${encodeURIComponent(JSON.stringify(payloadOf(a.id, user)))}`;
-        const ts = Math.floor(Date.now() / 1000);
-        const signature = `v0=${createHmac('sha256', SIGNING_SECRET).update(`v0:${ts}:${body}`).digest('hex')}`;
-        return fetch(`${base}/slack/interactions`, {
-          method: 'POST',
-          body,
-          headers: {
-            'content-type': 'application/x-www-form-urlencoded',
-            'x-slack-request-timestamp': String(ts),
-            'x-slack-signature': signature,
-          },
-        });
-      };
-      const before = ephemeralsTo('U0BOB0001').length;
-      expect((await post('U0BOB0001')).status).toBe(200);
-      expect((await store.get(a.id))!.status).toBe('pending');
-      const told = ephemeralsTo('U0BOB0001').slice(before);
-      expect(told.map((c) => String(c.args.text))).toEqual([
-        'You decide as bob, who does not have the approve role, so your click decided nothing.',
-      ]);
-      expect((await post('U0ALICE01')).status).toBe(200);
-      expect((await store.get(a.id))!).toMatchObject({ status: 'approved', decidedBy: 'alice' });
-    } finally {
-      server.closeAllConnections();
-      await new Promise((r) => server.close(r));
-    }
+  it("a mapped operator without the config's approve role (by user id or by e-mail) is told so and decides nothing; one with it decides", async () => {
+    const a = await pendingApproval();
+    const { args } = await posted(a.id);
+    const before = { dave: ephemeralsTo('U0DAVE001').length, rita: ephemeralsTo('U0RITA001').length };
+    expect((await interact(payloadOf(a.id, 'U0DAVE001', 'bosun.approve', args.blocks))).status).toBe(200);
+    // rita is mapped by her e-mail, which the stand-in's users.info answers for U0RITA001.
+    expect((await interact(payloadOf(a.id, 'U0RITA001', 'bosun.deny', args.blocks))).status).toBe(200);
+    expect((await store.get(a.id))!.status).toBe('pending');
+    expect(
+      ephemeralsTo('U0DAVE001')
+        .slice(before.dave)
+        .map((c) => String(c.args.text)),
+    ).toEqual(['You decide as dave, who does not have the approve role, so your click decided nothing.']);
+    expect(
+      ephemeralsTo('U0RITA001')
+        .slice(before.rita)
+        .map((c) => String(c.args.text)),
+    ).toEqual(['You decide as rita, who does not have the approve role, so your click decided nothing.']);
+    expect(updatesOf(a.id)).toHaveLength(0);
+    expect((await interact(payloadOf(a.id, 'U0ALICE01', 'bosun.approve', args.blocks))).status).toBe(200);
+    expect((await store.get(a.id))!).toMatchObject({ status: 'approved', decidedBy: 'alice' });
+    expect(updatesOf(a.id)).toHaveLength(1);
   });
 });

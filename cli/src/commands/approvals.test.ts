@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Approval } from '@bosun/contract';
-import { formatApprovals, votesLine } from './approvals.js';
+import { decisionLine, formatApprovals, votesLine } from './approvals.js';
 
 // What `bosun approvals` shows a person deciding (issue 23, items 3 and 4): the incident, and how
 // far a rule of several people has got.
@@ -21,6 +21,10 @@ const approval: Approval = {
   rule: { required: 2, distinctFrom: 'requester' },
   requester: 'carol',
   votes: [{ actor: { name: 'alice', verified: true, path: 'slack' }, at: '2026-01-01T00:09:30.000Z' }],
+  steps: [
+    { tool: 'demo__get_pods', args: { namespace: 'payments' }, result: '{"pods":["checkout-1"]}' },
+    { tool: 'demo__logs', args: { pod: 'checkout-1' }, result: 'OOMKilled\nagain', isError: true },
+  ],
 };
 
 describe('bosun approvals', () => {
@@ -29,5 +33,20 @@ describe('bosun approvals', () => {
     expect(text).toContain('incident: inc-1 [critical] checkout 5xx  service checkout  source alertmanager');
     expect(text).toContain('needs: 1 of 2 approvals (alice); not carol');
     expect(votesLine({ ...approval, votes: [] })).toBe('0 of 2 approvals; not carol');
+  });
+
+  it('shows the run so far, a line a step, and each decision with its person, path and time', () => {
+    const text = formatApprovals([approval], now);
+    expect(text).toContain('    so far (2 steps):');
+    expect(text).toContain('      demo__get_pods {"namespace":"payments"} -> {"pods":["checkout-1"]}');
+    expect(text).toContain('      demo__logs {"pod":"checkout-1"} -> error: OOMKilled again');
+    expect(text).toContain('    approve by alice (verified, slack) at 2026-01-01T00:09:30.000Z');
+    expect(formatApprovals([{ ...approval, steps: [] }], now)).not.toContain('so far');
+    expect(decisionLine({ decision: 'deny', name: 'bob', verified: false, path: 'http', at: 'T', reason: 'not now' })).toBe(
+      'deny by bob (unverified, http) at T: not now',
+    );
+    expect(decisionLine({ decision: 'timeout', name: 'bosun (approval timeout)', at: 'T', reason: 'timeout' })).toBe(
+      'timeout by bosun (approval timeout) at T',
+    );
   });
 });

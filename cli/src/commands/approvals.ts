@@ -3,7 +3,19 @@
  * approvals are read and decided through `ApprovalStore` (libs/transport), which parses them with
  * the contract's `Approval`; a decision is checked by the contract's `parseDecision`.
  */
-import { DecisionError, parseDecision, type Actor, type Approval, type Decision, errorMessage, sleep } from '@bosun/contract';
+import {
+  DecisionError,
+  approvalDecisions,
+  approvalProgress,
+  approvalView,
+  parseDecision,
+  type Actor,
+  type Approval,
+  type ApprovalDecisionEntry,
+  type Decision,
+  errorMessage,
+  sleep,
+} from '@bosun/contract';
 import { createLogger, type BosunEnv } from '@bosun/config';
 import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
 import { UsageError } from '../args.js';
@@ -23,13 +35,32 @@ async function withApprovals<T>(deps: OperatorDeps, fn: (store: ApprovalStore) =
 }
 
 const ARGS_MAX = 200;
+const STEP_MAX = 160;
 
 /** `1 of 2 approvals (alice)`: how far an approval under a rule of several people has got. */
 export function votesLine(a: Approval): string {
   const votes = a.votes ?? [];
   const who = votes.length > 0 ? ` (${votes.map((v) => v.actor.name).join(', ')})` : '';
   const requester = a.rule?.distinctFrom === 'requester' ? `; not ${a.requester ?? 'the requester'}` : '';
-  return `${votes.length} of ${a.rule?.required ?? 1} approvals${who}${requester}`;
+  return `${approvalProgress(a).text} approvals${who}${requester}`;
+}
+
+/** One decision as a line: `approve by alice (verified, slack) at 2026-…`. */
+export function decisionLine(d: ApprovalDecisionEntry): string {
+  const how = d.path ? ` (${d.verified ? 'verified' : 'unverified'}, ${d.path})` : '';
+  const why = d.reason !== undefined && d.decision !== 'timeout' ? `: ${oneLine(d.reason, 200)}` : '';
+  return `${d.decision} by ${d.name}${how} at ${d.at}${why}`;
+}
+
+/** The run so far, a line a step: `demo__get_pods {"ns":"payments"} -> {"pods":[…]}`. */
+function stepLines(a: Approval): string[] {
+  if (!a.steps || a.steps.length === 0) return [];
+  return [
+    `    so far (${a.steps.length} ${a.steps.length === 1 ? 'step' : 'steps'}):`,
+    ...a.steps.map(
+      (st) => `      ${st.tool} ${oneLine(JSON.stringify(st.args), 80)} -> ${st.isError ? 'error: ' : ''}${oneLine(st.result, STEP_MAX)}`,
+    ),
+  ];
 }
 
 /** The text of `bosun approvals list`. */
@@ -44,8 +75,10 @@ export function formatApprovals(approvals: Approval[], now = Date.now()): string
       lines.push(
         `    incident: ${i.id} [${i.severity}] ${oneLine(i.title, 200)}${i.service ? `  service ${i.service}` : ''}  source ${i.source}`,
       );
+    lines.push(...stepLines(a));
     lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
     if (a.rule) lines.push(`    needs: ${votesLine(a)}`);
+    for (const d of approvalDecisions(a)) lines.push(`    ${decisionLine(d)}`);
     for (const c of a.calls) {
       lines.push(`    [${c.index}] ${c.tool} ${oneLine(JSON.stringify(c.args), ARGS_MAX)}${c.needsApproval ? '   <- needs approval' : ''}`);
     }
@@ -66,7 +99,7 @@ const list = defineRedisCommand({
   check: ({ values }) => ({ json: values.json }),
   async handler({ json }, deps) {
     const pending = await withApprovals(deps, (store) => store.pending());
-    if (json) printJson(pending);
+    if (json) printJson(pending.map(approvalView));
     else printText(formatApprovals(pending));
     return 0;
   },
@@ -75,7 +108,7 @@ const list = defineRedisCommand({
 const show = defineRedisCommand({
   name: 'show',
   label: 'approvals',
-  usage: '  bosun approvals show <id>         print one approval (JSON)',
+  usage: '  bosun approvals show <id>         print one approval (JSON, with its progress and decisions)',
   options: {},
   positionals: 1,
   check({ positionals }) {
@@ -86,7 +119,7 @@ const show = defineRedisCommand({
   async handler(id, deps) {
     const a = await withApprovals(deps, (store) => store.get(id));
     if (!a) throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`);
-    printJson(a);
+    printJson(approvalView(a));
     return 0;
   },
 });

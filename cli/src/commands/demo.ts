@@ -1,6 +1,5 @@
 import { parseCommand } from '../args.js';
 import type { StandaloneCommand } from '../command.js';
-import { runDemo } from '../demo.js';
 
 /**
  * `bosun demo [--once]`: a demo cluster with sample incidents. It reads the environment itself
@@ -12,6 +11,8 @@ export const demoCommand: StandaloneCommand = {
   standalone: true,
   parse(args) {
     const { values } = parseCommand('demo', args, { once: { type: 'boolean', default: false } }, 0);
-    return () => runDemo({ once: values.once });
+    // Imported when asked for: the demo brings in every service's code, which no other command
+    // needs, and each `bosun` call would pay for loading it.
+    return async () => (await import('../demo.js')).runDemo({ once: values.once });
   },
 };

@@ -5,7 +5,7 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
+import { DeadLetterKind, RunResult, approvalView, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
 import {
   ApprovalError,
   HttpError,
@@ -78,11 +78,13 @@ export class ConsoleApi {
     if (!summary) throw new HttpError(404, `no run ${runId}`);
     const job = await this.deps.runs.findJob(runId);
     const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [errorMessage(err)] }));
-    sendJson(res, 200, { summary, ...jobDetail(job), view });
+    // Each decision of the run, with its person, path and time, as the run page shows them.
+    const approvals = (await this.deps.approvals.ofRun(runId)).map(approvalView);
+    sendJson(res, 200, { summary, ...jobDetail(job), view, approvals });
   }
 
   async listApprovals({ res }: RouteContext): Promise<void> {
-    sendJson(res, 200, await this.deps.approvals.pending());
+    sendJson(res, 200, (await this.deps.approvals.pending()).map(approvalView));
   }
 
   /** Decides an approval as the session's person (`who`); a typed `by` renames only an unverified one. */
@@ -98,10 +100,10 @@ export class ConsoleApi {
     try {
       const decided = await this.deps.approvals.decide(id, decision);
       // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
-      if (decided.status === 'pending') return sendJson(res, 200, decided);
+      if (decided.status === 'pending') return sendJson(res, 200, approvalView(decided));
       this.deps.events.emit(approvalResolvedEvent(decided));
       await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
-      sendJson(res, 200, decided);
+      sendJson(res, 200, approvalView(decided));
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
       const status = { not_found: 404, already_decided: 409, bad_request: 400, forbidden: 403 }[err.code];

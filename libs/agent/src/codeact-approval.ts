@@ -1,6 +1,6 @@
 import { approvalDue, approvalRequestedEvent, taskApprovalId, type Approval, type CatalogTool, type CodeActCall } from '@bosun/contract';
 import type { TaskRun } from './task-run.js';
-import { parkForApproval } from './task-approval.js';
+import { incidentContext, parkForApproval, ruleOf } from './task-approval.js';
 
 /** The approval a script's call to an `ask` tool needs: one per call, `ap-<taskId>-s<step>-c<i>`. */
 export function scriptApprovalId(taskId: string, step: number, index: number): string {
@@ -31,6 +31,9 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
       reason: `call ${index} of the script of step ${state.step}:\n${state.codeact?.script ?? ''}`,
       createdAt: new Date(run.now()).toISOString(),
       timeoutAt: new Date(run.now() + timeoutMs).toISOString(),
+      // As in the task loop: the tool's rule of several people, who started the run, the incident.
+      ...ruleOf(run, [tool]),
+      incident: incidentContext(job.incident),
     });
     run.deps.events.emit(approvalRequestedEvent(approval));
     run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'script waiting for approval');

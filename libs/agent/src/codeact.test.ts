@@ -128,8 +128,8 @@ function scripts(...list: string[]): Model & { requests: ModelRequest[] } {
   };
 }
 
-function job(): TaskJob {
-  const incident = parseWith(Incident, { id: 'inc-11', source: 'test', reason: 'Drift', summary: 'counter drift' }, 'incident');
+function job(over: Record<string, unknown> = {}): TaskJob {
+  const incident = parseWith(Incident, { id: 'inc-11', source: 'test', reason: 'Drift', summary: 'counter drift', ...over }, 'incident');
   return { v: 1, runId: RUN_ID, incidentId: incident.id, taskId: TASK_ID, agent: 'ops', task: 'Fix the counter.', incident };
 }
 
@@ -368,6 +368,26 @@ describe('runCodeActTask', () => {
       expect(result).toMatchObject({ status: 'completed', output: { total: 1 } });
       expect(shared.gateway.sent.find((c) => c.tool === 'calc__reset')).toMatchObject({ approvalId: id });
       expect([...shared.gateway.applied.values()]).toEqual([1, 1, 1, 1]);
+    });
+
+    it("stores the tool's rule of several people, the run's requester and the incident, as the task loop does", async () => {
+      const ruled: TaskPolicy = {
+        ...policy,
+        approvalRule: (t) => ({ required: t.name === 'calc__reset' ? 2 : 1, distinctFrom: 'requester' }),
+      };
+      const shared = { gateway: new Gateway(), checkpoints: new Checkpoints(), approvals: new Approvals(), policy: ruled };
+      const err = await runCodeActTask(job({ requestedBy: 'carol' }), spec(), harness(scripts(script), shared).deps, 1).catch(
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(ParkError);
+      expect(shared.approvals.items.get(`ap-${TASK_ID}-s1-c1`)).toMatchObject({
+        rule: { required: 2, distinctFrom: 'requester' },
+        requester: 'carol',
+        incident: { id: 'inc-11', title: 'counter drift', source: 'test' },
+      });
+      // Without a rule, as before rules existed: nothing stored.
+      const { shared: plain, id } = await parked();
+      expect(plain.approvals.items.get(id)!.rule).toBeUndefined();
     });
 
     it('denied: the script catches the denial and the result says so', async () => {

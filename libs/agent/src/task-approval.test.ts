@@ -15,10 +15,11 @@ import {
   type ToolCallResult,
 } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
-import type { Model, ModelRequest, ModelResponse } from '@bosun/models';
+import type { Message, Model, ModelRequest, ModelResponse } from '@bosun/models';
 import { ApprovalError, ApprovalWaiter, MemoryCheckpointStore, MemoryEventSink, type ToolClient } from '@bosun/transport';
 
 import { APPROVED_CALLS_MARKER, ParkError, runTask, type TaskAgentDeps, type TaskAgentSpec, type TaskPolicy } from './task.js';
+import { stepsSoFar } from './task-approval.js';
 
 // The approval step of the task loop, with in-memory ports: a turn that calls an `ask` tool
 // parks the task; resumed, it runs what was approved, or — undecided past the timeout — denies it.
@@ -168,6 +169,8 @@ describe('runTask: the approval step', () => {
       [1, 'demo__delete_pod', true, `${TASK_ID}-s1-c1`],
     ]);
     expect(a.reason).toBe('The pod is stuck; delete it.');
+    // The first turn asks: no step of the run before it.
+    expect(a.steps).toEqual([]);
     expect(h.tools.calls).toEqual([]);
     // The turn is on record before the request, then the wait.
     expect(h.writes).toEqual(['state', 'approval']);
@@ -246,5 +249,29 @@ describe('runTask: the approval step', () => {
     const err = await runTask(job(), spec, h.deps, 1).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'no_approvals' });
     expect(h.tools.calls).toEqual([]);
+  });
+});
+
+describe('the run so far an approval shows', () => {
+  it('lists each answered call with redacted arguments and its result cut short, the latest 20, not the asking turn', () => {
+    const long = 'x'.repeat(400);
+    const messages: Message[] = [
+      { role: 'user', text: 'checkout is down' },
+      { role: 'model', text: 'look first', calls: [{ id: 'c1', name: 'demo__get_pods', args: { ns: 'payments', token: 'sk-secret' } }] },
+      { role: 'tool', responses: [{ id: 'c1', name: 'demo__get_pods', output: { pods: ['checkout-1'] } }] },
+      { role: 'model', calls: [{ id: 'c2', name: 'demo__logs', args: { pod: 'checkout-1' } }] },
+      { role: 'tool', responses: [{ id: 'c2', name: 'demo__logs', output: long, isError: true }] },
+      { role: 'model', text: 'delete it', calls: [{ id: 'c3', name: 'demo__delete_pod', args: { pod: 'checkout-1' } }] },
+    ];
+    const steps = stepsSoFar(messages);
+    expect(steps).toEqual([
+      { tool: 'demo__get_pods', args: { ns: 'payments', token: '[redacted]' }, result: '{"pods":["checkout-1"]}' },
+      { tool: 'demo__logs', args: { pod: 'checkout-1' }, result: `${'x'.repeat(299)}…`, isError: true },
+    ]);
+    const many: Message[] = Array.from({ length: 25 }, (_, i) => ({
+      role: 'tool' as const,
+      responses: [{ id: `c${i}`, name: `t${i}`, output: 'ok' }],
+    }));
+    expect(stepsSoFar(many).map((s) => s.tool)).toEqual(Array.from({ length: 20 }, (_, i) => `t${i + 5}`));
   });
 });

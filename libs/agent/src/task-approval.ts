@@ -1,15 +1,18 @@
 import {
+  APPROVAL_STEP_LIMITS,
   APPROVAL_TIMEOUT_REASON,
   approvalDue,
   approvalRequestedEvent,
+  redactSecrets,
   taskApprovalId,
   toolCallKey,
   type Approval,
+  type ApprovalStep,
   type CatalogTool,
   type Incident,
 } from '@bosun/contract';
-import type { ToolCall } from '@bosun/models';
-import { strictestRule } from '@bosun/policy';
+import type { Message, ToolCall } from '@bosun/models';
+import { ruleToStore } from '@bosun/policy';
 import { NO_TELEMETRY, type Approvals } from './ports.js';
 import type { TaskRun } from './task-run.js';
 import { ParkError } from './task-types.js';
@@ -61,11 +64,6 @@ async function requestApproval(
   const timeoutMs = Math.max(...asking.map((t) => run.tools.policy.approvalTimeoutMs(t)));
   const names = new Set(asking.map((t) => t.name));
   const last = state.messages[state.messages.length - 1];
-  const policy = run.tools.policy;
-  const rule = strictestRule(asking.map((t) => policy.approvalRule?.(t) ?? { required: 1, distinctFrom: 'none' as const }));
-  // One person and nobody excluded is how approvals were before rules: nothing stored.
-  const ruled = rule.required > 1 || rule.distinctFrom === 'requester';
-  const requester = job.incident.requestedBy;
   const approval = await store.request({
     id,
     runId: job.runId,
@@ -82,9 +80,9 @@ async function requestApproval(
     reason: last?.role === 'model' ? (last.text ?? '') : '',
     createdAt: new Date(run.now()).toISOString(),
     timeoutAt: new Date(run.now() + timeoutMs).toISOString(),
-    ...(ruled ? { rule } : {}),
-    ...(requester ? { requester } : {}),
+    ...ruleOf(run, asking),
     incident: incidentContext(job.incident),
+    steps: stepsSoFar(state.messages),
   });
   run.deps.events.emit(approvalRequestedEvent(approval));
   (run.deps.telemetry ?? NO_TELEMETRY).spanEvent('approval.requested', {
@@ -93,6 +91,43 @@ async function requestApproval(
   });
   run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
   return approval;
+}
+
+/**
+ * The run so far, as the approval shows it: each call of the conversation that has its answer
+ * (the asking turn's calls have none yet), with its arguments redacted and the first characters
+ * of its result; the latest {@link APPROVAL_STEP_LIMITS}`.steps`.
+ */
+export function stepsSoFar(messages: readonly Message[]): ApprovalStep[] {
+  const calls = new Map<string, ToolCall>();
+  const steps: ApprovalStep[] = [];
+  for (const m of messages) {
+    if (m.role === 'model') for (const c of m.calls ?? []) calls.set(c.id, c);
+    if (m.role !== 'tool') continue;
+    for (const r of m.responses) {
+      const text = typeof r.output === 'string' ? r.output : (JSON.stringify(r.output) ?? '');
+      const max = APPROVAL_STEP_LIMITS.result;
+      steps.push({
+        tool: r.name,
+        args: redactSecrets(calls.get(r.id)?.args ?? {}) as Record<string, unknown>,
+        result: text.length > max ? `${text.slice(0, max - 1)}…` : text,
+        ...(r.isError ? { isError: true } : {}),
+      });
+    }
+  }
+  return steps.slice(-APPROVAL_STEP_LIMITS.steps);
+}
+
+/**
+ * Who must approve calls of the `asking` tools (the strictest of their rules) and who started the
+ * run, as an approval request of either loop stores them; nothing for one person with nobody
+ * excluded.
+ */
+export function ruleOf(run: TaskRun, asking: readonly CatalogTool[]): Pick<Approval, 'rule' | 'requester'> {
+  const policy = run.tools.policy;
+  const rule = ruleToStore(asking.map((t) => policy.approvalRule?.(t) ?? { required: 1, distinctFrom: 'none' as const }));
+  const requester = run.job.incident.requestedBy;
+  return { ...(rule ? { rule } : {}), ...(requester ? { requester } : {}) };
 }
 
 /** What an approval shows of its incident: id, title (the summary's first line), severity, service, source. */

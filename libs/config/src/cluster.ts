@@ -563,12 +563,25 @@ export function parseClusterConfig(raw: unknown, options: ParseOptions): Cluster
   return deepFreeze(config);
 }
 
-/** Every `a2a.tokens[].person` names one of the config's `operators`. */
+/**
+ * Every `a2a.tokens[].person` names one of the config's `operators`; so does every name a Slack
+ * app sink maps a user to, when the config names operators (their roles then decide who may
+ * approve in Slack, and a name outside them would hold none).
+ */
 function checkPeople(config: ClusterConfig, file: string): void {
   const people = config.operators.map((o) => o.name);
+  const known = `(known: ${people.join(', ') || 'none'})`;
   for (const [i, t] of (config.a2a?.tokens ?? []).entries()) {
     if (t.person !== undefined && !people.includes(t.person))
-      throw new ConfigError(`${file}: a2a.tokens.${i}.person: unknown operator "${t.person}" (known: ${people.join(', ') || 'none'})`);
+      throw new ConfigError(`${file}: a2a.tokens.${i}.person: unknown operator "${t.person}" ${known}`);
+  }
+  if (people.length === 0) return;
+  for (const [name, sink] of Object.entries(config.delivery?.sinks ?? {})) {
+    if (sink.type !== 'slack') continue;
+    for (const map of ['users', 'emails'] as const)
+      for (const [key, person] of Object.entries(sink[map]))
+        if (!people.includes(person))
+          throw new ConfigError(`${file}: delivery.sinks.${name}.${map}.${key}: unknown operator "${person}" ${known}`);
   }
 }
 

@@ -60,4 +60,20 @@ describe('operators', () => {
       /a2a\.tokens\.0\.person: unknown operator "mallory" \(known: alice\)/,
     );
   });
+
+  it('refuses a Slack app sink that maps a user to someone who is not an operator, once operators are named', () => {
+    const slack = (users: Record<string, string>, emails: Record<string, string> = {}) => ({
+      ...withOperators([{ name: 'alice', tokenSha256: sha('a'), roles: ['approve'] }]),
+      delivery: {
+        sinks: { oncall: { type: 'slack', botToken: 'xoxb-1', channel: 'C0ONCALL1', signingSecret: 's', users, emails } },
+      },
+    });
+    expect(problem(slack({ U0BOB0001: 'bob' }))).toMatch(
+      /delivery\.sinks\.oncall\.users\.U0BOB0001: unknown operator "bob" \(known: alice\)/,
+    );
+    expect(problem(slack({}, { 'bob@example.com': 'bob' }))).toMatch(
+      /delivery\.sinks\.oncall\.emails\.bob@example\.com: unknown operator "bob"/,
+    );
+    expect(parseClusterConfig(slack({ U0ALICE01: 'alice' }), { file: 'cluster.yaml', env: {} }).operators).toHaveLength(1);
+  });
 });

@@ -14,10 +14,11 @@ import { Actor } from './identity.js';
  * - `approval:<id>:decision`: the decision, JSON ({@link ApprovalDecisionRecord}), written once
  *   (`SET NX`), kept 30 days. An approval as read is the request with its decision merged in.
  * - `approvals:pending`: a sorted set of the pending ids, scored by creation time (ms).
+ * - `approvals:run:<runId>`: a set of the run's approval ids, kept 30 days (from its latest request).
  * - `approval:<id>:votes`: under a rule of more than one person ({@link ApprovalRule}), a hash
  *   of the approvals given so far: the person's name (lower-cased) → {@link ApprovalVote} JSON,
  *   written with HSETNX (the same person twice counts once), kept 30 days. The vote that
- *   completes the rule writes the decision (still `SET NX`: the first complete one wins).
+ *   completes the rule writes the decision in the same Lua script (only when there is none).
  *
  * Ids: `ap-<taskId>-s<step>` for a specialist's turn ({@link taskApprovalId}), `ap-mcp-<uuid>`
  * for a call through the gateway's MCP face.
@@ -71,6 +72,24 @@ export type ApprovalRule = z.output<typeof ApprovalRule>;
 export const ApprovalVote = z.object({ actor: Actor, at: z.string() });
 export type ApprovalVote = z.infer<typeof ApprovalVote>;
 
+/** Limits of the run so far an approval keeps ({@link ApprovalStep}): how many steps, and each result's length. */
+export const APPROVAL_STEP_LIMITS = { steps: 20, result: 300 } as const;
+
+/**
+ * One step of the run so far, as a person deciding needs it: a call the agent made before the
+ * turn that asks, its arguments (secret-looking values `[redacted]`), and the first characters of
+ * what came back.
+ */
+export const ApprovalStep = z.object({
+  tool: z.string(),
+  args: z.record(z.string(), z.unknown()),
+  /** The result's text, cut to {@link APPROVAL_STEP_LIMITS}`.result` characters. */
+  result: z.string(),
+  /** True when the tool reported an error. */
+  isError: z.boolean().optional(),
+});
+export type ApprovalStep = z.infer<typeof ApprovalStep>;
+
 /** An approval request and, once decided, its decision (the two stored keys merged). */
 export const Approval = z.object({
   id: z.string(),
@@ -111,6 +130,12 @@ export const Approval = z.object({
     .optional(),
   /** The approvals given so far toward `rule.required` (read from `approval:<id>:votes`), oldest first. */
   votes: z.array(ApprovalVote).optional(),
+  /**
+   * The run so far: the calls the agent made before the turn that asks, oldest first, at most
+   * {@link APPROVAL_STEP_LIMITS}`.steps` (the latest). Absent in approvals stored before it and
+   * where the proposer has none to give (the gateway's MCP face).
+   */
+  steps: z.array(ApprovalStep).optional(),
 });
 export type Approval = z.infer<typeof Approval>;
 

@@ -109,6 +109,8 @@ export {
   ApprovalRule,
   ApprovalVote,
   ApprovalDecisionRecord,
+  ApprovalStep,
+  APPROVAL_STEP_LIMITS,
   APPROVAL_TIMEOUT_REASON,
   DECISION_FIELDS,
   DECISION_LIMITS,
@@ -124,6 +126,8 @@ export {
   approvalResolvedEvent,
 } from './approvals.js';
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
+export { approvalView, approvalProgress, approvalDecisions } from './approval-view.js';
+export type { ApprovalView, ApprovalProgress, ApprovalDecisionEntry } from './approval-view.js';
 export { DecisionPath, Role, ROLES, ACTOR_LIMITS, Actor, describeActor } from './identity.js';
 export {
   TaskPending,

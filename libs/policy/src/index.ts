@@ -6,6 +6,7 @@ export {
   approvalTimeoutFor,
   approvalRuleFor,
   strictestRule,
+  ruleToStore,
   specialistCaller,
   offeredTools,
   decideCall,

@@ -5,6 +5,7 @@ import {
   decideCall,
   isReadOnlyTool,
   offeredTools,
+  ruleToStore,
   specialistCaller,
   toolAllowed,
   toolState,
@@ -114,5 +115,18 @@ describe('offeredTools', () => {
     expect(names(specialistCaller(c, 'writer'))).toEqual(['get_pods', 'scale', 'restart_pod']);
     expect(names(specialistCaller(c, 'reader'))).toEqual(['get_pods']);
     expect(names(specialistCaller(c, 'narrow'))).toEqual(['get_pods']);
+  });
+});
+
+describe('ruleToStore', () => {
+  it('is the strictest rule of the calls, or nothing for one person with nobody excluded', () => {
+    const one = { required: 1, distinctFrom: 'none' as const };
+    expect(ruleToStore([one, one])).toBeUndefined();
+    expect(ruleToStore([])).toBeUndefined();
+    expect(ruleToStore([one, { required: 2, distinctFrom: 'none' }, { required: 1, distinctFrom: 'requester' }])).toEqual({
+      required: 2,
+      distinctFrom: 'requester',
+    });
+    expect(ruleToStore([{ required: 1, distinctFrom: 'requester' }])).toEqual({ required: 1, distinctFrom: 'requester' });
   });
 });

@@ -76,6 +76,16 @@ export function strictestRule(rules: readonly ApprovalRule[]): ApprovalRule {
   };
 }
 
+/**
+ * The rule an approval request stores for calls of these rules: the strictest, or undefined when
+ * that is one person with nobody excluded — how approvals were before rules, and stored as then.
+ * The one place every proposer (the task loop, CodeAct, the gateway's MCP face) takes it from.
+ */
+export function ruleToStore(rules: readonly ApprovalRule[]): ApprovalRule | undefined {
+  const rule = strictestRule(rules);
+  return rule.required > 1 || rule.distinctFrom === 'requester' ? rule : undefined;
+}
+
 /** A server's per-tool entry, by the tool's name on its server (an MCP server's own naming: outside input). */
 function toolEntry<T>(tools: Readonly<Record<string, T>>, remoteName: string): T | undefined {
   return Object.hasOwn(tools, remoteName) ? tools[remoteName] : undefined;

@@ -4,7 +4,7 @@ import { createLogger } from '@bosun/config';
 import { ApprovalError, ApprovalStore, type ApprovalRequest } from './approvals.js';
 import type { RedisClient } from './connections.js';
 
-/** The few Redis commands the store uses, in memory (SET with NX, sorted-set adds and removals). */
+/** The few Redis commands the store uses, in memory (SET with NX, sorted-set adds and removals, a run's set). */
 class FakeRedis {
   readonly strings = new Map<string, string>();
   readonly sorted = new Map<string, Map<string, number>>();
@@ -27,6 +27,23 @@ class FakeRedis {
 
   zrem(key: string, member: string): Promise<number> {
     return Promise.resolve(this.sorted.get(key)?.delete(member) ? 1 : 0);
+  }
+
+  readonly sets = new Map<string, Set<string>>();
+
+  sadd(key: string, member: string): Promise<number> {
+    const set = this.sets.get(key) ?? new Set<string>();
+    const added = set.has(member) ? 0 : 1;
+    this.sets.set(key, set.add(member));
+    return Promise.resolve(added);
+  }
+
+  smembers(key: string): Promise<string[]> {
+    return Promise.resolve([...(this.sets.get(key) ?? [])]);
+  }
+
+  expire(): Promise<number> {
+    return Promise.resolve(1);
   }
 
   zrange(key: string): Promise<string[]> {
@@ -141,5 +158,19 @@ describe('ApprovalStore', () => {
       code: 'bad_stored_value',
       message: expect.stringMatching(/^the decision of approval ap-bad2 does not parse: \(root\): not valid JSON/),
     });
+  });
+
+  it("finds a run's approvals, decided or not, oldest first, and no other run's", async () => {
+    const { store } = setup();
+    const later = { ...request('ap-2'), createdAt: new Date(Date.now() + 1_000).toISOString() };
+    await store.request(later);
+    await store.request(request('ap-1'));
+    await store.request({ ...request('ap-other'), runId: 'r2' });
+    await store.decide('ap-1', { approve: true, by: 'alice' });
+    expect((await store.ofRun('r1')).map((a) => [a.id, a.status])).toEqual([
+      ['ap-1', 'approved'],
+      ['ap-2', 'pending'],
+    ]);
+    expect((await store.ofRun('r3')).length).toBe(0);
   });
 });

@@ -18,8 +18,42 @@ import {
 import { createLogger, type Logger } from '@bosun/config';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
+import { runScript } from './scripts.js';
 
 const TTL_SECONDS = 30 * 24 * 3600;
+
+/**
+ * One person's vote toward a rule of several people, and — when it completes the rule — the
+ * decision, in one step: a crash can no longer fall between the vote that completes the rule and
+ * the decision it makes (the approval would then stay pending until another vote or its timeout).
+ *
+ * KEYS: the votes hash, the decision key. ARGV: the voter's name (lower-cased), the vote (JSON),
+ * the number of people required, the TTL (seconds), and the decision record as JSON without its
+ * closing brace, `decidedBy` and `votes` (both added here, from every vote, oldest first).
+ * Returns [state, votes]: 0 short of the rule, 1 decided by this vote, 2 decided before it (then
+ * the vote is not recorded: it came too late to count).
+ */
+const VOTE_SCRIPT = `
+if redis.call('EXISTS', KEYS[2]) == 1 then return {2, redis.call('HVALS', KEYS[1])} end
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+local raw = redis.call('HVALS', KEYS[1])
+if #raw < tonumber(ARGV[3]) then return {0, raw} end
+local votes = {}
+for i, v in ipairs(raw) do
+  local d = cjson.decode(v)
+  votes[i] = { at = d.at, name = d.actor.name, raw = v }
+end
+table.sort(votes, function(a, b) return a.at < b.at end)
+local names, parts = {}, {}
+for i, v in ipairs(votes) do
+  names[i] = v.name
+  parts[i] = v.raw
+end
+local record = ARGV[5] .. ',"decidedBy":' .. cjson.encode(table.concat(names, ', ')) .. ',"votes":[' .. table.concat(parts, ',') .. ']}'
+redis.call('SET', KEYS[2], record, 'EX', ARGV[4])
+return {1, raw}
+`;
 
 /** Options of {@link ApprovalStore}. */
 export interface ApprovalStoreOptions {
@@ -32,8 +66,8 @@ export interface ApprovalStoreOptions {
 /**
  * Approvals in Redis, in the stored format of `@bosun/contract` (`libs/contract/src/approvals.ts`,
  * which documents the keys): `<prefix>:approval:<id>` (the request, JSON),
- * `<prefix>:approval:<id>:decision` (the decision, written once) and the sorted set of pending
- * ids `<prefix>:approvals:pending`. They outlive every process: a task waiting for one holds no
+ * `<prefix>:approval:<id>:decision` (the decision, written once), the sorted set of pending
+ * ids `<prefix>:approvals:pending` and each run's ids, `<prefix>:approvals:run:<runId>`. They outlive every process: a task waiting for one holds no
  * worker, and the decision wakes it wherever it is parked.
  */
 export class ApprovalStore {
@@ -65,9 +99,24 @@ export class ApprovalStore {
     const value: Approval = { ...approval, calls, status: 'pending' };
     const created = await this.redis.set(keys.approval(this.prefix, value.id), JSON.stringify(value), 'EX', TTL_SECONDS, 'NX');
     const current = created === null ? ((await this.get(value.id)) ?? value) : value;
-    // Idempotent: a retried request (after a crash between the two writes) is listed too.
+    // Idempotent: a retried request (after a crash between the writes) is listed too.
     if (current.status === 'pending') await this.redis.zadd(keys.approvalsPending(this.prefix), Date.parse(current.createdAt), current.id);
+    const ofRun = keys.approvalsOfRun(this.prefix, current.runId);
+    await this.redis.sadd(ofRun, current.id);
+    await this.redis.expire(ofRun, TTL_SECONDS);
     return current;
+  }
+
+  /**
+   * The approvals of a run, oldest first, decided or not (those requested before the run's set
+   * was kept are not found); an expired one is left out.
+   */
+  async ofRun(runId: string): Promise<Approval[]> {
+    const ids = await this.redis.smembers(keys.approvalsOfRun(this.prefix, runId));
+    const found = await Promise.all(ids.map((id) => this.get(id)));
+    return found
+      .filter((a): a is Approval => a !== null)
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt) || a.id.localeCompare(b.id));
   }
 
   /** Records where the task waits, so a decision can wake it. */
@@ -91,8 +140,9 @@ export class ApprovalStore {
     // A request or decision that does not parse is a BadStoredValueError naming its fields.
     const decided = decision ? parseStoredJson(ApprovalDecisionRecord, decision, `the decision of approval ${id}`) : {};
     const request = parseStoredJson(Approval, raw, `approval ${id}`);
-    // Under a rule of several people, a pending approval shows the approvals given so far.
-    const votes = !decision && (request.rule?.required ?? 1) > 1 ? { votes: await this.votes(id) } : {};
+    // Under a rule of several people, the approvals given so far: a pending one's, and a denied
+    // one's (the votes before the denial); an approved one's are in its decision record.
+    const votes = (request.rule?.required ?? 1) > 1 && !('votes' in decided) ? { votes: await this.votes(id) } : {};
     const a: Approval = { ...request, ...votes, ...decided };
     // Stored before keys were recorded: each call's key, derived as it was then.
     return { ...a, calls: a.calls.map((c) => (c.key ? c : { ...c, key: proposedCallKey(a, c) })) };
@@ -122,19 +172,10 @@ export class ApprovalStore {
     if (current.status !== 'pending') throw alreadyDecided(id, current);
     const d = checked(id, decision);
     if (d.approve) refuseRequester(current, d);
-    let record: ApprovalDecisionRecord;
-    if (d.approve && (current.rule?.required ?? 1) > 1) {
-      const votes = await this.vote(current, d);
-      if (votes.length < current.rule!.required) return { ...current, votes };
-      record = { ...decisionRecord(id, current, d), decidedBy: votes.map((v) => v.actor.name).join(', '), votes };
-    } else record = decisionRecord(id, current, d);
+    if (d.approve && (current.rule?.required ?? 1) > 1) return this.vote(current, d);
+    const record = decisionRecord(id, current, d);
     const written = await this.redis.set(keys.approvalDecision(this.prefix, id), JSON.stringify(record), 'EX', TTL_SECONDS, 'NX');
-    if (written === null) {
-      const now = await this.get(id);
-      // Another vote completed the rule first: this one counted toward it all the same.
-      if (record.votes && now?.status === 'approved' && now.votes?.some((v) => sameName(v.actor.name, d.by))) return now;
-      throw alreadyDecided(id, now);
-    }
+    if (written === null) throw alreadyDecided(id, await this.get(id));
     return this.settle(id);
   }
 
@@ -147,11 +188,13 @@ export class ApprovalStore {
   }
 
   /**
-   * Records one person's approval toward the rule (once per person: HSETNX on their name) and
-   * returns every vote so far. Only a verified person counts: an unverified name (the shared
-   * token, `--by`) could be anyone, and two of them could be the same person.
+   * Records one person's approval toward the rule (once per person: HSETNX on their name) and,
+   * when it completes the rule, the decision with it ({@link VOTE_SCRIPT}, one atomic step).
+   * Returns the approval: still pending with its votes when short of the rule, else decided.
+   * Only a verified person counts: an unverified name (the shared token, `--by`) could be
+   * anyone, and two of them could be the same person.
    */
-  private async vote(current: Approval, d: Decision & { approve: true }): Promise<ApprovalVote[]> {
+  private async vote(current: Approval, d: Decision & { approve: true }): Promise<Approval> {
     const required = current.rule!.required;
     if (!d.actor?.verified)
       throw new ApprovalError(
@@ -164,11 +207,21 @@ export class ApprovalStore {
         'bad_request',
         `approval ${current.id} needs ${required} people: each approves every call needing approval (no "only"), or denies`,
       );
-    const key = keys.approvalVotes(this.prefix, current.id);
+    const id = current.id;
     const vote: ApprovalVote = { actor: d.actor, at: new Date().toISOString() };
-    await this.redis.hsetnx(key, d.actor.name.toLowerCase(), JSON.stringify(vote));
-    await this.redis.expire(key, TTL_SECONDS);
-    return this.votes(current.id);
+    const { decidedBy: _named, ...record } = decisionRecord(id, current, d);
+    const [state] = (await runScript(
+      this.redis,
+      { name: 'bosunApprovalVote', lua: VOTE_SCRIPT },
+      [keys.approvalVotes(this.prefix, id), keys.approvalDecision(this.prefix, id)],
+      [d.actor.name.toLowerCase(), JSON.stringify(vote), String(required), String(TTL_SECONDS), JSON.stringify(record).slice(0, -1)],
+    )) as [number, string[]];
+    if (state === 0) return { ...current, votes: await this.votes(id) };
+    if (state === 1) return this.settle(id);
+    const now = await this.get(id);
+    // Another vote completed the rule first: this one counted toward it all the same.
+    if (now?.status === 'approved' && now.votes?.some((v) => sameName(v.actor.name, d.actor!.name))) return now;
+    throw alreadyDecided(id, now);
   }
 
   /** After the decision is written: off the pending list, the parked task woken. */

@@ -31,6 +31,8 @@ export const keys = {
   approvalVotes: (prefix: string, id: string) => `${prefix}:approval:${id}:votes`,
   /** Pending approval ids, scored by creation time. */
   approvalsPending: (prefix: string) => `${prefix}:approvals:pending`,
+  /** The ids of a run's approvals (a set), so its page can show each decision. */
+  approvalsOfRun: (prefix: string, runId: string) => `${prefix}:approvals:run:${runId}`,
   /** The audit stream of mutating calls (its entries: `AuditEntry` in libs/contract). */
   audit: auditStreamKey,
   /** Set once a deduplicated dead letter has been counted. */

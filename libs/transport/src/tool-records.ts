@@ -13,6 +13,7 @@ import {
 } from '@bosun/contract';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
+import { runScript } from './scripts.js';
 
 /** Redis's clock in ms, inside a script (leases are compared on one clock, whatever the gateways' say). */
 const NOW_MS = `
@@ -151,15 +152,6 @@ if f[1] == 'done' and f[2] and not f[3] then
 end
 return f[1] or false
 `;
-
-type ScriptCommand = (...keysAndArgv: string[]) => Promise<unknown>;
-
-/** Runs a script registered once per connection (then sent as EVALSHA, not as text), with its `keys` first. */
-function runScript(redis: RedisClient, script: { name: string; lua: string }, keyList: string[], argv: string[]): Promise<unknown> {
-  const commands = redis as unknown as Record<string, ScriptCommand | undefined>;
-  if (!commands[script.name]) redis.defineCommand(script.name, { numberOfKeys: keyList.length, lua: script.lua });
-  return commands[script.name]!.apply(redis, [...keyList, ...argv]);
-}
 
 /** A call to claim: what its record shows of it. */
 export interface ToolCallClaim {

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Role, TaskState, type Message, type Part } from '@a2a-js/sdk';
 import { A2aConfig } from '@bosun/config';
 import type { A2aTaskRecord, RunResult } from '@bosun/contract';
-import { Caller, TokenTable } from './auth.js';
+import { Caller, TokenTable, requestCaller, requireCaller } from './auth.js';
 import { incidentFrom, incidentIdFor } from './intake.js';
 import { runModeOf } from './modes.js';
 import { allowedPushUrl, headerProblem } from './push.js';
@@ -47,6 +47,15 @@ describe('tokens', () => {
     expect(table.resolve('Bearer ')).toBe('invalid');
     expect(table.resolve(undefined)).toBe('missing');
     expect(table.resolve('Basic Zm9vOmJhcg==')).toBe('missing');
+  });
+
+  it("keeps the client's address on the caller, from the request's socket, so a decision records it", () => {
+    expect(table.resolve('Bearer good', '10.1.2.3')).toMatchObject({ tenant: 'a', operator: true, address: '10.1.2.3' });
+    const req = { headers: { authorization: 'Bearer good' }, socket: { remoteAddress: '::ffff:10.9.8.7' } };
+    let admitted = false;
+    requireCaller(table)(req as never, {} as never, () => (admitted = true));
+    expect(admitted).toBe(true);
+    expect(requestCaller(req as never)).toMatchObject({ tenant: 'a', address: '::ffff:10.9.8.7' });
   });
 
   it('anonymous callers only when allowed, never operators, and never with a wrong token', () => {

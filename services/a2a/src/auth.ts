@@ -13,17 +13,30 @@ export const ANONYMOUS_TENANT = 'anonymous';
 /** The realm of the server's `WWW-Authenticate` challenge. */
 export const A2A_REALM = 'bosun-a2a';
 
+/** What else a {@link Caller} carries: the operator its token belongs to, and where the request came from. */
+export interface CallerDetails {
+  /** The operator of the config the token belongs to (`a2a.tokens[].person`). */
+  person?: OperatorEntry;
+  /** The client's address as the server saw it: a decision by this caller records it. */
+  address?: string;
+}
+
 /**
- * An authenticated caller: an A2A SDK user that carries its tenant and rights, and the operator
- * of the config the token belongs to (`a2a.tokens[].person`), if any.
+ * An authenticated caller: an A2A SDK user that carries its tenant and rights, the operator of
+ * the config the token belongs to (`a2a.tokens[].person`), if any, and the client's address.
  */
 export class Caller implements User {
+  readonly person?: OperatorEntry;
+  readonly address?: string;
   constructor(
     readonly tenant: string,
     readonly operator: boolean,
     private readonly anonymous = false,
-    readonly person?: OperatorEntry,
-  ) {}
+    details: CallerDetails = {},
+  ) {
+    if (details.person) this.person = details.person;
+    if (details.address !== undefined) this.address = details.address;
+  }
   get isAuthenticated(): boolean {
     return !this.anonymous;
   }
@@ -53,18 +66,24 @@ export class TokenTable {
     });
   }
 
-  /** The caller of a request: a {@link Caller}, or why there is none (`missing`: no bearer token; `invalid`: an unknown one). */
-  resolve(header: string | undefined): Caller | 'missing' | 'invalid' {
+  /**
+   * The caller of a request (from `address`, when given): a {@link Caller}, or why there is none
+   * (`missing`: no bearer token; `invalid`: an unknown one).
+   */
+  resolve(header: string | undefined, address?: string): Caller | 'missing' | 'invalid' {
+    const where = address !== undefined ? { address } : {};
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
     if (!m) {
       if (/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return 'invalid';
-      return this.config.allowAnonymous && header === undefined ? new Caller(ANONYMOUS_TENANT, false, true) : 'missing';
+      return this.config.allowAnonymous && header === undefined ? new Caller(ANONYMOUS_TENANT, false, true, where) : 'missing';
     }
     const given = sha256(m[1]!);
     let found: (typeof this.entries)[number] | undefined;
     // Every hash is compared, so the time does not tell which entry matched.
     for (const e of this.entries) if (sameSecret(given, e.hash) && !found) found = e;
-    return found ? new Caller(found.tenant, found.operator, false, found.person) : 'invalid';
+    return found
+      ? new Caller(found.tenant, found.operator, false, { ...(found.person ? { person: found.person } : {}), ...where })
+      : 'invalid';
   }
 }
 
@@ -83,7 +102,7 @@ export function requestCaller(req: Request): Caller {
  */
 export function requireCaller(tokens: TokenTable, binding: 'jsonrpc' | 'rest' = 'jsonrpc') {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const caller = tokens.resolve(req.headers.authorization);
+    const caller = tokens.resolve(req.headers.authorization, req.socket.remoteAddress);
     if (caller instanceof Caller) {
       (req as Request & { bosunCaller?: Caller }).bosunCaller = caller;
       next();

@@ -123,7 +123,8 @@ export class BosunA2AHandler implements A2ARequestHandler {
       // A message names one task in one context: a foreign context id is refused, not ignored.
       if (message.contextId && message.contextId !== record.contextId)
         throw new RequestMalformedError(`message.contextId: task ${record.taskId} belongs to another context than ${message.contextId}`);
-      return { record: await this.deps.answers.answer(record, message, caller), mode: 'task' };
+      // The decision records the caller's address, as on every path.
+      return { record: await this.deps.answers.answer(record, message, caller, caller.address), mode: 'task' };
     }
     const incident = incidentFrom(message, {
       tenant: caller.tenant,

@@ -1,8 +1,10 @@
 /**
  * The operators' HTTP API on the coordinator: approvals of tool calls, and run control.
  *
- *   GET  /approvals        the pending approvals, oldest first (JSON array)
- *   GET  /approvals/<id>   one approval (404 when there is none)
+ *   GET  /approvals        the pending approvals, oldest first (JSON array); each as its
+ *                          `approvalView`: with `progress` ("1 of 2") and `decisions` (person,
+ *                          path, time), beside the incident, the run so far (`steps`) and the calls
+ *   GET  /approvals/<id>   one approval, as above (404 when there is none)
  *   POST /approvals/<id>   decide it: `{ "decision": "approve" | "deny", "only"?: number[],
  *                          "reason"?: string, "by"?: string }` → 200 with the decided approval;
  *                          400 bad body (naming the field), 403 not this person's to approve
@@ -26,7 +28,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ConfigError, type Logger, type OperatorEntry } from '@bosun/config';
-import { DecisionError, parseDecision, sleep, type Actor, type Role } from '@bosun/contract';
+import { DecisionError, approvalView, parseDecision, sleep, type Actor, type Role } from '@bosun/contract';
 import {
   ApprovalError,
   ForbiddenError,
@@ -239,14 +241,14 @@ class OperatorRoutes {
   }
 
   private async listApprovals({ res }: RouteContext): Promise<void> {
-    sendJson(res, 200, await this.options.approvals.pending());
+    sendJson(res, 200, (await this.options.approvals.pending()).map(approvalView));
   }
 
   private async showApproval({ req, res, params }: RouteContext): Promise<void> {
     req.resume();
     const id = params.id!;
     const a = await this.options.approvals.get(id);
-    return a ? sendJson(res, 200, a) : sendJson(res, 404, { error: `no approval ${id}` });
+    return a ? sendJson(res, 200, approvalView(a)) : sendJson(res, 404, { error: `no approval ${id}` });
   }
 
   private async decide({ req, res, params }: RouteContext, who: Identity): Promise<void> {
@@ -275,11 +277,11 @@ class OperatorRoutes {
       decided.status === 'pending' ? 'approval vote recorded over HTTP' : 'approval decided over HTTP',
     );
     // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
-    if (decided.status === 'pending') return sendJson(res, 200, decided);
+    if (decided.status === 'pending') return sendJson(res, 200, approvalView(decided));
     events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
     await Promise.race([events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
-    sendJson(res, 200, decided);
+    sendJson(res, 200, approvalView(decided));
   }
 
   private async listRuns(runs: RunControl, { req, res, query }: RouteContext): Promise<void> {

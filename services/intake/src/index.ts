@@ -34,6 +34,6 @@ export {
 export type { SlackVerification } from './slack-signature.js';
 export { approvalBlocks, decidedBlocks, approvalFallbackText, APPROVE_ACTION, DENY_ACTION, ACTIONS_BLOCK } from './slack-blocks.js';
 export type { DecidedBy } from './slack-blocks.js';
-export { SlackInteractions, SLACK_INTERACTIONS_PATH } from './slack-interactions.js';
+export { SlackInteractions, SLACK_INTERACTIONS_PATH, slackRoleCheck } from './slack-interactions.js';
 export type { SlackInteractionsOptions } from './slack-interactions.js';
 export { approvalIncident } from './approval-announcer.js';

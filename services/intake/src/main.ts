@@ -12,6 +12,7 @@ import {
   slackAppSinks,
   type BosunEnv,
   type DeliveryConfig,
+  type OperatorEntry,
   type ResolvedIntakeConfig,
 } from '@bosun/config';
 import { BosunError } from '@bosun/contract';
@@ -21,7 +22,7 @@ import { startDeliveryWorker } from './delivery-worker.js';
 import { IntakeQueue } from './queue.js';
 import { loadRunbooks, type LoadedRunbook } from './runbooks.js';
 import { startIntakeServer, type IntakeServer } from './server.js';
-import { SlackInteractions } from './slack-interactions.js';
+import { SlackInteractions, slackRoleCheck } from './slack-interactions.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
 const log = createLogger({ service: 'intake' });
@@ -51,16 +52,24 @@ function load(env: BosunEnv) {
   return { config, intake, delivery, runbooks };
 }
 
+/** What {@link startIntake} starts from: the resolved sections, the runbooks and the config's people. */
+interface IntakeParts {
+  intake: ResolvedIntakeConfig;
+  runbooks: LoadedRunbook[];
+  delivery: DeliveryConfig | undefined;
+  operators: readonly OperatorEntry[];
+}
+
 /** The webhook server, when `intake` is configured; with Slack app sinks, their buttons' route too. */
-async function startIntake(
-  rt: Runtime,
-  env: BosunEnv,
-  { intake, runbooks, delivery }: { intake: ResolvedIntakeConfig; runbooks: LoadedRunbook[]; delivery: DeliveryConfig | undefined },
-) {
+async function startIntake(rt: Runtime, env: BosunEnv, { intake, runbooks, delivery, operators }: IntakeParts) {
   const queue = new IntakeQueue({ redis: rt.redis, prefix: env.prefix, timeoutMs: intake.redisTimeoutMs });
   const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
   const sinks = slackAppSinks(delivery);
-  const slack = Object.keys(sinks).length > 0 ? new SlackInteractions({ sinks, approvals, events: rt.events, log }) : undefined;
+  const mayApprove = slackRoleCheck(operators);
+  const slack =
+    Object.keys(sinks).length > 0
+      ? new SlackInteractions({ sinks, approvals, events: rt.events, log, ...(mayApprove ? { mayApprove } : {}) })
+      : undefined;
   let server: IntakeServer;
   try {
     server = await startIntakeServer({ config: intake, queue, deadLetters: rt.deadLetters, log, runbooks, ...(slack ? { slack } : {}) });
@@ -99,7 +108,7 @@ runService({
     const rt = await openRuntime(env, { service: 'intake', log, retention: config.retention });
     let http: { close(): Promise<void> } | undefined;
     try {
-      http = intake ? await startIntake(rt, env, { intake, runbooks, delivery }) : undefined;
+      http = intake ? await startIntake(rt, env, { intake, runbooks, delivery, operators: config.operators }) : undefined;
       if (!intake && Object.keys(slackAppSinks(delivery)).length > 0)
         log.warn('Slack app sinks are configured but intake is not: their Approve / Deny buttons have no route to answer them');
     } catch (err) {

@@ -4,6 +4,7 @@ import { DeliveryConfigSchema, deliverySecrets, resolveDeliverySecrets, slackApp
 import type { Approval } from '@bosun/contract';
 import { ACTIONS_BLOCK, APPROVE_ACTION, DENY_ACTION, approvalBlocks, decidedBlocks } from './slack-blocks.js';
 import { slackSignature, verifySlackRequest } from './slack-signature.js';
+import { slackRoleCheck } from './slack-interactions.js';
 
 const SECRET = '8f742231b10e8888abcd99yyyzzz85a5';
 const NOW = 1_764_640_800_000;
@@ -144,5 +145,17 @@ describe('the Slack sink config', () => {
     expect(() => resolveDeliverySecrets(config, { BOT: 'xoxb-1', SIGN: '' })).toThrow(
       'delivery.sinks.s.signingSecret: empty after substitution',
     );
+  });
+});
+
+describe('the Slack role check', () => {
+  it("is the config's approve role once operators are named, and absent without them", () => {
+    const hash = (c: string) => c.repeat(64);
+    const check = slackRoleCheck([
+      { name: 'alice', tokenSha256: hash('a'), roles: ['approve', 'read'] },
+      { name: 'rita', tokenSha256: hash('b'), roles: ['read'] },
+    ])!;
+    expect([check('alice'), check('Alice'), check('rita'), check('mallory')]).toEqual([true, true, false, false]);
+    expect(slackRoleCheck([])).toBeUndefined();
   });
 });

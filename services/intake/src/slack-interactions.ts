@@ -15,10 +15,10 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import type { Logger, SlackAppSink } from '@bosun/config';
+import type { Logger, OperatorEntry, SlackAppSink } from '@bosun/config';
 import type { Actor, Approval, Decision } from '@bosun/contract';
 import { sendJson } from '@bosun/transport';
-import { ApprovalError, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
+import { ApprovalError, OperatorDirectory, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
 import { readBounded } from './body.js';
 import { SlackApiError, slackApiFor, type SlackApi, type SlackBlock } from './slack-api.js';
 import { ACTIONS_BLOCK, APPROVE_ACTION, DENY_ACTION, decidedBlocks, decidedText, type DecidedBy } from './slack-blocks.js';
@@ -60,6 +60,18 @@ export interface SlackInteractionsOptions {
    * user may (the sink's `users` / `emails` maps are then the whole list of who decides).
    */
   mayApprove?: (operator: string) => boolean;
+}
+
+/**
+ * Whether an operator may decide approvals in Slack: when the config names its operators, only
+ * those holding the `approve` role (a name the sink maps to that is not an operator cannot occur:
+ * the config check refuses it); without operators, undefined: every mapped user may, as the
+ * sink's maps are then the whole list of who decides.
+ */
+export function slackRoleCheck(operators: readonly OperatorEntry[]): ((operator: string) => boolean) | undefined {
+  const people = new OperatorDirectory({ operators });
+  if (!people.named) return undefined;
+  return (operator) => people.byName(operator)?.roles.includes('approve') === true;
 }
 
 /** The operator a Slack user decides as (and the e-mail it was found by), or undefined when unmapped. */

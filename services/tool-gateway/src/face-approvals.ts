@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CatalogTool } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
-import { approvalTimeoutFor, type Caller } from '@bosun/policy';
+import { approvalRuleFor, approvalTimeoutFor, ruleToStore, type Caller } from '@bosun/policy';
 import {
   ApprovalWaiter,
   approvalRequestedEvent,
@@ -73,6 +73,9 @@ export class FaceApprovals {
     const id = `ap-mcp-${randomUUID()}`;
     const given = meta[FACE_META.reason];
     const reason = typeof given === 'string' && given !== '' ? given : DEFAULT_REASON;
+    // The tool's rule of several people holds here as in the specialists' loops. The face's
+    // callers share its token: there is no requester to exclude.
+    const rule = ruleToStore([approvalRuleFor(config, tool)]);
     const approval = await approvals.request({
       id,
       runId: FACE_RUN,
@@ -83,6 +86,7 @@ export class FaceApprovals {
       reason,
       createdAt: new Date().toISOString(),
       timeoutAt: new Date(Date.now() + approvalTimeoutFor(config, caller, tool)).toISOString(),
+      ...(rule ? { rule } : {}),
     });
     events.emit(approvalRequestedEvent(approval));
     log.info({ approvalId: id, tool: tool.name, key, wait }, 'approval requested for a call through the MCP face');
