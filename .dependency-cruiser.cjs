@@ -63,6 +63,14 @@ module.exports = {
       to: { path: '^libs/(models|agent)/' },
     },
     {
+      name: 'libs-layering-agent',
+      comment:
+        'libs/agent declares the ports its loops use (libs/agent/src/ports.ts); libs/transport implements them and the services hand the implementations in, so the loops never import transport.',
+      severity: 'error',
+      from: { path: '^libs/agent/' },
+      to: { path: '^libs/transport/' },
+    },
+    {
       name: 'otel-sdk-in-services-only',
       comment:
         'libs/otel starts the OpenTelemetry SDK and only the services import it; every other package reaches OpenTelemetry through @opentelemetry/api alone (docs/observability.md).',

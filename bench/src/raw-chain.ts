@@ -119,6 +119,7 @@ async function runRole(role: RawRole, prefix: string, concurrency: number, redis
     setTimeout(() => process.exit(1), 15_000).unref();
     void (async () => {
       await worker.close();
+      // Exiting: a closer that fails must not keep the others from running (the timer above exits anyway).
       for (const c of closers) await c().catch(() => undefined);
       await redis.quit().catch(() => redis.disconnect());
       process.exit(0);

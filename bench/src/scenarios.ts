@@ -225,6 +225,7 @@ export class IncidentClient {
   }
 
   async close(): Promise<void> {
+    // Tearing down after the measurement: a failed close must not hide its figures or the closes after it.
     await this.events.close().catch(() => undefined);
     await this.queue.close().catch(() => undefined);
     for (const c of this.conns) c.disconnect();
@@ -950,6 +951,7 @@ export async function scenarioRecovery(ctx: Ctx): Promise<ScenarioResult> {
     try {
       const ids = Array.from({ length: n }, (_, i) => `inc-${i}`);
       const finished = client.bulk(ids, within(ctx, 120_000), { label: 'recovery' });
+      // Awaited below, after the kill; a rejection meanwhile is not unhandled.
       finished.catch(() => undefined);
       // Wait until (nearly) every task is active, then a second more: the tasks are mid-model-call.
       const t0 = Date.now();

@@ -1,8 +1,9 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { BosunError, errorMessage } from '@bosun/contract';
+import { errorMessage } from '@bosun/contract';
+import { CliError } from './errors.js';
 
 /** Bad usage of a command: exit 2, with the message (and the usage text when `showUsage`). */
-export class UsageError extends BosunError {
+export class UsageError extends CliError {
   /** Print the usage text after the message (not for, say, a file that cannot be read). */
   readonly showUsage: boolean;
 

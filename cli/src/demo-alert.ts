@@ -8,7 +8,8 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
-import { BosunError, errorMessage } from '@bosun/contract';
+import { errorMessage } from '@bosun/contract';
+import { CliError } from './errors.js';
 
 /** The sink the demo adds to its config: every run's answer goes to the local receiver. */
 export const DEMO_SINK = 'demo-slack';
@@ -163,7 +164,7 @@ export class DemoReceiver {
     if (have !== undefined) return Promise.resolve(have);
     return new Promise((resolveP, reject) => {
       const timer = setTimeout(
-        () => reject(new BosunError('demo_server', `no message delivered for ${key} within ${timeoutMs} ms`)),
+        () => reject(new CliError('demo_server', `no message delivered for ${key} within ${timeoutMs} ms`)),
         timeoutMs,
       );
       this.waiters.set(key, (text) => {
@@ -227,7 +228,7 @@ export async function postSampleAlert(port: number, token: string, stamp: string
   const body = (await res.json()) as { accepted?: { incidentId: string; runId: string }[]; error?: string };
   const first = body.accepted?.[0];
   if (res.status !== 202 || !first)
-    throw new BosunError('demo_server', `the intake answered ${res.status}: ${body.error ?? JSON.stringify(body)}`);
+    throw new CliError('demo_server', `the intake answered ${res.status}: ${body.error ?? JSON.stringify(body)}`);
   return first;
 }
 

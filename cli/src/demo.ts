@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents } from 'bullmq';
-import { BosunError, INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput, errorMessage, sleep } from '@bosun/contract';
+import { INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput, errorMessage, sleep } from '@bosun/contract';
 import { createLogger, readEnv, type BosunEnv } from '@bosun/config';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -18,6 +18,7 @@ import {
   waitForRedis,
   type ServiceProcess,
 } from '@bosun/transport';
+import { CliError } from './errors.js';
 import { followEvents, formatEvent } from './events.js';
 import { publishIncident } from './publish.js';
 import { prepareDemoAlert, type DemoAlertHop } from './demo-alert.js';
@@ -140,14 +141,14 @@ async function ensureServer(spec: ServerSpec): Promise<ChildProcess | undefined>
   const port = Number(u.port || (kind === 'Redis' ? 6379 : 4222));
   if (await reachable(host, port)) return undefined;
   if (!onPath(binary)) {
-    throw new BosunError('demo_server', `${kind} does not answer at ${host}:${port} and ${binary} is not on the PATH. ${SERVER_HINT}`);
+    throw new CliError('demo_server', `${kind} does not answer at ${host}:${port} and ${binary} is not on the PATH. ${SERVER_HINT}`);
   }
   const dir = mkdtempSync(join(tmpdir(), `bosun-${binary}-`));
   say(`${kind} does not answer at ${host}:${port}: starting ${binary} in ${dir}`);
   const child = spawn(binary, spec.args(port, dir), { stdio: 'ignore', detached: false });
   if (!(await waitFor(() => reachable(host, port), 10_000))) {
     child.kill('SIGKILL');
-    throw new BosunError('demo_server', `started ${binary} but it does not answer at ${host}:${port}`);
+    throw new CliError('demo_server', `started ${binary} but it does not answer at ${host}:${port}`);
   }
   return child;
 }
@@ -414,6 +415,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const first = await Promise.race([samples.then(([a, b]) => ({ failures: a + b })), cluster.exited.then((code) => ({ code }))]);
   if ('code' in first) {
     ac.abort();
+    // The cluster has stopped: its exit code is the one to report, not a failure to close.
     await clients.close().catch(() => undefined);
     await alertHop?.close();
     // Its waits end with the closed connections (or their own timeout); nothing is left to report.
@@ -424,6 +426,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
 
   if (options.once) {
     ac.abort();
+    // followLive retries its own failures and ends with the abort: nothing is left to report.
     await follow.catch(() => undefined);
     await clients.close();
     await alertHop?.close();
@@ -433,6 +436,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   sayKeepRunning();
   const code = await cluster.exited;
   ac.abort();
+  // As above: the cluster's exit code is what the demo reports.
   await clients.close().catch(() => undefined);
   await alertHop?.close();
   return code;

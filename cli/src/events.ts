@@ -39,6 +39,7 @@ export async function* followEvents(nc: NatsConnection, options: FollowOptions):
     }
   } finally {
     options.signal?.removeEventListener('abort', stop);
+    // Done following (aborted, or the caller stopped): a failure to close the consumer changes nothing read.
     await messages.close().catch(() => undefined);
   }
 }

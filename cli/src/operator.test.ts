@@ -1,4 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { BosunError, CodedError } from '@bosun/contract';
+import { UsageError } from './args.js';
+import { CliError } from './errors.js';
 import { OPERATOR_HTTP_STATUS, OperatorError } from './operator.js';
 
 // Why an operator's request failed travels as data: the exit code and the console's status come from the reason, never the message.
@@ -24,5 +27,18 @@ describe('OperatorError', () => {
       forbidden: 403,
     });
     expect(conflict).toMatchObject({ code: 'operator', data: { reason: 'conflict' } });
+  });
+});
+
+describe('CliError', () => {
+  it('carries the codes of the CLI alone: coded errors, but not the contract’s BosunError', () => {
+    const usage = new UsageError('unknown option --x');
+    const refused = new OperatorError('forbidden', 'no');
+    for (const err of [usage, refused, new CliError('demo_server', 'redis does not answer')]) {
+      expect(err).toBeInstanceOf(CliError);
+      expect(err).toBeInstanceOf(CodedError);
+      expect(err).not.toBeInstanceOf(BosunError);
+    }
+    expect([usage.code, refused.code, usage.name]).toEqual(['usage', 'operator', 'UsageError']);
   });
 });

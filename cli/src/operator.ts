@@ -4,8 +4,9 @@
  * `run-view.ts` and `tool-calls.ts` (data in, data out); `commands/*.ts` print it.
  */
 import { Queue } from 'bullmq';
-import { BadCheckpointError, BadStoredValueError, BosunError, InvalidInputError, errorMessage } from '@bosun/contract';
+import { BadCheckpointError, BadStoredValueError, InvalidInputError, errorMessage } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
+import { CliError } from './errors.js';
 
 /** What every operator command needs. */
 export interface OperatorDeps {
@@ -44,7 +45,7 @@ export const OPERATOR_EXIT_CODE: Readonly<Record<OperatorReason, 1 | 2 | 4>> = {
 };
 
 /** A refusal or a failure the CLI reports as is, with why (`reason`) and its exit code ({@link OPERATOR_EXIT_CODE}). */
-export class OperatorError extends BosunError {
+export class OperatorError extends CliError {
   readonly reason: OperatorReason;
   readonly exitCode: 1 | 2 | 4;
 

@@ -1,7 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Job, Queue } from 'bullmq';
 import {
-  BosunError,
   DEAD_LETTER_QUEUE,
   INCIDENT_JOB,
   Incident,
@@ -14,6 +13,7 @@ import {
 } from '@bosun/contract';
 import { keys, type RedisClient } from '@bosun/transport';
 import { UsageError } from './args.js';
+import { CliError } from './errors.js';
 import { annotateEntry, readEntry, type DeadLetterEntry } from './dead-letter-entry.js';
 import { storedProblem } from './operator.js';
 import { escapeControl, reportProblems } from './terminal.js';
@@ -190,7 +190,7 @@ export async function publishOrReplace(
         replaced: { runId, reason: stored.failedReason ?? '', deadLetterId, ...(linkProblem ? { linkProblem } : {}) },
       };
     }
-    throw new BosunError('publish_conflict', `incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);
+    throw new CliError('publish_conflict', `incident ${id}: its job kept changing while it was being replaced; run bosun publish again`);
   } finally {
     await dlq.close();
   }

@@ -7,10 +7,10 @@
  * own CSRF token, which every POST must echo in the `x-csrf-token` header. Sessions live in this
  * process only: a restart logs everyone out.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { OperatorEntry } from '@bosun/config';
-import { ACTOR_LIMITS, ROLES } from '@bosun/contract';
+import { ACTOR_LIMITS, ROLES, sameSecret } from '@bosun/contract';
 import { OperatorDirectory, type Identity } from '@bosun/transport';
 import type { Person } from './oidc.js';
 
@@ -45,10 +45,6 @@ export function oidcIdentity(person: Person, address?: string): Identity {
     },
     roles: person.role === 'operator' ? ROLES : ['read'],
   };
-}
-
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
 }
 
 /** The value of one cookie of a request, or undefined. */
@@ -133,7 +129,7 @@ export class Sessions {
     const csrf = this.csrfOf(req);
     const sent = req.headers['x-csrf-token'];
     if (csrf === null || typeof sent !== 'string') return false;
-    return timingSafeEqual(digest(sent), digest(csrf));
+    return sameSecret(sent, csrf);
   }
 
   /** The `Set-Cookie` value of a new session. */

@@ -1,5 +1,4 @@
-import { taskApprovalId, type Approval, type CatalogTool, type CodeActCall } from '@bosun/contract';
-import { ApprovalWaiter, approvalRequestedEvent } from '@bosun/transport';
+import { approvalDue, approvalRequestedEvent, taskApprovalId, type Approval, type CatalogTool, type CodeActCall } from '@bosun/contract';
 import type { TaskRun } from './task-run.js';
 import { incidentContext, parkForApproval, ruleOf } from './task-approval.js';
 
@@ -40,7 +39,7 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
     run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'script waiting for approval');
   }
   if (approval.status === 'pending') {
-    if (!ApprovalWaiter.isDue(approval)) return parkForApproval(run, approval);
+    if (!approvalDue(approval)) return parkForApproval(run, approval);
     approval = await waiter.expire(approval);
   }
   if (state.pending?.kind === 'approval' && state.pending.approvalId === id) {

@@ -17,7 +17,7 @@ import {
 } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
 import type { Model, ModelRequest, ModelResponse } from '@bosun/models';
-import { MemoryCheckpointStore, MemoryEventSink, type DeadLetterInput, type ToolClient } from '@bosun/transport';
+import { ApprovalWaiter, MemoryCheckpointStore, MemoryEventSink, type DeadLetterInput, type ToolClient } from '@bosun/transport';
 
 import { runCodeActTask } from './codeact.js';
 import { extractScript, usageLine } from './codeact-prompt.js';
@@ -150,19 +150,21 @@ function harness(model: Model, shared: { gateway?: Gateway; checkpoints?: Checkp
   const approvals = shared.approvals ?? new Approvals();
   const events = new MemoryEventSink();
   const deadLetters: DeadLetterInput[] = [];
+  const log = createLogger({ service: 't', level: 'silent' });
   const deps: TaskAgentDeps = {
     model,
     tools: gateway,
     checkpoints,
     events,
     approvals,
+    approvalWaiter: new ApprovalWaiter({ approvals, events, log }),
     deadLetters: {
       add: async (input: DeadLetterInput): Promise<DeadLetter> => {
         deadLetters.push(input);
         return { v: 1, marker: STALL_MARKER, at: new Date(0).toISOString(), ...input };
       },
     },
-    log: createLogger({ service: 't', level: 'silent' }),
+    log,
     ...(shared.policy ? { policy: shared.policy } : {}),
   };
   const of = (type: string) => events.events.filter((e) => e.type === type);

@@ -11,8 +11,6 @@ export type { TaskAgentSpec, TaskAgentDeps, TaskPolicy, RunTaskOptions, TaskAtte
 export { FINISH_TASK_DESCRIPTION, modelParameters, specialistPolicy } from './task-tools.js';
 export { LOAD_TOOLS, routingGroups } from './routing.js';
 export type { RoutingSpec, RoutingState } from './routing.js';
-export { TaskCheckpoint, BadCheckpointError, MessageSchema, toolCallAtKey, taskCheckpointId } from './checkpoint.js';
-export type { TaskCheckpointData, TaskPending } from './checkpoint.js';
 export { runIncident } from './run.js';
 export type { RunOutcome } from './run.js';
 export { handleTimer, TimerConflictError, CANCEL_LOOKS, TIMER_PASSES } from './run-timers.js';
@@ -35,8 +33,8 @@ export type {
   RunJobs,
   RunTimers,
   CancelKeys,
-  Clock,
 } from './run-ports.js';
+export type { Clock } from './ports.js';
 export { observedModel, modelProvider } from './model-telemetry.js';
 export { buildModel } from './model-setup.js';
 export type { ModelSetup } from './model-setup.js';

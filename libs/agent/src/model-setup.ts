@@ -1,17 +1,21 @@
 import type { ClusterConfig, ModelSpec } from '@bosun/config';
-import { ResilientModel, createModel, type FakeModelOptions, type Model } from '@bosun/models';
-import { RedisRateLimiter, type RedisClient } from '@bosun/transport';
+import { ResilientModel, createModel, type CallLimiter, type FakeModelOptions, type Model } from '@bosun/models';
 
-/** What {@link buildModel} needs: the agent's model spec, the cluster config, the keys and Redis. */
+/** The cluster-wide limits of one model name, as configured (`rateLimits`). */
+export type ModelRateLimits = ClusterConfig['rateLimits'][string];
+
+/** What {@link buildModel} needs: the agent's model spec, the cluster config, the keys and the limiters. */
 export interface ModelSetup {
   spec: ModelSpec;
   config: Pick<ClusterConfig, 'rateLimits'>;
   /** `GEMINI_API_KEY`, `OPENAI_API_KEY` and `ANTHROPIC_API_KEY`, when set. */
   keys: { gemini?: string | undefined; openai?: string | undefined; anthropic?: string | undefined };
   fake?: FakeModelOptions;
-  /** Where the cluster-wide rate limits live; none are applied without it. */
-  redis?: RedisClient | undefined;
-  prefix?: string | undefined;
+  /**
+   * Makes the cluster-wide limiter of a model name with its configured limits (transport's
+   * `redisRateLimiters` in a service); no limits are applied without it.
+   */
+  limiters?: ((name: string, limits: ModelRateLimits) => CallLimiter) | undefined;
   /** Wait for the rate limiter in the call however long it takes (the coordinator), instead of handing the task back. */
   waitInline?: boolean;
 }
@@ -25,10 +29,10 @@ function build(spec: Spec, setup: ModelSetup): Model {
   );
 }
 
-function limiterFor(model: Model, setup: ModelSetup): RedisRateLimiter | undefined {
+function limiterFor(model: Model, setup: ModelSetup): CallLimiter | undefined {
   const limits = Object.hasOwn(setup.config.rateLimits, model.name) ? setup.config.rateLimits[model.name] : undefined;
-  if (!limits || !setup.redis || setup.prefix === undefined) return undefined;
-  return new RedisRateLimiter({ redis: setup.redis, prefix: setup.prefix, name: model.name, limits });
+  if (!limits || !setup.limiters) return undefined;
+  return setup.limiters(model.name, limits);
 }
 
 /**

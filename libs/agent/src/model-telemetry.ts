@@ -1,5 +1,5 @@
 import type { GenerateOptions, Model, ModelRequest, ModelResponse } from '@bosun/models';
-import { SpanKind, inSpan, metrics } from '@bosun/transport';
+import type { Telemetry } from './ports.js';
 
 /** The provider part of a model's name: `gemini` of `gemini:gemini-2.5-flash`, `fake` of `fake`. */
 export function modelProvider(name: string): string {
@@ -18,8 +18,9 @@ function modelId(name: string): string {
  * (`chat <model>`: operation, provider, model, agent, token usage; never the prompt) and is
  * counted by agent, provider and outcome, with its latency and tokens (`bosun_model_…` metrics).
  * The call itself is unchanged; an error is counted, marked on the span and thrown as it was.
+ * `telemetry`: where the spans and counts go (transport's `loopTelemetry` in a service).
  */
-export function observedModel(model: Model): Model {
+export function observedModel(model: Model, telemetry: Telemetry): Model {
   const provider = modelProvider(model.name);
   const requestModel = modelId(model.name);
   return {
@@ -35,7 +36,7 @@ export function observedModel(model: Model): Model {
       };
       const started = performance.now();
       const done = (outcome: 'ok' | 'error', response?: ModelResponse) =>
-        metrics.modelCall({
+        telemetry.modelCall({
           agent: request.agent,
           provider,
           outcome,
@@ -43,7 +44,7 @@ export function observedModel(model: Model): Model {
           ...(response?.usage?.inputTokens === undefined ? {} : { inputTokens: response.usage.inputTokens }),
           ...(response?.usage?.outputTokens === undefined ? {} : { outputTokens: response.usage.outputTokens }),
         });
-      return inSpan(`chat ${requestModel}`, { kind: SpanKind.CLIENT, attributes }, async (span) => {
+      return telemetry.clientSpan(`chat ${requestModel}`, attributes, async (span) => {
         let response: ModelResponse;
         try {
           response = await model.generate(request, options);

@@ -5,8 +5,7 @@
  * (to answer, or to give it to the model), in memory only. Results stored whole, by earlier
  * versions or by the coordinator itself (INCOMPLETE parts), are read as they are.
  */
-import { outputByReference, stallText, type RunCheckpoint } from '@bosun/contract';
-import { TaskCheckpoint, taskCheckpointId } from './checkpoint.js';
+import { TaskCheckpoint, outputByReference, stallText, taskCheckpointId, type RunCheckpoint } from '@bosun/contract';
 import type { RunDeps } from './run-ports.js';
 
 /** What reading outputs needs of a run: its ports, its state, and the task ids whose outputs it has read. */

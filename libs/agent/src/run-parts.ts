@@ -3,10 +3,14 @@
  * and writing an INCOMPLETE part for a delegation that will not report.
  */
 import {
+  ApprovalError,
   STALL_MARKER,
+  approvalResolvedEvent,
+  TaskCheckpoint,
   TaskResult,
   describeIssues,
   stallText,
+  taskCheckpointId,
   type Delegation,
   type InDoubtCall,
   type Incident,
@@ -15,8 +19,6 @@ import {
   type TaskJob,
 } from '@bosun/contract';
 import { buildStallPayload, specialistConfig } from '@bosun/config';
-import { ApprovalError, approvalResolvedEvent } from '@bosun/transport';
-import { TaskCheckpoint } from './checkpoint.js';
 import type { ChildrenRead, RunChildren, RunDeps } from './run-ports.js';
 import { readOutputs } from './run-outputs.js';
 
@@ -40,11 +42,6 @@ export interface RunContext {
 export interface IncompleteCause {
   kind: 'stall' | 'failure' | 'timeout' | 'cancelled';
   reason: string;
-}
-
-/** The task checkpoint id of a delegation. */
-export function taskCheckpointId(taskId: string): string {
-  return `task:${taskId}`;
 }
 
 /**

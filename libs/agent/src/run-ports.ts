@@ -6,7 +6,7 @@
 import type { RunCancellation, TaskJob, TimerJob } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
-import type { ApprovalStore, CheckpointFence, DeadLetters, EventSink, RevisedCheckpointStore, RunUsageLedger } from '@bosun/transport';
+import type { Approvals, CheckpointFence, Clock, DeadLetters, EventSink, RevisedCheckpointStore, UsageLedger } from './ports.js';
 
 /** The children of a run's incident job, by task id: their return values, and the failures the run ignores (their reasons). */
 export interface ChildrenRead {
@@ -103,12 +103,6 @@ export interface CancelKeys {
   stopTask(taskId: string): Promise<void>;
 }
 
-/** The time. */
-export interface Clock {
-  /** Milliseconds since the epoch. */
-  now(): number;
-}
-
 /** The ports of the coordinator's run loop. */
 export interface RunDeps {
   /** The cluster's config: `coordinator` (mode, model routes, deadlines, rounds) and `specialists`. */
@@ -124,7 +118,7 @@ export interface RunDeps {
   clock: Clock;
   log: Logger;
   /** Where approvals live: a cancelled run denies the approvals its tasks wait for. Optional. */
-  approvals?: Pick<ApprovalStore, 'decide'>;
+  approvals?: Pick<Approvals, 'decide'>;
   /** The run's usage ledger (with `budgets.run`): the coordinator's own spending is written there, as part `coordinator`. */
-  usage?: Pick<RunUsageLedger, 'record'>;
+  usage?: Pick<UsageLedger, 'record'>;
 }

@@ -10,13 +10,14 @@ import {
   BosunError,
   Incident,
   RunCheckpoint,
+  TaskCheckpoint,
   runCheckpointId,
+  taskCheckpointId,
   taskIdFor,
   timerJobId,
   type Delegation,
   type TimerJob,
 } from '@bosun/contract';
-import { TaskCheckpoint } from './checkpoint.js';
 import {
   DEADLINE_GRACE_MS,
   backstopAt,
@@ -24,7 +25,6 @@ import {
   denyWaitingApproval,
   dispatch,
   incompletePart,
-  taskCheckpointId,
   type RunContext,
 } from './run-parts.js';
 import type { ParkedRun, RunDeps } from './run-ports.js';

@@ -5,6 +5,7 @@
  * parked until its children finish, then resumed from the checkpoint — in any coordinator.
  */
 import {
+  BadCheckpointError,
   INCIDENT_JOB,
   Incident,
   LockLostError,
@@ -19,7 +20,6 @@ import {
   errorMessage,
 } from '@bosun/contract';
 import { ModelError } from '@bosun/models';
-import { BadCheckpointError } from './checkpoint.js';
 import {
   appendDelegationResults,
   cancelRequested,

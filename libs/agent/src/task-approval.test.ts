@@ -16,7 +16,7 @@ import {
 } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
 import type { Message, Model, ModelRequest, ModelResponse } from '@bosun/models';
-import { ApprovalError, MemoryCheckpointStore, MemoryEventSink, type ToolClient } from '@bosun/transport';
+import { ApprovalError, ApprovalWaiter, MemoryCheckpointStore, MemoryEventSink, type ToolClient } from '@bosun/transport';
 
 import { APPROVED_CALLS_MARKER, ParkError, runTask, type TaskAgentDeps, type TaskAgentSpec, type TaskPolicy } from './task.js';
 import { stepsSoFar } from './task-approval.js';
@@ -135,15 +135,17 @@ function harness(options: { approvals?: boolean } = {}) {
   const tools = new Tools();
   const events = new MemoryEventSink();
   const m = model();
+  const log = createLogger({ service: 't', level: 'silent' });
   const deps: TaskAgentDeps = {
     model: m,
     tools,
     checkpoints: counting,
     events,
     deadLetters: { add: (input): Promise<DeadLetter> => Promise.reject(new Error(`unexpected dead letter: ${input.reason}`)) },
-    log: createLogger({ service: 't', level: 'silent' }),
+    log,
     policy,
-    ...(options.approvals === false ? {} : { approvals }),
+    // The waiter the service builds (composition root), over the same store.
+    ...(options.approvals === false ? {} : { approvals, approvalWaiter: new ApprovalWaiter({ approvals, events, log }) }),
   };
   return { deps, approvals, tools, events, checkpoints, writes, model: m };
 }

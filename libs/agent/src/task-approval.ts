@@ -1,6 +1,8 @@
 import {
   APPROVAL_STEP_LIMITS,
   APPROVAL_TIMEOUT_REASON,
+  approvalDue,
+  approvalRequestedEvent,
   redactSecrets,
   taskApprovalId,
   toolCallKey,
@@ -11,21 +13,19 @@ import {
 } from '@bosun/contract';
 import type { Message, ToolCall } from '@bosun/models';
 import { ruleToStore } from '@bosun/policy';
-import { ApprovalWaiter, approvalRequestedEvent, metrics, spanEvent, type ApprovalStore } from '@bosun/transport';
+import { NO_TELEMETRY, type Approvals } from './ports.js';
 import type { TaskRun } from './task-run.js';
 import { ParkError } from './task-types.js';
 
 /** Opens the message that tells the model which proposed calls an operator approved. */
 export const APPROVED_CALLS_MARKER = 'An operator has APPROVED the following calls';
 
-type Store = Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
-
 /**
  * The approval step: a turn with calls to `ask` tools waits for an operator. Returns the decided
  * approval of this turn, requesting it first when there is none. While it is undecided the task
  * parks: the checkpoint records the wait and {@link ParkError} is thrown (the job is delayed
  * until the approval's timeout; a decision wakes it). Undecided past its timeout, it resolves as
- * denied with reason `timeout` ({@link ApprovalWaiter}). The time spent waiting moves the task's
+ * denied with reason `timeout` (the deps' `approvalWaiter`). The time spent waiting moves the task's
  * deadline, in the same write as the tool round that follows.
  */
 export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], asking: readonly CatalogTool[]): Promise<Approval> {
@@ -33,7 +33,7 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
   const id = taskApprovalId(run.job.taskId, run.state.step);
   let approval = (await store.get(id)) ?? (await requestApproval(run, store, calls, asking));
   if (approval.status === 'pending') {
-    if (!ApprovalWaiter.isDue(approval)) return parkForApproval(run, approval);
+    if (!approvalDue(approval)) return parkForApproval(run, approval);
     approval = await waiter.expire(approval);
   }
   const { state } = run;
@@ -41,8 +41,9 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
     const decided = approval.decidedAt ? Date.parse(approval.decidedAt) : run.now();
     const waitMs = Math.max(0, decided - Date.parse(state.pending.at));
     state.approvalWaitMs = (state.approvalWaitMs ?? 0) + waitMs;
-    metrics.approvalDecided(approval.status, waitMs / 1000);
-    spanEvent('approval.decided', {
+    const telemetry = run.deps.telemetry ?? NO_TELEMETRY;
+    telemetry.approvalDecided(approval.status, waitMs / 1000);
+    telemetry.spanEvent('approval.decided', {
       'bosun.approval.id': approval.id,
       'bosun.approval.status': approval.status,
       'bosun.approval.wait_ms': waitMs,
@@ -52,7 +53,12 @@ export async function approvalStep(run: TaskRun, calls: readonly ToolCall[], ask
 }
 
 /** Requests the approval of this turn: every call as proposed, with the key it will run under. */
-async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolCall[], asking: readonly CatalogTool[]): Promise<Approval> {
+async function requestApproval(
+  run: TaskRun,
+  store: Approvals,
+  calls: readonly ToolCall[],
+  asking: readonly CatalogTool[],
+): Promise<Approval> {
   const { job, spec, state } = run;
   const id = taskApprovalId(job.taskId, state.step);
   const timeoutMs = Math.max(...asking.map((t) => run.tools.policy.approvalTimeoutMs(t)));
@@ -79,7 +85,10 @@ async function requestApproval(run: TaskRun, store: Store, calls: readonly ToolC
     steps: stepsSoFar(state.messages),
   });
   run.deps.events.emit(approvalRequestedEvent(approval));
-  spanEvent('approval.requested', { 'bosun.approval.id': id, 'bosun.approval.calls': approval.calls.length });
+  (run.deps.telemetry ?? NO_TELEMETRY).spanEvent('approval.requested', {
+    'bosun.approval.id': id,
+    'bosun.approval.calls': approval.calls.length,
+  });
   run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'waiting for approval');
   return approval;
 }
@@ -136,7 +145,10 @@ export async function parkForApproval(run: TaskRun, approval: Approval): Promise
     state.pending?.kind === 'approval' && state.pending.approvalId === approval.id ? state.pending.at : new Date(run.now()).toISOString();
   state.pending = { kind: 'approval', step: state.step, approvalId: approval.id, at: since };
   await run.save();
-  spanEvent('approval.parked', { 'bosun.approval.id': approval.id, 'bosun.approval.timeout_at': approval.timeoutAt });
+  (run.deps.telemetry ?? NO_TELEMETRY).spanEvent('approval.parked', {
+    'bosun.approval.id': approval.id,
+    'bosun.approval.timeout_at': approval.timeoutAt,
+  });
   throw new ParkError(approval.id, Date.parse(approval.timeoutAt));
 }
 

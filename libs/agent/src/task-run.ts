@@ -8,7 +8,6 @@ import {
   type TaskResult,
 } from '@bosun/contract';
 import { renderIncident } from '@bosun/models';
-import { ApprovalWaiter } from '@bosun/transport';
 import { TaskStop } from './task-stop.js';
 import { ToolView } from './task-tools.js';
 import type { TaskAgentDeps, TaskAgentSpec, TaskAttempt } from './task-types.js';
@@ -49,7 +48,6 @@ export class TaskRun {
    */
   dirty: boolean;
   private cancelCheck: Promise<boolean> | undefined;
-  private approvalWaiter: ApprovalWaiter | undefined;
 
   constructor(init: TaskRunInit) {
     this.job = init.job;
@@ -130,15 +128,15 @@ export class TaskRun {
     return (this.cancelCheck ??= deps.isCancelled ? deps.isCancelled(job.taskId, job.runId) : Promise.resolve(false));
   }
 
-  /** The approval store and its waiter; throws when the task has no store. */
-  approvals(): { store: NonNullable<TaskAgentDeps['approvals']>; waiter: ApprovalWaiter } {
-    const { approvals: store, events, log } = this.deps;
-    if (!store)
+  /** The approval store and its waiter; throws when the task has either missing. */
+  approvals(): { store: NonNullable<TaskAgentDeps['approvals']>; waiter: NonNullable<TaskAgentDeps['approvalWaiter']> } {
+    const { approvals: store, approvalWaiter: waiter } = this.deps;
+    if (!store || !waiter)
       throw new BosunError(
         'no_approvals',
-        `agent ${this.spec.name} called a tool that needs approval, but no approval store is configured`,
+        `agent ${this.spec.name} called a tool that needs approval, but no approval ${store ? 'waiter' : 'store'} is configured`,
       );
-    return { store, waiter: (this.approvalWaiter ??= new ApprovalWaiter({ approvals: store, events, log })) };
+    return { store, waiter };
   }
 }
 

@@ -3,9 +3,9 @@ import type { BudgetLimits, Logger, ModelPrice } from '@bosun/config';
 import type { ApprovalRule, ToolState } from '@bosun/policy';
 import type { Model } from '@bosun/models';
 import type { SandboxPool } from '@bosun/sandbox';
-import type { ApprovalStore, CheckpointStore, DeadLetters, EventSink, RunUsageLedger, ToolClient } from '@bosun/transport';
+import type { ApprovalExpiry, Approvals, CheckpointStore, DeadLetters, EventSink, Telemetry, ToolClient, UsageLedger } from './ports.js';
 import type { RoutingSpec } from './routing.js';
-import type { Clock } from './run-ports.js';
+import type { Clock } from './ports.js';
 
 /**
  * The default system instruction of a task-mode specialist. When and how to report is said once,
@@ -97,13 +97,17 @@ export interface TaskAgentDeps {
   /** Tool policy; default: the spec's patterns and mode, every tool `allow`. */
   policy?: TaskPolicy;
   /** Where approvals live; required when a tool is `ask`. */
-  approvals?: Pick<ApprovalStore, 'request' | 'get' | 'decide'>;
+  approvals?: Approvals;
+  /** What denies an approval nobody decided in time (transport's `ApprovalWaiter`, built by the service); required with `approvals`. */
+  approvalWaiter?: ApprovalExpiry | undefined;
+  /** Where approval waits are counted and marked on the task's span; default: nowhere. */
+  telemetry?: Telemetry | undefined;
   /** The model's price, for the estimated cost; the cost counts 0 without one. */
   price?: ModelPrice | undefined;
   /** The price of its fallback model, for the calls the fallback answers. */
   fallbackPrice?: ModelPrice | undefined;
   /** The limits of a whole run (`budgets.run`) and the ledger every part of the run writes its spending to. */
-  runBudget?: { limits: BudgetLimits; ledger: Pick<RunUsageLedger, 'record' | 'total'> } | undefined;
+  runBudget?: { limits: BudgetLimits; ledger: UsageLedger } | undefined;
   /** Where CodeAct scripts run (threads off this process's event loop); default: the process's default pool. */
   sandbox?: Pick<SandboxPool, 'run'> | undefined;
 }

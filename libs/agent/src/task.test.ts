@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  BadCheckpointError,
   FINISH_TASK_TOOL,
   Incident,
   STALL_MARKER,
@@ -17,7 +18,6 @@ import { createLogger, validateAgainstSchema } from '@bosun/config';
 import { FakeModel, ModelError, renderIncident, type Message, type Model, type ModelRequest, type ModelResponse } from '@bosun/models';
 import { MemoryCheckpointStore, MemoryEventSink, type DeadLetterInput, type ToolClient } from '@bosun/transport';
 
-import { BadCheckpointError } from './checkpoint.js';
 import { DEFAULT_TASK_INSTRUCTION, RetryableTaskError, runTask, taskDeadline, type TaskAgentDeps, type TaskAgentSpec } from './task.js';
 
 const REPORT: Record<string, unknown> = {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BosunError } from './errors.js';
 import { callDigest, callFingerprint, toolCallKey } from './ids.js';
+import { sameSecret } from './secrets.js';
 import { Actor } from './identity.js';
 
 /*
@@ -185,7 +186,7 @@ export function proposedCallKey(approval: Pick<Approval, 'id' | 'taskId'>, call:
  */
 export function matchesProposedCall(approval: Pick<Approval, 'id' | 'taskId'>, call: ProposedCall, tool: string, args: unknown): boolean {
   if (call.tool !== tool) return false;
-  if (call.digest) return call.digest === callDigest(approval.id, proposedCallKey(approval, call), tool, args);
+  if (call.digest) return sameSecret(call.digest, callDigest(approval.id, proposedCallKey(approval, call), tool, args));
   return callFingerprint(call.tool, call.args) === callFingerprint(tool, args);
 }
 
@@ -310,4 +311,59 @@ export function decisionInput(d: Decision): Record<string, unknown> {
   return d.approve
     ? { decision: 'approve', by: d.by, ...(d.only === undefined ? {} : { only: d.only }) }
     : { decision: 'deny', reason: d.reason, by: d.by };
+}
+
+// ---- the approval's lifecycle, shared by its store, its waiters and the loops -------------
+
+/** Why a decision was refused (`forbidden`: this person may not approve it, under its rule). */
+export class ApprovalError extends BosunError {
+  declare readonly code: 'not_found' | 'already_decided' | 'bad_request' | 'forbidden';
+  constructor(code: ApprovalError['code'], message: string, cause?: unknown) {
+    super(code, message, { cause });
+    this.name = 'ApprovalError';
+  }
+}
+
+/** Whether `a` is undecided and its time is up (at `timeoutAt`, not after). */
+export function approvalDue(a: Pick<Approval, 'status' | 'timeoutAt'>, now = Date.now()): boolean {
+  return a.status === 'pending' && now >= Date.parse(a.timeoutAt);
+}
+
+/**
+ * The `approval.requested` event of a new request (its proposer publishes it): the calls as
+ * stored — keys, arguments with secrets redacted — without the digests.
+ */
+export function approvalRequestedEvent(a: Approval) {
+  return {
+    type: 'approval.requested' as const,
+    runId: a.runId,
+    incidentId: a.incidentId,
+    agent: a.agent,
+    data: {
+      approvalId: a.id,
+      taskId: a.taskId,
+      calls: a.calls.map(({ digest: _digest, ...c }) => c),
+      reason: a.reason,
+      timeoutAt: a.timeoutAt,
+    },
+  };
+}
+
+/** The `approval.resolved` event for a decided approval (whoever decided publishes it). */
+export function approvalResolvedEvent(a: Approval) {
+  return {
+    type: 'approval.resolved' as const,
+    runId: a.runId,
+    incidentId: a.incidentId,
+    agent: a.agent,
+    data: {
+      approvalId: a.id,
+      status: a.status,
+      approved: a.approved ?? [],
+      decidedBy: a.decidedBy,
+      ...(a.actor ? { actor: a.actor } : {}),
+      decidedAt: a.decidedAt,
+      ...(a.denyReason ? { denyReason: a.denyReason } : {}),
+    },
+  };
 }

@@ -1,8 +1,10 @@
 import type { z } from 'zod';
 
 /**
- * Every code a {@link BosunError} may carry, by area. A new failure gets a new code here; callers
- * branch on these, never on message text.
+ * Every code a {@link BosunError} may carry, by area: the codes that go on the wire or that one
+ * package may see from another. A new failure of that kind gets a new code here; callers branch
+ * on these, never on message text. A package's own failures that never leave it (the CLI's) have
+ * their own codes there, on a {@link CodedError}.
  */
 export type ErrorCode =
   // Input and stored formats.
@@ -66,30 +68,44 @@ export type ErrorCode =
   | 'process_timeout'
   // Requests that are not what they claim to be.
   | 'not_a_tool_call'
-  // The CLI.
-  | 'usage'
-  | 'operator'
-  | 'publish_conflict'
-  | 'demo_server'
   // Deliveries of answers to sinks (services/intake).
   | 'delivery_failed'
   // The Slack Web API (services/intake).
   | 'slack_api';
 
+/** The options of a {@link CodedError}: what caused it, and structured data about it. */
+export interface CodedErrorOptions {
+  cause?: unknown;
+  data?: Record<string, unknown>;
+}
+
 /**
- * Base of Bosun's own errors. Branch on `code` (or `instanceof`), never on the message.
+ * An error with a stable, machine-readable `code` from the union `C`, a `cause` and data: the
+ * shape of every Bosun error. {@link BosunError} carries the contract's codes; a package with
+ * codes of its own that never leave it (the CLI's `CliError`) extends this with its own union.
  */
-export class BosunError extends Error {
-  /** A stable, machine-readable code from {@link ErrorCode}, such as `invalid_input`. */
-  readonly code: ErrorCode;
+export class CodedError<C extends string> extends Error {
+  /** A stable, machine-readable code, such as `invalid_input`. */
+  readonly code: C;
   /** Extra structured data about the failure. */
   readonly data: Record<string, unknown> | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; data?: Record<string, unknown> }) {
+  constructor(code: C, message: string, options?: CodedErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
-    this.name = 'BosunError';
+    this.name = 'CodedError';
     this.code = code;
     this.data = options?.data;
+  }
+}
+
+/**
+ * Base of Bosun's own errors, with a code from {@link ErrorCode}. Branch on `code` (or
+ * `instanceof`), never on the message.
+ */
+export class BosunError extends CodedError<ErrorCode> {
+  constructor(code: ErrorCode, message: string, options?: CodedErrorOptions) {
+    super(code, message, options);
+    this.name = 'BosunError';
   }
 }
 

@@ -66,6 +66,7 @@ export {
 export type { ToolCallStateOrNone, ToolCallActor, ToolCallTransition } from './tool-record.js';
 export {
   BosunError,
+  CodedError,
   LockLostError,
   InvalidInputError,
   BadStoredValueError,
@@ -76,9 +77,10 @@ export {
   errorMessage,
 } from './errors.js';
 export { abortable, sleep } from './time.js';
+export { sameSecret, sha256 } from './secrets.js';
 export { auditStreamKey, AUDIT_STREAM_MAXLEN, AuditStatus, AUDIT_FIELDS, AuditStreamEntry, auditFields, parseAuditEntry } from './audit.js';
 export type { AuditEntry } from './audit.js';
-export type { ErrorCode } from './errors.js';
+export type { ErrorCode, CodedErrorOptions } from './errors.js';
 export { RUN_ID_PATTERN, runIdFor, taskIdFor, toolCallKey, callFingerprint, callDigest, canonicalJson } from './ids.js';
 export { SECRET_KEY_PATTERN, REDACTED, isSecretKey, redactSecrets, scrubValues } from './redact.js';
 export type { RedactOptions } from './redact.js';
@@ -118,6 +120,10 @@ export {
   matchesProposedCall,
   parseDecision,
   decisionInput,
+  ApprovalError,
+  approvalDue,
+  approvalRequestedEvent,
+  approvalResolvedEvent,
 } from './approvals.js';
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
 export { approvalView, approvalProgress, approvalDecisions } from './approval-view.js';

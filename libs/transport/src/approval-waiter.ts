@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { APPROVAL_TIMEOUT_REASON, type Approval, type Decision } from '@bosun/contract';
+import { APPROVAL_TIMEOUT_REASON, ApprovalError, approvalDue, approvalResolvedEvent, type Approval, type Decision } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
-import { ApprovalError, approvalResolvedEvent, type ApprovalStore } from './approvals.js';
+import type { ApprovalStore } from './approvals.js';
 import type { EventSink } from './events.js';
 
 /** The decision Bosun records for an approval nobody decided before its `timeoutAt`. */
@@ -45,9 +45,9 @@ export class ApprovalWaiter {
     this.log = options.log;
   }
 
-  /** Whether `a` is undecided and its time is up (at `timeoutAt`, not after). */
+  /** Whether `a` is undecided and its time is up (at `timeoutAt`, not after): `approvalDue` of `@bosun/contract`. */
   static isDue(a: Approval, now = Date.now()): boolean {
-    return a.status === 'pending' && now >= Date.parse(a.timeoutAt);
+    return approvalDue(a, now);
   }
 
   /**

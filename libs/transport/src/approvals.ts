@@ -2,8 +2,8 @@ import { Queue } from 'bullmq';
 import {
   Approval,
   ApprovalDecisionRecord,
+  ApprovalError,
   ApprovalVote,
-  BosunError,
   DecisionError,
   callDigest,
   callFingerprint,
@@ -19,15 +19,6 @@ import { createLogger, type Logger } from '@bosun/config';
 import type { RedisClient } from './connections.js';
 import { keys } from './keys.js';
 import { runScript } from './scripts.js';
-
-/** Why a decision was refused (`forbidden`: this person may not approve it, under its rule). */
-export class ApprovalError extends BosunError {
-  declare readonly code: 'not_found' | 'already_decided' | 'bad_request' | 'forbidden';
-  constructor(code: ApprovalError['code'], message: string, cause?: unknown) {
-    super(code, message, { cause });
-    this.name = 'ApprovalError';
-  }
-}
 
 const TTL_SECONDS = 30 * 24 * 3600;
 
@@ -313,47 +304,16 @@ function decisionRecord(id: string, current: Approval, decision: Decision): Appr
   return { status: 'approved', ...base, approved };
 }
 
-/**
- * The `approval.requested` event of a new request (its proposer publishes it): the calls as
- * stored — keys, arguments with secrets redacted — without the digests.
- */
-export function approvalRequestedEvent(a: Approval) {
-  return {
-    type: 'approval.requested' as const,
-    runId: a.runId,
-    incidentId: a.incidentId,
-    agent: a.agent,
-    data: {
-      approvalId: a.id,
-      taskId: a.taskId,
-      calls: a.calls.map(({ digest: _digest, ...c }) => c),
-      reason: a.reason,
-      timeoutAt: a.timeoutAt,
-    },
-  };
-}
-
-/** The `approval.resolved` event for a decided approval (whoever decided publishes it). */
-export function approvalResolvedEvent(a: Approval) {
-  return {
-    type: 'approval.resolved' as const,
-    runId: a.runId,
-    incidentId: a.incidentId,
-    agent: a.agent,
-    data: {
-      approvalId: a.id,
-      status: a.status,
-      approved: a.approved ?? [],
-      decidedBy: a.decidedBy,
-      ...(a.actor ? { actor: a.actor } : {}),
-      decidedAt: a.decidedAt,
-      ...(a.denyReason ? { denyReason: a.denyReason } : {}),
-    },
-  };
-}
-
 /** Re-exported for the gateway and tests: a call's identity, see `@bosun/contract`. */
 export { callFingerprint };
-/** The stored format, defined in `@bosun/contract`; re-exported for the store's users. */
-export { Approval, ProposedCall, proposedCallKey, matchesProposedCall } from '@bosun/contract';
+/** The stored format and the approval's events, defined in `@bosun/contract`; re-exported for the store's users. */
+export {
+  Approval,
+  ApprovalError,
+  ProposedCall,
+  approvalRequestedEvent,
+  approvalResolvedEvent,
+  proposedCallKey,
+  matchesProposedCall,
+} from '@bosun/contract';
 export type { ApprovalRequest, Decision, ProposedCallInput } from '@bosun/contract';

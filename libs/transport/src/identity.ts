@@ -5,8 +5,7 @@
  * the console's token login, A2A operator tokens — resolves its caller here and checks the role
  * with {@link requireRole}, so the check is written once.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { BosunError, ROLES, type Actor, type DecisionPath, type Role } from '@bosun/contract';
+import { BosunError, ROLES, sameSecret, sha256, type Actor, type DecisionPath, type Role } from '@bosun/contract';
 import type { OperatorEntry } from '@bosun/config';
 
 /** A resolved caller: the actor as a decision records it, and what they may do. */
@@ -37,8 +36,6 @@ export function requireRole(identity: Identity, role: Role, what: string): void 
     `${identity.actor.name} may not do this: ${what} needs the "${role}" role (${identity.actor.name} has: ${identity.roles.join(', ') || 'none'})`,
   );
 }
-
-const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
 
 /** Options of {@link OperatorDirectory}. */
 export interface OperatorDirectoryOptions {
@@ -72,9 +69,9 @@ export class OperatorDirectory {
     const given = sha256(token);
     let found: OperatorEntry | undefined;
     // Every hash is compared, so the time does not tell which entry matched.
-    for (const e of this.entries) if (timingSafeEqual(given, e.hash) && !found) found = e.operator;
+    for (const e of this.entries) if (sameSecret(given, e.hash) && !found) found = e.operator;
     if (found) return identityOf(found, path, address);
-    if (this.shared && timingSafeEqual(given, this.shared.hash)) return sharedIdentity(this.shared.name, path, address);
+    if (this.shared && sameSecret(given, this.shared.hash)) return sharedIdentity(this.shared.name, path, address);
     return null;
   }
 

@@ -126,3 +126,11 @@ export class RedisRateLimiter {
     await this.#redis.eval(RELEASE, 3, ...this.#keys, id, `${id}:${Math.max(0, Math.round(tokens))}`, used);
   }
 }
+
+/**
+ * The limiters of `buildModel` (libs/agent, its `limiters`): a {@link RedisRateLimiter} per model
+ * name, on `redis` under `prefix`. Built by a service and handed in, so the agent loops open nothing.
+ */
+export function redisRateLimiters(redis: RedisClient, prefix: string): (name: string, limits: RateLimits) => RedisRateLimiter {
+  return (name, limits) => new RedisRateLimiter({ redis, prefix, name, limits });
+}

@@ -261,6 +261,7 @@ export function serveToolCalls(options: ToolCallResponderOptions): ToolCallRespo
       closing = true;
       if (!sub.isClosed())
         await sub.drain().catch((err: unknown) => options.log.warn({ err }, 'could not drain the tool call subscription'));
+      // Its end was logged where it was started (above); close only waits for it.
       await loop.catch(() => undefined);
       await Promise.all(running);
     },

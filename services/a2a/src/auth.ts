@@ -3,10 +3,10 @@
  * The tenant comes from the token, never from the request (the SDK's `tenant` field, a REST
  * path prefix, a context id): every key the server reads or writes is under that tenant.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { NextFunction, Request, Response } from 'express';
 import type { User } from '@a2a-js/sdk/server';
 import type { A2aConfig, OperatorEntry } from '@bosun/config';
+import { sameSecret, sha256 } from '@bosun/contract';
 
 /** The tenant of callers without a token, when the config allows them. */
 export const ANONYMOUS_TENANT = 'anonymous';
@@ -45,8 +45,6 @@ export class Caller implements User {
   }
 }
 
-const sha256 = (s: string): Buffer => createHash('sha256').update(s, 'utf8').digest();
-
 /** Resolves callers from `Authorization: Bearer <token>` against the config's hashes, in constant time per hash. */
 export class TokenTable {
   private readonly entries: { hash: Buffer; tenant: string; operator: boolean; person?: OperatorEntry }[];
@@ -82,7 +80,7 @@ export class TokenTable {
     const given = sha256(m[1]!);
     let found: (typeof this.entries)[number] | undefined;
     // Every hash is compared, so the time does not tell which entry matched.
-    for (const e of this.entries) if (timingSafeEqual(given, e.hash) && !found) found = e;
+    for (const e of this.entries) if (sameSecret(given, e.hash) && !found) found = e;
     return found
       ? new Caller(found.tenant, found.operator, false, { ...(found.person ? { person: found.person } : {}), ...where })
       : 'invalid';

@@ -51,6 +51,8 @@ export async function* followRun(
       yield { kind: 'tick' };
       continue;
     }
+    // A fetch that fails (NATS away or reconnecting) counts as a quiet interval: the caller looks
+    // at the run itself on the tick, and the next fetch goes on from where the consumer stands.
     const m = await consumer.next({ expires: TICK_MS }).catch(() => null);
     if (signal.aborted) return;
     const ready = m ? order.push(parseEvent(m) ?? ({ seq: 0 } as RunEvent)) : order.skipGap().ready;

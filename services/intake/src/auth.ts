@@ -1,19 +1,11 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { IntakeAuth } from '@bosun/config';
+import { sameSecret } from '@bosun/contract';
 import { BearerAuth } from '@bosun/transport';
 
 /** What a request's credentials are worth: `ok`, or why not (shown to the sender, never a secret). */
 export type AuthOutcome = { ok: true } | { ok: false; reason: string; challenge?: string };
-
-function digest(b: Buffer | string): Buffer {
-  return createHash('sha256').update(b).digest();
-}
-
-/** Compares two strings in constant time (both hashed first, so lengths do not leak either). */
-export function sameSecret(a: string, b: string): boolean {
-  return timingSafeEqual(digest(a), digest(b));
-}
 
 /** The hex HMAC-SHA256 of `body` (prefixed `<timestamp>.` when signed with a timestamp). */
 export function hmacHex(secret: string, body: string, timestamp?: string): string {

@@ -4,7 +4,8 @@
  * only when the signature matches (compared in constant time) and its timestamp is at most
  * {@link SLACK_TOLERANCE_SECONDS} from now, so a captured request cannot be replayed later.
  */
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
+import { sameSecret } from '@bosun/contract';
 
 /** The header carrying the signature. */
 export const SLACK_SIGNATURE_HEADER = 'x-slack-signature';
@@ -47,12 +48,10 @@ export function verifySlackRequest(
   if (age > SLACK_TOLERANCE_SECONDS)
     return { ok: false, reason: `X-Slack-Request-Timestamp: ${Math.round(age)} s from now (at most ${SLACK_TOLERANCE_SECONDS})` };
   if (!/^v0=[0-9a-f]{64}$/.test(signature)) return { ok: false, reason: 'X-Slack-Signature: not v0=<64 hex digits>' };
-  const given = Buffer.from(signature, 'utf8');
   // Every secret is tried, so the time taken does not tell which one (if any) matched.
   let index = -1;
   for (const [i, secret] of secrets.entries()) {
-    const expected = Buffer.from(slackSignature(secret, timestamp, rawBody), 'utf8');
-    if (timingSafeEqual(expected, given) && index === -1) index = i;
+    if (sameSecret(slackSignature(secret, timestamp, rawBody), signature) && index === -1) index = i;
   }
   return index === -1 ? { ok: false, reason: 'X-Slack-Signature does not match' } : { ok: true, index };
 }

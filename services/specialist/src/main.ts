@@ -18,6 +18,7 @@ import { createModel } from '@bosun/models';
 import { buildModel, observedModel, specialistPolicy } from '@bosun/agent';
 import {
   ApprovalStore,
+  ApprovalWaiter,
   NatsToolClient,
   QueueToolClient,
   ToolCatalog,
@@ -25,7 +26,9 @@ import {
   TraceNotes,
   checkRuntime,
   keys,
+  loopTelemetry,
   openRuntime,
+  redisRateLimiters,
   runService,
   watchWorkerLocks,
   type ServiceArgs,
@@ -126,6 +129,8 @@ runService({
     if (!natsTools) await queueTools.ready();
     const tools = natsTools ?? queueTools;
     const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
+    // Denies, reason `timeout`, an approval nobody decided in time (the loops only ask it to).
+    const approvalWaiter = new ApprovalWaiter({ approvals, events: rt.events, log });
     const ledger = new RunUsageLedger({ redis: rt.redis, prefix: env.prefix, ttlSeconds: config.retention.checkpoints });
     const workers: Worker[] = [];
     const lockWatches: WorkerLocks[] = [];
@@ -138,7 +143,7 @@ runService({
     // the run), read in one round trip.
     const isCancelled = async (taskId: string, runId: string) =>
       (await rt.redis.mget(keys.cancel(env.prefix, taskId), keys.cancelRun(env.prefix, runId))).some((v) => v !== null);
-    const shared: WorkerContext = { config, env, rt, tools, approvals, ledger, isCancelled, drain: drain.signal, sandbox };
+    const shared: WorkerContext = { config, env, rt, tools, approvals, approvalWaiter, ledger, isCancelled, drain: drain.signal, sandbox };
     for (const name of names) {
       const { worker, locks } = specialistWorker(name, shared);
       workers.push(worker);
@@ -168,6 +173,7 @@ interface WorkerContext {
   rt: Runtime;
   tools: ToolClient;
   approvals: ApprovalStore;
+  approvalWaiter: ApprovalWaiter;
   ledger: RunUsageLedger;
   isCancelled: (taskId: string, runId: string) => Promise<boolean>;
   /** Aborted when the process starts draining. */
@@ -178,7 +184,7 @@ interface WorkerContext {
 
 /** The worker of one specialist's queue, and the watch over its locks. */
 function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; locks: WorkerLocks } {
-  const { config, env, rt, tools, approvals, ledger, isCancelled, drain, sandbox } = ctx;
+  const { config, env, rt, tools, approvals, approvalWaiter, ledger, isCancelled, drain, sandbox } = ctx;
   const draining = (): boolean => drain.aborted;
   const spec = specialistConfig(config, name)!;
   const model = buildModel({
@@ -186,8 +192,7 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
     config,
     keys: { gemini: env.geminiApiKey, openai: env.openaiApiKey, anthropic: env.anthropicApiKey },
     fake: { plans: { [name]: spec.fakePlan } },
-    redis: rt.redis,
-    prefix: env.prefix,
+    limiters: redisRateLimiters(rt.redis, env.prefix),
   });
   const remote = spec.a2a ? remoteSpecialist(name, spec, { rt, draining, isCancelled }) : undefined;
   // Set once the worker exists; a task cannot lose a lock before that.
@@ -197,7 +202,7 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
     specialistProcessor({
       name,
       spec: { ...spec, budget: taskBudget(config, spec) },
-      model: observedModel(model),
+      model: observedModel(model, loopTelemetry),
       price: priceOf(config, model.name),
       fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
       ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
@@ -211,6 +216,8 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
       shouldYield: draining,
       drain,
       approvals,
+      approvalWaiter,
+      telemetry: loopTelemetry,
       traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
       remote,
       // What the model is offered is what the gateway would run for this agent (libs/agent/src/task-tools.ts).

@@ -270,9 +270,8 @@ export class RemoteSpecialist {
    */
   private async waitForChange(remoteTaskId: string, deadline: number): Promise<void> {
     const left = Math.max(10, deadline - Date.now());
-    const client = await this.clientFor().catch(() => undefined);
-    const card = await client?.getAgentCard().catch(() => undefined);
-    if (!client || !card?.capabilities?.streaming) {
+    const client = await this.streamingClient(remoteTaskId);
+    if (!client) {
       await sleep(Math.min(this.remote.pollMs, left));
       return;
     }
@@ -287,6 +286,20 @@ export class RemoteSpecialist {
       if (signal.aborted) return;
       this.deps.log.debug({ err, remoteTaskId }, 'the remote stream ended; polling');
       await sleep(Math.min(this.remote.pollMs, left));
+    }
+  }
+
+  /**
+   * The client of an agent whose card says it streams, or undefined (poll instead). A card that
+   * cannot be read now is logged and polled past: the next look reports an agent that does not answer.
+   */
+  private async streamingClient(remoteTaskId: string): Promise<Client | undefined> {
+    try {
+      const client = await this.clientFor();
+      return (await client.getAgentCard()).capabilities?.streaming ? client : undefined;
+    } catch (err) {
+      this.deps.log.debug({ err, remoteTaskId }, 'the remote agent card could not be read; polling');
+      return undefined;
     }
   }
 

@@ -1,6 +1,5 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { BosunError } from '@bosun/contract';
+import { BosunError, sameSecret, sha256 } from '@bosun/contract';
 import { sendJson } from './json.js';
 
 /** How an `Authorization` header fares: the right token, none (or another scheme), or a wrong bearer token. */
@@ -27,14 +26,10 @@ export interface BearerAuthOptions {
   realm: string;
 }
 
-function digest(s: string): Buffer {
-  return createHash('sha256').update(s, 'utf8').digest();
-}
-
 /**
- * `Authorization: Bearer <token>` (RFC 6750), compared in constant time. Both sides are hashed
- * first, so `timingSafeEqual` compares buffers of equal length and the token's length does not
- * leak either; a malformed header is compared too, so every refusal costs the same.
+ * `Authorization: Bearer <token>` (RFC 6750), compared in constant time with `sameSecret` (which
+ * hashes both sides, so the token's length does not leak either); only the token's digest is
+ * kept, and a malformed header is compared too, so every refusal costs the same.
  */
 export class BearerAuth {
   private readonly expected: Buffer;
@@ -43,7 +38,7 @@ export class BearerAuth {
   /** @throws BosunError `invalid_config` when the token is empty. */
   constructor(options: BearerAuthOptions) {
     if (options.token.length === 0) throw new BosunError('invalid_config', `the bearer token of realm ${options.realm} is empty`);
-    this.expected = digest(options.token);
+    this.expected = sha256(options.token);
     this.realm = options.realm;
   }
 
@@ -51,7 +46,7 @@ export class BearerAuth {
   check(header: string | undefined): BearerCheck {
     if (!/^Bearer(?:[ \t]|$)/i.test(header ?? '')) return 'missing';
     const m = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header ?? '');
-    return timingSafeEqual(digest(m?.[1] ?? ''), this.expected) && m !== null ? 'ok' : 'invalid';
+    return sameSecret(sha256(m?.[1] ?? ''), this.expected) && m !== null ? 'ok' : 'invalid';
   }
 
   /**
