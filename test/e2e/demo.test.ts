@@ -1,5 +1,5 @@
-import { spawn } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { STALL_MARKER } from '@bosun/contract';
 import { ENTRY, consoleLogin, openBrowser, openContext, reap, waitUntil, type TestContext } from '../helpers/index.js';
 
@@ -13,14 +13,35 @@ afterAll(async () => {
   await ctx?.close();
 });
 
+// A demo a test started and did not see exit (it failed or timed out first) is stopped as a user
+// would, with Ctrl-C, so that its cluster stops too: a SIGKILLed demo leaves its services running,
+// holding the demo's ports for every later demo on the machine.
+const demos = new Set<ChildProcess>();
+afterEach(async () => {
+  for (const child of demos) {
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGINT');
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 30_000))]);
+    }
+    demos.delete(child);
+  }
+});
+
+function startDemo(args: string[]): ChildProcess {
+  const child = reap(
+    spawn(process.execPath, [ENTRY.cli, 'demo', ...args], {
+      env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  demos.add(child);
+  return child;
+}
+
 describe('npm start (bosun demo --once)', () => {
   it('starts the cluster as separate processes, shows events live, prints each result and exits 0', async () => {
-    const child = reap(
-      spawn(process.execPath, [ENTRY.cli, 'demo', '--once'], {
-        env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      }),
-    );
+    const child = startDemo(['--once']);
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
@@ -65,12 +86,7 @@ describe('npm start (bosun demo --once)', () => {
   }, 150_000);
 
   it('without --once: a new user watches the incidents in the console and approves the rollback there', async () => {
-    const child = reap(
-      spawn(process.execPath, [ENTRY.cli, 'demo'], {
-        env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      }),
-    );
+    const child = startDemo([]);
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
@@ -113,12 +129,7 @@ describe('npm start (bosun demo --once)', () => {
 
 describe('npm start, stopped with Ctrl-C', () => {
   it('exits at once (code 0) while a sample still waits for an operator', async () => {
-    const child = reap(
-      spawn(process.execPath, [ENTRY.cli, 'demo'], {
-        env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      }),
-    );
+    const child = startDemo([]);
     let out = '';
     child.stdout.on('data', (b: Buffer) => (out += b.toString()));
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
