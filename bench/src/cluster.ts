@@ -328,7 +328,7 @@ interface DemoConfig extends Record<string, unknown> {
  */
 export function buildConfig(root: string, s: ScenarioConfig): Record<string, unknown> {
   const demo = parse(readFileSync(join(root, 'infra/demo/bosun.yaml'), 'utf8')) as DemoConfig;
-  demo.mcpServers.demo.args = [resolve(root, 'mcp-servers/demo/dist/main.js')];
+  demo.mcpServers.demo.args = [resolve(root, 'mcp-servers/demo/dist/bundle/main.js')];
   demo.coordinator.model = { provider: 'fake' };
   if (s.coordinatorConcurrency !== undefined) demo.coordinator.concurrency = s.coordinatorConcurrency;
   for (const [name, spec] of Object.entries(demo.specialists)) {

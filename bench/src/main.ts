@@ -123,10 +123,10 @@ async function main(): Promise<number> {
   assertLoopback('REDIS_URL', redisUrl);
   assertLoopback('NATS_URL', natsUrl);
   for (const f of [
-    'services/tool-gateway/dist/main.js',
-    'services/coordinator/dist/main.js',
-    'services/specialist/dist/main.js',
-    'mcp-servers/demo/dist/main.js',
+    'services/tool-gateway/dist/bundle/main.js',
+    'services/coordinator/dist/bundle/main.js',
+    'services/specialist/dist/bundle/main.js',
+    'mcp-servers/demo/dist/bundle/main.js',
   ]) {
     if (!existsSync(join(root, f))) throw new Error(`${f} is missing: build first (npx tsc -b)`);
   }

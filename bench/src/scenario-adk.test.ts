@@ -22,7 +22,7 @@ function demoServers(): number[] {
   }
   return pids.filter((pid) => {
     try {
-      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('mcp-servers/demo/dist/main.js');
+      return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('mcp-servers/demo/dist/bundle/main.js');
     } catch {
       return false; // ended meanwhile
     }

@@ -99,13 +99,13 @@ export interface AdkHarness {
   close(): Promise<void>;
 }
 
-/** The demo MCP server's stdio parameters, as the gateway starts it (node mcp-servers/demo/dist/main.js). */
+/** The demo MCP server's stdio parameters, as the gateway starts it (node mcp-servers/demo/dist/bundle/main.js). */
 export function demoServerParams(root: string): MCPConnectionParams {
   return {
     type: 'StdioConnectionParams',
     serverParams: {
       command: process.execPath,
-      args: [join(root, 'mcp-servers/demo/dist/main.js')],
+      args: [join(root, 'mcp-servers/demo/dist/bundle/main.js')],
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' },
       stderr: 'ignore',
     },

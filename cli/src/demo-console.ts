@@ -1,5 +1,5 @@
 /**
- * The demo's operator console (`cli/dist/console/main.js`, one more process of the demo): on port 8092
+ * The demo's operator console (`cli/dist/bundle/console.js`, one more process of the demo): on port 8092
  * when it is free (else a free port; BOSUN_CONSOLE_PORT chooses), with BOSUN_CONSOLE_TOKEN as its
  * token, or a random one for this demo, which the demo prints.
  */
@@ -31,5 +31,5 @@ export async function prepareDemoConsole(): Promise<DemoConsole> {
   const port = asked ? Number(asked) : (await portFree(CONSOLE_PORT)) ? CONSOLE_PORT : await freePort();
   const token = process.env[CONSOLE_TOKEN_ENV] || `demo-${randomBytes(12).toString('hex')}`;
   process.env[CONSOLE_TOKEN_ENV] = token;
-  return { url: `http://127.0.0.1:${port}/`, token, service: ['console', 'cli/dist/console/main.js', ['--port', String(port)]] };
+  return { url: `http://127.0.0.1:${port}/`, token, service: ['console', 'cli/dist/bundle/console.js', ['--port', String(port)]] };
 }

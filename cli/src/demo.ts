@@ -2,11 +2,10 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, mkdtempSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { Queue, QueueEvents } from 'bullmq';
 import { INCIDENTS_QUEUE, RunResult, parseStored, type IncidentInput, errorMessage, sleep } from '@bosun/contract';
-import { createLogger, readEnv, type BosunEnv } from '@bosun/config';
+import { createLogger, findUp, readEnv, type BosunEnv } from '@bosun/config';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   ApprovalStore,
@@ -25,7 +24,8 @@ import { prepareDemoAlert, type DemoAlertHop } from './demo-alert.js';
 import { a2aDemoLines } from './demo-a2a.js';
 import { prepareDemoConsole } from './demo-console.js';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+/** The repository's root (found upwards: this module runs compiled and bundled, scripts/bundle.mjs). */
+const root = findUp(import.meta.url, 'infra/demo/bosun.yaml');
 
 /** The sample incidents of the demo; the third stalls one specialist on purpose, the fifth goes to the CodeAct specialist. */
 export function sampleIncidents(stamp: string): IncidentInput[] {
@@ -172,11 +172,11 @@ async function ensureServers(env: BosunEnv): Promise<ChildProcess[]> {
 
 /** The demo's services, each a separate process; its output goes to `.bosun/logs/<name>.log`. */
 const DEMO_SERVICES = [
-  ['tool-gateway', 'services/tool-gateway/dist/main.js'],
-  ['coordinator', 'services/coordinator/dist/main.js'],
-  ['specialist-1', 'services/specialist/dist/main.js'],
-  ['specialist-2', 'services/specialist/dist/main.js'],
-  ['a2a', 'services/a2a/dist/main.js'],
+  ['tool-gateway', 'services/tool-gateway/dist/bundle/main.js'],
+  ['coordinator', 'services/coordinator/dist/bundle/main.js'],
+  ['specialist-1', 'services/specialist/dist/bundle/main.js'],
+  ['specialist-2', 'services/specialist/dist/bundle/main.js'],
+  ['a2a', 'services/a2a/dist/bundle/main.js'],
 ] as const;
 
 /**
@@ -392,7 +392,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   // Alerts in, answers out: the intake, and a local stand-in for Slack that receives the answers.
   const alertHop: DemoAlertHop | undefined = await prepareDemoAlert(root, env.configFile, say);
   const operatorConsole = await prepareDemoConsole();
-  cluster.launch([...(alertHop ? [['intake', 'services/intake/dist/main.js'] as const] : []), operatorConsole.service]);
+  cluster.launch([...(alertHop ? [['intake', 'services/intake/dist/bundle/main.js'] as const] : []), operatorConsole.service]);
   say('started: tool-gateway, coordinator, specialist-1, specialist-2 (separate processes), the A2A server and the console');
   if (alertHop) say('started: intake (Alertmanager webhooks in; answers and approvals delivered to a local Slack stand-in)');
   if (!(await cluster.ready())) {

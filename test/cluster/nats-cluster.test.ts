@@ -75,7 +75,9 @@ describe('NATS cluster', () => {
         source: 'cluster',
         reason: 'PodCrashLooping',
         summary: 'x',
-        payload: { fake: { calls: { kubernetes: plan } } },
+        // Each of the specialist's model turns takes 500 ms: after the first tool call the run
+        // has at least 1.5 s to go, whatever the machine's speed, so the kill lands mid-run.
+        payload: { fake: { calls: { kubernetes: plan }, slowMs: { kubernetes: 500 } } },
       });
       // Mid-run (its first tool call done, three to go, the run not finished): kill the stream's
       // leader node, the hardest case.

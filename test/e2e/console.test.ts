@@ -15,7 +15,7 @@ import {
 } from '../helpers/index.js';
 
 // The operator web console in headless Chromium (Debian's `chromium`, driven by playwright-core),
-// against a cluster of separate processes and the console as its own process (cli/dist/console/main.js):
+// against a cluster of separate processes and the console as its own process (cli/dist/bundle/console.js):
 // login, a run appearing live, its timeline, an approval clicked through to the run's end, a
 // dead letter retried with its button, an incident summary holding HTML shown as text, and a POST
 // without the CSRF token refused.

@@ -7,6 +7,7 @@ import { Redis } from 'ioredis';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { parse as parseYaml } from 'yaml';
+import { assertFreshBundles } from './bundles.js';
 import { ENTRY } from './paths.js';
 
 /** What one test file gets: its own prefix, connections, a temp folder, and clean-up. */
@@ -61,6 +62,7 @@ export async function openContext(label: string): Promise<TestContext> {
 export function demoConfig(): Record<string, any> {
   const config = parseYaml(readFileSync(ENTRY.demoConfig, 'utf8')) as Record<string, any>;
   // Tests run from anywhere: give the demo server an absolute path.
+  assertFreshBundles();
   config.mcpServers.demo.args = [ENTRY.demoMcp];
   return config;
 }

@@ -7,6 +7,7 @@ import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, runIdFor, type DeadLetter, type IncidentInput } from '@bosun/contract';
 import type { TestContext } from './context.js';
 import { EventCollector } from './events.js';
+import { assertFreshBundles } from './bundles.js';
 import { ENTRY } from './paths.js';
 import { reap } from './reaper.js';
 import { waitUntil } from './wait.js';
@@ -99,6 +100,7 @@ export function runCli(env: Record<string, string>, args: string[], input?: stri
  * does: for commands that exit by themselves, such as a service's `--check`.
  */
 export function runEntry(entry: string, env: Record<string, string>, args: string[], input?: string, timeoutMs = 60_000): Promise<CliRun> {
+  assertFreshBundles();
   const name = entry === ENTRY.cli ? 'bosun' : entry;
   return new Promise((resolve, reject) => {
     const child = reap(spawn(process.execPath, [entry, ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] }));

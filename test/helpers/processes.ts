@@ -1,6 +1,7 @@
 import { appendFileSync } from 'node:fs';
 import { expect } from 'vitest';
 import { ProcessGroup, READY_LINE, type ServiceProcess } from '@bosun/transport';
+import { assertFreshBundles } from './bundles.js';
 import { ENTRY } from './paths.js';
 
 export { READY_LINE, type ServiceProcess };
@@ -42,6 +43,7 @@ export function startService(
   env: Record<string, string>,
   options: { name?: string; args?: string[]; keepLines?: number } = {},
 ): ServiceProcess {
+  assertFreshBundles();
   const name = options.name ?? kind;
   const verbose = Boolean(process.env.BOSUN_TEST_VERBOSE);
   countStart(kind, name);

@@ -1,5 +1,5 @@
 /**
- * Spawns the compiled demo MCP server (`mcp-servers/demo/dist/main.js`, so run `tsc -b`
+ * Spawns the compiled demo MCP server (`mcp-servers/demo/dist/bundle/main.js`, so run `npm run build`
  * first) over stdio with the SDK's client, and checks its tool list, a read, a mutation,
  * tool errors, the call log, and the test behaviours driven by environment variables.
  */
@@ -12,7 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport, getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 
-const SERVER_MAIN = fileURLToPath(new URL('../../mcp-servers/demo/dist/main.js', import.meta.url));
+const SERVER_MAIN = fileURLToPath(new URL('../../mcp-servers/demo/dist/bundle/main.js', import.meta.url));
 const CRASH_POD = 'checkout-7c9d6f8b4-9mz4q';
 
 const READ_ONLY_TOOLS = ['get_deployments', 'get_logs', 'get_metrics', 'get_pods', 'list_services'];
@@ -34,7 +34,7 @@ interface Connection {
 
 async function connect(extraEnv: Record<string, string>): Promise<Connection> {
   if (!existsSync(SERVER_MAIN)) {
-    throw new Error(`${SERVER_MAIN} does not exist; build it first with \`npx tsc -b mcp-servers/demo\``);
+    throw new Error(`${SERVER_MAIN} does not exist; build it first with \`npm run build\``);
   }
   const transport = new StdioClientTransport({
     command: process.execPath,

@@ -79,11 +79,11 @@ const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
 // OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
 const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', ...CONNECTION_ENV];
-/** The services, by the folder of their entry point `services/<dir>/dist/main.js`. */
+/** The services, by the folder of their entry point `services/<dir>/dist/bundle/main.js`. */
 const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a', 'console'];
-/** The entry points that are not `services/<dir>/dist/main.js`: the console lives in the CLI's package. */
+/** The entry points that are not `services/<dir>/dist/bundle/main.js`: the console lives in the CLI's package. */
 const OTHER_ENTRIES: Record<string, { entry: string; source: string }> = {
-  console: { entry: 'cli/dist/console/main.js', source: 'cli/src/console/main.ts' },
+  console: { entry: 'cli/dist/bundle/console.js', source: 'cli/src/console/main.ts' },
 };
 const GRACE_DEFAULT_MS = 30_000;
 const HASH_ANNOTATION = 'bosun.dev/config-hash';
@@ -283,10 +283,10 @@ function composeArgv(s: Obj): string[] {
   return [...part(s.entrypoint), ...part(s.command)];
 }
 
-/** The service an argv runs (`services/<dir>/dist/main.js`), or undefined. */
+/** The service an argv runs (`services/<dir>/dist/bundle/main.js`), or undefined. */
 function serviceOf(argv: string[]): string | undefined {
   for (const a of argv) {
-    const match = /^(?:\/app\/)?services\/([a-z0-9-]+)\/dist\/main\.js$/.exec(a);
+    const match = /^(?:\/app\/)?services\/([a-z0-9-]+)\/dist\/bundle\/main\.js$/.exec(a);
     if (match) return match[1];
     const other = Object.entries(OTHER_ENTRIES).find(([, e]) => a.replace(/^\/app\//, '') === e.entry);
     if (other) return other[0];
@@ -354,7 +354,7 @@ function appRoot(dockerfile: string): string | undefined {
 
 /**
  * Relative stdio MCP server paths in the config resolve, from the config file's folder in the
- * image, to a file the image builds: `<app>/<pkg>/dist/x.js` must come from `<pkg>/src/x.ts`.
+ * image, to a file the image builds: `<app>/<pkg>/dist/x.js` (or the bundle `dist/bundle/x.js`, scripts/bundle.mjs) must come from `<pkg>/src/x.ts`.
  */
 function mcpPathProblems(config: Obj, configPath: string, app: string | undefined): string[] {
   const problems: string[] = [];
@@ -371,7 +371,7 @@ function mcpPathProblems(config: Obj, configPath: string, app: string | undefine
         continue;
       }
       const rel = abs.slice(app.length + 1);
-      const source = rel.replace(/\/dist\/(.*)\.js$/, '/src/$1.ts');
+      const source = rel.replace(/\/dist\/(?:bundle\/)?(.*)\.js$/, '/src/$1.ts');
       if (!exists(source)) problems.push(`mcpServers.${name}: ${a} from ${base} is ${abs}, but ${source} does not exist in the repository`);
     }
   }
@@ -544,7 +544,7 @@ function checkK8sCommands(m: Model): string[] {
   for (const d of deployments(m)) {
     for (const c of containers(d)) {
       const svc = serviceOf(k8sArgv(c));
-      if (!svc) problems.push(`${id(d)}: ${c.name} runs no services/<name>/dist/main.js`);
+      if (!svc) problems.push(`${id(d)}: ${c.name} runs no services/<name>/dist/bundle/main.js`);
       else if (!exists(OTHER_ENTRIES[svc]?.source ?? `services/${svc}/src/main.ts`))
         problems.push(`${id(d)}: runs services/${svc}, which does not exist`);
       else seen.add(svc);
@@ -837,7 +837,7 @@ function checkK8sMcpPaths(m: Model): string[] {
 // ------------------------------------------------------------------------------------ compose checks
 
 const composeServices = (m: Model): Obj => (m.compose.services ?? {}) as Obj;
-/** The Bosun services of compose: those running a services/<name>/dist/main.js. */
+/** The Bosun services of compose: those running a services/<name>/dist/bundle/main.js. */
 const bosunServices = (m: Model): [string, Obj][] =>
   Object.entries(composeServices(m)).filter(([, s]) => serviceOf(composeArgv(s)) !== undefined);
 
@@ -1141,16 +1141,18 @@ function checkDockerfile(m: Model): string[] {
   const runs = build.filter((x) => x.op === 'RUN').map((x) => x.rest);
   const at = (re: RegExp) => runs.findIndex((r) => re.test(r));
   const ci = at(/\bnpm ci\b/);
-  const tsc = at(/\btsc -b\b/);
+  // `npm run build`: tsc -b and the bundles every command runs (scripts/bundle.mjs).
+  const tsc = at(/\bnpm run build\b/);
   const prune = at(/\bnpm prune\b.*--omit=dev\b/);
   if (ci < 0) problems.push('the build stage does not run npm ci');
-  if (tsc < 0) problems.push('the build stage does not run tsc -b');
+  if (tsc < 0) problems.push('the build stage does not run npm run build (tsc -b, then the bundles)');
   if (prune < 0) problems.push('the build stage does not run npm prune --omit=dev');
-  if (ci >= 0 && tsc >= 0 && prune >= 0 && !(ci < tsc && tsc < prune)) problems.push('want npm ci, then tsc -b, then npm prune --omit=dev');
+  if (ci >= 0 && tsc >= 0 && prune >= 0 && !(ci < tsc && tsc < prune))
+    problems.push('want npm ci, then npm run build, then npm prune --omit=dev');
   const copies = build.filter((x) => x.op === 'COPY').map((x) => x.rest.split(/\s+/).filter((t) => !t.startsWith('--')));
   const copied = (src: string, dest?: (d: string) => boolean) =>
     copies.some((c) => c.slice(0, -1).includes(src) && (!dest || dest(c.at(-1)!)));
-  for (const f of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.base.json'])
+  for (const f of ['package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.base.json', 'scripts'])
     if (!copied(f)) problems.push(`the build stage does not copy ${f}`);
   for (const ws of m.workspaces) {
     if (!copied(`${ws}/package.json`)) problems.push(`the build stage does not copy ${ws}/package.json`);
@@ -1235,7 +1237,7 @@ describe('infra/compose.yaml', () => {
 });
 
 describe('infra/Dockerfile', () => {
-  it('multi-stage Node 20: npm ci, tsc -b, npm prune --omit=dev; every workspace copied', () => expect(checkDockerfile(model)).toEqual([]));
+  it('multi-stage: npm ci, npm run build, npm prune --omit=dev; every workspace copied', () => expect(checkDockerfile(model)).toEqual([]));
 });
 
 /** The paths the manifests probe, by service folder: k8s readiness and liveness probes, compose healthchecks. */
@@ -1435,18 +1437,18 @@ const mutations: Mutation[] = [
   ['no cpu request', (m) => void delete container(m, 'coordinator').resources.requests.cpu, checkResources],
   [
     'a service entry point that does not exist',
-    (m) => void (container(m, 'coordinator').args = ['node', 'services/coordinater/dist/main.js']),
+    (m) => void (container(m, 'coordinator').args = ['node', 'services/coordinater/dist/bundle/main.js']),
     checkK8sCommands,
   ],
   ['no Deployment for the gateway', (m) => void (m.k8s = m.k8s.filter((d) => d.obj !== dep(m, 'gateway'))), checkK8sCommands],
   [
     'a specialist Deployment without --only',
-    (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/main.js']),
+    (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/bundle/main.js']),
     checkSpecialistDeployments,
   ],
   [
     '--only an unknown specialist',
-    (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/main.js', '--only', 'storage']),
+    (m) => void (container(m, specialistDep(m)).args = ['node', 'services/specialist/dist/bundle/main.js', '--only', 'storage']),
     checkSpecialistDeployments,
   ],
   [
@@ -1653,7 +1655,16 @@ const mutations: Mutation[] = [
     checkComposeConnections,
   ],
   ['Dockerfile: no npm ci', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm ci\b/, 'RUN npm install')), checkDockerfile],
-  ['Dockerfile: no tsc -b', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npx tsc -b\b/, 'RUN npx tsc -p .')), checkDockerfile],
+  [
+    'Dockerfile: tsc -b without the bundles',
+    (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm run build\b/, 'RUN npx tsc -b')),
+    checkDockerfile,
+  ],
+  [
+    'Dockerfile: no scripts/ for the bundler',
+    (m) => void (m.dockerfile = m.dockerfile.replace(/^COPY scripts scripts$/m, '')),
+    checkDockerfile,
+  ],
   ['Dockerfile: no prune', (m) => void (m.dockerfile = m.dockerfile.replace(/RUN npm prune --omit=dev/, 'RUN true')), checkDockerfile],
   [
     'Dockerfile: Node 20 (end of life)',

@@ -176,7 +176,7 @@ function fakeChatModelClass(root: string, messages: MessagesModule) {
 }
 
 /**
- * Starts the graph: one MCP session to the demo server (`node mcp-servers/demo/dist/main.js`),
+ * Starts the graph: one MCP session to the demo server (`node mcp-servers/demo/dist/bundle/main.js`),
  * a pool of PostgreSQL connections (pg's defaults: at most 10; idle connections are kept, so that
  * the bench can count their backends' CPU), the checkpointer's tables.
  */
@@ -193,7 +193,7 @@ export async function startLangGraph(o: LangGraphOptions): Promise<LangGraphHarn
       demo: {
         transport: 'stdio',
         command: process.execPath,
-        args: [join(o.root, 'mcp-servers/demo/dist/main.js')],
+        args: [join(o.root, 'mcp-servers/demo/dist/bundle/main.js')],
         env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...o.mcpEnv },
         stderr: 'ignore',
       },

@@ -86,7 +86,7 @@ async function serveRestate(spec: Extract<WorkerSpec, { kind: 'restate' }>): Pro
   await mcp.connect(
     new StdioClientTransport({
       command: process.execPath,
-      args: [join(spec.root, 'mcp-servers/demo/dist/main.js')],
+      args: [join(spec.root, 'mcp-servers/demo/dist/bundle/main.js')],
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...spec.mcpEnv },
       stderr: 'ignore',
     }),

@@ -1,5 +1,5 @@
 /**
- * The operator web console (`npm run console`, `cli/dist/console/main.js`): static pages built at build
+ * The operator web console (`npm run console`, `cli/dist/bundle/console.js`): static pages built at build
  * time (cli/web, compiled by tsc) and a JSON + Server-Sent Events API over the shared operator
  * code. See docs/observability.md, "The console".
  *
@@ -23,10 +23,9 @@
  */
 import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
-import type { Logger, OperatorEntry } from '@bosun/config';
+import { findUp, type Logger, type OperatorEntry } from '@bosun/config';
 import { RUN_ID_PATTERN, type Role } from '@bosun/contract';
 import { ForbiddenError, HttpServer, Router, readBody, requireRole, sendError, sendJson, type Identity } from '@bosun/transport';
 import { ConsoleApi, type ConsoleDeps } from './api.js';
@@ -60,10 +59,11 @@ export interface Console {
   close(): Promise<void>;
 }
 
-const here = dirname(fileURLToPath(import.meta.url));
+/** The CLI package's folder: found upwards, as this module runs compiled and bundled (scripts/bundle.mjs). */
+const CLI_ROOT = findUp(import.meta.url, 'web/login.html');
 /** The pages and styles (in the package), and the compiled script (cli/dist/web). */
-const PAGES = resolve(here, '../../web');
-const SCRIPTS = resolve(here, '../web');
+const PAGES = join(CLI_ROOT, 'web');
+const SCRIPTS = join(CLI_ROOT, 'dist/web');
 
 const SECURITY_HEADERS = {
   'content-security-policy':

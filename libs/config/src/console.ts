@@ -74,7 +74,7 @@ const OidcConfig = z
       ctx.addIssue({ code: 'custom', message: 'set allowedGroups or allowedEmails (or both): who may log in', path: [] });
   });
 
-/** The console (`cli/dist/console/main.js`): how people log in (docs/approvals.md#openid-connect-login). */
+/** The console (`cli/dist/bundle/console.js`): how people log in (docs/approvals.md#openid-connect-login). */
 export const ConsoleConfigSchema = z
   .object({
     oidc: OidcConfig.optional(),

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { PREFIX_PATTERN } from '@bosun/contract';
+import { join, resolve } from 'node:path';
+import { PREFIX_PATTERN, errorMessage } from '@bosun/contract';
 import { ConfigError } from './cluster.js';
+import { findUp } from './paths.js';
 import { readNatsSettings, readRedisSettings, type NatsSettings, type RedisSettings } from './connections.js';
 
 /** What every Bosun process reads from its environment. */
@@ -91,11 +91,16 @@ export const ENV_VARS: Readonly<Record<string, EnvVarDoc>> = Object.freeze({
   BOSUN_TOKEN: { about: "the CLI's per-person operator token (the config's operators)", secret: true, cliOnly: true },
 } satisfies Record<string, EnvVarDoc>);
 
+/** The demo config, the default of `BOSUN_CONFIG`, relative to the repository (or image) root. */
+const DEMO_CONFIG = 'infra/demo/bosun.yaml';
+
 /** The bundled demo config: `infra/demo/bosun.yaml` at the repository root. */
 export function defaultConfigFile(): string {
-  // libs/config/dist/env.js → repository root is three levels up.
-  const here = dirname(fileURLToPath(import.meta.url));
-  return resolve(here, '../../../infra/demo/bosun.yaml');
+  try {
+    return join(findUp(import.meta.url, DEMO_CONFIG), DEMO_CONFIG);
+  } catch (err) {
+    throw new ConfigError(`BOSUN_CONFIG: not set, and the demo config it defaults to is not here (${errorMessage(err)})`);
+  }
 }
 
 /**

@@ -2,6 +2,7 @@ export { BudgetLimits, ModelPrice, taskBudget, priceOf } from './budgets.js';
 export { parseClusterConfig, loadClusterConfig, specialistConfig, mcpServerConfig, configSecrets, ConfigError } from './cluster.js';
 export type { ParseOptions, ClusterConfig, WorkersConfig, SpecialistConfig, McpServerConfig, ModelSpec, FakeCall } from './cluster.js';
 export { readEnv, defaultConfigFile, redactUrl, ENV_VARS } from './env.js';
+export { findUp } from './paths.js';
 export { normalizeHost, normalizeOrigin } from './http-origin.js';
 export type { BosunEnv, EnvVarDoc } from './env.js';
 export { SecretValue, readRedisSettings, readNatsSettings } from './connections.js';

@@ -37,18 +37,6 @@ export function startTracing(service: string, env: Env = process.env): Promise<T
 }
 
 async function startSdk(serviceName: string): Promise<Tracing> {
-  const [{ W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor }, { NodeTracerProvider }] =
-    await Promise.all([
-      import('@opentelemetry/core'),
-      import('@opentelemetry/exporter-trace-otlp-http'),
-      import('@opentelemetry/resources'),
-      import('@opentelemetry/sdk-trace-base'),
-      import('@opentelemetry/sdk-trace-node'),
-    ]);
-  const provider = new NodeTracerProvider({
-    resource: resourceFromAttributes({ 'service.name': serviceName }),
-    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
-  });
-  provider.register({ propagator: new W3CTraceContextPropagator() });
-  return { shutdown: () => provider.shutdown() };
+  const { registerSdk } = await import('./sdk.js');
+  return registerSdk(serviceName);
 }

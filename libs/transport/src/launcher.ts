@@ -13,7 +13,7 @@ export interface ExitStatus {
 export interface LaunchOptions {
   /** The name in messages (`specialist-2`, `raw-task`). */
   name: string;
-  /** The script this Node.js runs (`process.execPath`), e.g. `services/coordinator/dist/main.js`. */
+  /** The script this Node.js runs (`process.execPath`), e.g. `services/coordinator/dist/bundle/main.js`. */
   script: string;
   /** Arguments after the script. Default none. */
   args?: readonly string[];
