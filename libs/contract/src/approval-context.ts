@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { DecisionPath } from './identity.js';
 import { redactSecrets } from './redact.js';
 import type { Delegation, RunCheckpoint } from './run-state.js';
-import type { AgentStatus, TaskEndReason } from './schemas.js';
+import { AgentStatus, TaskEndReason } from './schemas.js';
 import type { TaskCheckpointData } from './task-checkpoint.js';
 
 /*
@@ -19,22 +19,24 @@ export const APPROVAL_CONTEXT_LIMITS = { specialists: 20, finding: 300, viewers:
  * (no task checkpoint yet), `running`, `waiting for approval`, or `unknown` (its checkpoint could
  * not be read).
  */
-export type ApprovalSpecialistStatus = AgentStatus | 'queued' | 'running' | 'waiting for approval' | 'unknown';
+export const ApprovalSpecialistStatus = z.union([AgentStatus, z.enum(['queued', 'running', 'waiting for approval', 'unknown'])]);
+export type ApprovalSpecialistStatus = z.infer<typeof ApprovalSpecialistStatus>;
 
 /** One delegation of the run, as a person deciding an approval needs it. */
-export interface ApprovalSpecialist {
-  taskId: string;
-  agent: string;
-  status: ApprovalSpecialistStatus;
+export const ApprovalSpecialist = z.object({
+  taskId: z.string(),
+  agent: z.string(),
+  status: ApprovalSpecialistStatus,
   /** Why it ended, when it has (`completed`, `timeout`, …). */
-  reason?: TaskEndReason;
+  reason: TaskEndReason.optional(),
   /**
    * Its last finding, cut to {@link APPROVAL_CONTEXT_LIMITS}`.finding` characters, secret-looking
    * values `[redacted]`: its output's summary once it has a result, else the latest tool result
    * it has seen (`<tool>: <text>`).
    */
-  finding?: string;
-}
+  finding: z.string().optional(),
+});
+export type ApprovalSpecialist = z.infer<typeof ApprovalSpecialist>;
 
 /** Someone who has read the approval: one entry per person, at the latest time they read it. */
 export const ApprovalViewer = z.object({

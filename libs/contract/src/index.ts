@@ -128,8 +128,16 @@ export {
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
 export { approvalView, approvalProgress, approvalDecisions } from './approval-view.js';
 export type { ApprovalView, ApprovalProgress, ApprovalDecisionEntry, ApprovalReadContext } from './approval-view.js';
-export { APPROVAL_CONTEXT_LIMITS, ApprovalViewer, findingText, runSpecialists, tasksToRead } from './approval-context.js';
-export type { ApprovalSpecialist, ApprovalSpecialistStatus, TaskRead } from './approval-context.js';
+export {
+  APPROVAL_CONTEXT_LIMITS,
+  ApprovalSpecialist,
+  ApprovalSpecialistStatus,
+  ApprovalViewer,
+  findingText,
+  runSpecialists,
+  tasksToRead,
+} from './approval-context.js';
+export type { TaskRead } from './approval-context.js';
 export { DecisionPath, Role, ROLES, ACTOR_LIMITS, Actor, describeActor } from './identity.js';
 export {
   TaskPending,
