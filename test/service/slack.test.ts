@@ -354,6 +354,24 @@ describe('POST /slack/interactions', () => {
     expect((await store.get(a.id))!.status).toBe(decided.status);
   });
 
+  it('an approval decided elsewhere: the first click after it updates the message once, saying who decided and how', async () => {
+    const a = await pendingApproval();
+    const { args } = await posted(a.id);
+    await store.decide(a.id, { approve: true, by: 'carol', actor: { name: 'carol', verified: true, path: 'cli' } });
+    expect(updatesOf(a.id)).toHaveLength(0);
+    expect((await interact(payloadOf(a.id, 'U0BOB0001', 'bosun.deny', args.blocks))).status).toBe(200);
+    const updates = updatesOf(a.id);
+    expect(updates).toHaveLength(1);
+    const shown = JSON.stringify(updates[0]!.args.blocks);
+    expect(shown).toContain('*Approved* (call 1) by *carol* via cli at');
+    expect(shown).not.toContain('bosun.approve');
+    expect(String(ephemeralsTo('U0BOB0001').at(-1)!.args.text)).toContain('already decided: approved by carol');
+    // Later clicks change nothing.
+    expect((await interact(payloadOf(a.id, 'U0ALICE01', 'bosun.approve', args.blocks))).status).toBe(200);
+    expect(updatesOf(a.id)).toHaveLength(1);
+    expect((await store.get(a.id))!).toMatchObject({ status: 'approved', decidedBy: 'carol' });
+  });
+
   it('a signed payload of another interaction type is taken and ignored; a malformed one is a 400', async () => {
     const closed = await interact({ type: 'view_closed', user: { id: 'U0ALICE01' }, team: { id: 'T0BOSUN01' } });
     expect(closed.status).toBe(200);
