@@ -89,8 +89,11 @@ export function cliViewer(
   env: BosunEnv,
   tokenFile: string | undefined,
   what: string,
-  operators = configuredOperators(env),
+  operators?: readonly OperatorEntry[],
 ): Identity | undefined {
-  if (presentedToken(env, tokenFile) === undefined || !new OperatorDirectory({ operators }).named) return undefined;
-  return cliIdentity(env, { role: 'read', what, tokenFile, by: '' }, operators);
+  // Without a token the config is not read: reading needs none, and needs no config either.
+  if (presentedToken(env, tokenFile) === undefined) return undefined;
+  const people = operators ?? configuredOperators(env);
+  if (!new OperatorDirectory({ operators: people }).named) return undefined;
+  return cliIdentity(env, { role: 'read', what, tokenFile, by: '' }, people);
 }
