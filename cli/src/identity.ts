@@ -78,3 +78,22 @@ export function cliIdentity(env: BosunEnv, options: CliIdentityOptions, operator
   }
   return identity;
 }
+
+/**
+ * Who reads an approval (`bosun approvals show`), to record them as a viewer: the operator whose
+ * token is presented, checked for the `read` role; undefined without a token or when the config
+ * names no operators (a name nobody checked is not recorded). A token that is nobody's is refused
+ * (exit 4), as for a deciding command.
+ */
+export function cliViewer(
+  env: BosunEnv,
+  tokenFile: string | undefined,
+  what: string,
+  operators?: readonly OperatorEntry[],
+): Identity | undefined {
+  // Without a token the config is not read: reading needs none, and needs no config either.
+  if (presentedToken(env, tokenFile) === undefined) return undefined;
+  const people = operators ?? configuredOperators(env);
+  if (!new OperatorDirectory({ operators: people }).named) return undefined;
+  return cliIdentity(env, { role: 'read', what, tokenFile, by: '' }, people);
+}

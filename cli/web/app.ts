@@ -55,6 +55,11 @@ interface Approval {
   requester?: string;
   progress: { approvals: number; required: number; text: string };
   decisions: ApprovalDecision[];
+  /** The run's other specialists (derived from the run's checkpoint when read; absent once it is gone). */
+  specialists?: { taskId: string; agent: string; status: string; finding?: string }[];
+  specialistsProblem?: string;
+  /** Who has looked at it: one entry per person, the latest first. */
+  viewers?: { name: string; verified: boolean; path: string; at: string }[];
 }
 
 interface DeadLetterRow {
@@ -507,6 +512,38 @@ function stepsList(a: Approval): HTMLElement | null {
   );
 }
 
+/** The run's other specialists: each one's status and last finding. */
+function specialistsList(a: Approval): HTMLElement | null {
+  if (a.specialistsProblem)
+    return h('p', { class: 'approval-specialists', text: `Other specialists: unreadable (${a.specialistsProblem})` });
+  if (!a.specialists || a.specialists.length === 0) return null;
+  return h(
+    'div',
+    { class: 'approval-specialists' },
+    h('p', { text: 'Other specialists of the run:' }),
+    h(
+      'ul',
+      {},
+      ...a.specialists.map((sp) =>
+        h(
+          'li',
+          { 'data-agent': sp.agent },
+          h('strong', { text: sp.agent }),
+          ' ',
+          h('span', { class: 'badge', text: sp.status }),
+          sp.finding ? h('span', { class: 'finding', text: ` ${sp.finding}` }) : '',
+        ),
+      ),
+    ),
+  );
+}
+
+/** Who else has looked at it: `Seen by alice (console) at 2026-…`. */
+function viewersLine(a: Approval): HTMLElement | null {
+  if (!a.viewers || a.viewers.length === 0) return null;
+  return h('p', { class: 'approval-viewers', text: `Seen by ${a.viewers.map((v) => `${v.name} (${v.path}) at ${v.at}`).join(', ')}` });
+}
+
 /** `approve by alice (verified, slack) at 2026-…`: one decision as a line. */
 function decisionText(d: ApprovalDecision): string {
   const how = d.path ? ` (${d.verified ? 'verified' : 'unverified'}, ${d.path})` : '';
@@ -573,7 +610,7 @@ function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
     h(
       'h2',
       {},
-      h('span', { text: a.id }),
+      h('a', { href: `#/approval/${encodeURIComponent(a.id)}`, class: 'approval-link', text: a.id }),
       '  run ',
       h('a', { href: `#/run/${a.runId}`, text: a.runId }),
       '  agent ',
@@ -582,9 +619,11 @@ function approvalBlock(a: Approval, done: (msg: string) => void): HTMLElement {
       age(a.createdAt),
     ),
     incidentLine(a),
+    specialistsList(a),
     stepsList(a),
     h('p', { class: 'reason', text: a.reason }),
     ...decisionsList(a),
+    viewersLine(a),
     h('p', { class: 'timeout', text: `Times out at ${a.timeoutAt} (then denied)` }),
     h('ul', {}, ...calls),
     approve,
@@ -605,6 +644,28 @@ function approvalsPage(main: HTMLElement): () => void {
       if (pending.length === 0) list.append(h('p', { text: 'nothing is waiting for approval' }));
     } catch (err) {
       showError(list, err);
+    }
+  };
+  const reload = debounce(() => void load(), 250);
+  const es = listen('/api/events', (e) => (e.type.startsWith('approval.') ? reload() : undefined));
+  void load();
+  return () => {
+    es.close();
+    reload.cancel();
+  };
+}
+
+/** One approval's page: reading it records the session's person as a viewer (server side). */
+function approvalPage(main: HTMLElement, id: string): () => void {
+  const body = h('div', { id: 'approval' });
+  const note = h('p', { class: 'msg', id: 'approval-msg' });
+  main.append(h('h1', { text: `Approval ${id}` }), note, body);
+  const load = async () => {
+    try {
+      const a = await api<Approval>(`/api/approvals/${encodeURIComponent(id)}`);
+      body.replaceChildren(approvalBlock(a, (m) => ((note.textContent = m), void load())));
+    } catch (err) {
+      showError(body, err);
     }
   };
   const reload = debounce(() => void load(), 250);
@@ -772,9 +833,11 @@ function route(): void {
   main.replaceChildren();
   const hash = location.hash || '#/runs';
   const page = hash.split('/')[1] ?? 'runs';
-  for (const a of document.querySelectorAll('header nav a')) a.classList.toggle('active', a.id === `nav-${page === 'run' ? 'runs' : page}`);
+  for (const a of document.querySelectorAll('header nav a'))
+    a.classList.toggle('active', a.id === `nav-${page === 'run' ? 'runs' : page === 'approval' ? 'approvals' : page}`);
   if (page === 'run') leave = runPage(main, decodeURIComponent(hash.slice('#/run/'.length)));
   else if (page === 'approvals') leave = approvalsPage(main);
+  else if (page === 'approval') leave = approvalPage(main, decodeURIComponent(hash.slice('#/approval/'.length)));
   else if (page === 'dead-letters') leave = deadLettersPage(main);
   else if (page === 'stats') leave = statsPage(main);
   else leave = runsPage(main);

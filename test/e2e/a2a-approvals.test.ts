@@ -67,6 +67,9 @@ describe('an approval answered through A2A', () => {
     const task = (await operator.sendMessage(sendRequest(userMessage([dataPart(incident('a2a-approve'))])))) as Task;
     expect(task.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED);
     expect(statusText(task)).toMatch(/\[0\] demo__restart_pod .*\(needs approval\)/);
+    // The context: when it times out and how far it has got.
+    expect(statusText(task)).toMatch(/waits for an operator until \d{4}-\d\d-\d\dT/);
+    expect(statusText(task)).toContain('Approvals: 0 of 1.');
     const approval = task.status?.message?.parts[1]?.content;
     const approvalId = approval?.$case === 'data' ? (approval.value as { approval: { id: string } }).approval.id : '';
     expect(approvalId).toMatch(/^ap-/);

@@ -45,6 +45,8 @@ async function parkedApproval(runId: string): Promise<Approval> {
   const a = (await approvals.get(String(e.data.approvalId)))!;
   expect(a).toMatchObject({ status: 'pending', calls: [{ index: 1, tool: 'demo__restart_pod', needsApproval: true }] });
   expect(a.id).toBe(`ap-${a.taskId}-s1-c1`);
+  // The run so far: the script's earlier call, with what came back.
+  expect(a.steps).toEqual([{ tool: 'demo__get_pods', args: { service: 'checkout' }, result: expect.stringContaining('pods') }]);
   const q = new Queue(specialistQueue('coder'), { connection: ctx.redis, prefix: ctx.prefix });
   try {
     await waitUntil(async () => (await (await q.getJob(a.taskId))?.getState()) === 'delayed', 15_000, `task ${a.taskId} parked`, 50);

@@ -4,6 +4,7 @@
  * `invalid_auth` for a wrong bearer token, and whatever `answer` says for a method. Records
  * every call (method, arguments — form fields, JSON ones parsed — and token) in order.
  */
+import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -65,10 +66,12 @@ function argsOf(contentType: string | undefined, body: string): Record<string, u
 /**
  * Starts the server. `token` is the bot token it accepts; `answer(call, index)` may choose the
  * answer of a call (its index among the calls of its method), else the method's default fixture.
+ * A promise holds the answer until it settles (a chaos test kills the caller meanwhile); the
+ * call is recorded when it arrives, before its answer.
  */
 export async function startSlackServer(
   token: string,
-  answer: (call: SlackCall, index: number) => SlackAnswer | undefined = () => undefined,
+  answer: (call: SlackCall, index: number) => SlackAnswer | undefined | Promise<SlackAnswer | undefined> = () => undefined,
 ): Promise<SlackServer> {
   const calls: SlackCall[] = [];
   const server: Server = createServer((req, res) => {
@@ -84,14 +87,23 @@ export async function startSlackServer(
       };
       const index = calls.filter((c) => c.method === method).length;
       calls.push(call);
-      const chosen: SlackAnswer =
-        call.token !== token ? 'error-invalid-auth' : (answer(call, index) ?? defaultAnswer(call) ?? 'error-unknown-method');
-      const reply =
-        typeof chosen === 'string'
-          ? { status: 200, body: chosen === 'error-unknown-method' ? { ok: false, error: 'unknown_method' } : slackFixture(chosen) }
-          : chosen;
-      res.writeHead(reply.status, { 'content-type': 'application/json; charset=utf-8', ...reply.headers });
-      res.end(JSON.stringify(reply.body));
+      const send = (chosen: SlackAnswer) => {
+        const reply =
+          typeof chosen === 'string'
+            ? { status: 200, body: chosen === 'error-unknown-method' ? { ok: false, error: 'unknown_method' } : slackFixture(chosen) }
+            : chosen;
+        // The caller may be gone (killed while the answer was held).
+        if (res.destroyed) return;
+        res.writeHead(reply.status, { 'content-type': 'application/json; charset=utf-8', ...reply.headers });
+        res.end(JSON.stringify(reply.body));
+      };
+      if (call.token !== token) return send('error-invalid-auth');
+      const chosen = answer(call, index);
+      if (!(chosen instanceof Promise)) return send(chosen ?? defaultAnswer(call) ?? 'error-unknown-method');
+      void chosen.then(
+        (held) => send(held ?? defaultAnswer(call) ?? 'error-unknown-method'),
+        () => send({ status: 500, body: { ok: false, error: 'internal_error' } }),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -105,4 +117,30 @@ export async function startSlackServer(
         server.close(() => resolve());
       }),
   };
+}
+
+/** A block_actions payload of the fixture: `user` clicked `action` on the message of approval `id`, showing `blocks`. */
+export function blockActionsPayload(id: string, user: string, action = 'bosun.approve', blocks: unknown = []): Record<string, unknown> {
+  const p = slackFixture('block-actions') as Record<string, any>;
+  p.user.id = user;
+  p.actions[0].action_id = action;
+  p.actions[0].value = id;
+  p.message.blocks = blocks;
+  return p;
+}
+
+/** Posts an interaction to `${base}/slack/interactions` as Slack does: a form with `payload`, signed with `secret` now. */
+export function postInteraction(base: string, payload: unknown, secret: string): Promise<Response> {
+  const body = `payload=${encodeURIComponent(JSON.stringify(payload))}`;
+  const ts = Math.floor(Date.now() / 1000);
+  const signature = `v0=${createHmac('sha256', secret).update(`v0:${ts}:${body}`).digest('hex')}`;
+  return fetch(`${base}/slack/interactions`, {
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      'x-slack-request-timestamp': String(ts),
+      'x-slack-signature': signature,
+    },
+  });
 }

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BrowserContext, Page } from 'playwright-core';
 import { Queue } from 'bullmq';
-import { INCIDENTS_QUEUE, INCIDENT_JOB, runIdFor } from '@bosun/contract';
-import { ApprovalStore, type Approval, type ApprovalRequest } from '@bosun/transport';
+import { INCIDENTS_QUEUE, INCIDENT_JOB, runCheckpointId, runIdFor } from '@bosun/contract';
+import { ApprovalReader, ApprovalStore, RedisCheckpointStore, type Approval, type ApprovalRequest } from '@bosun/transport';
 import {
   demoConfig,
   freePort,
@@ -168,6 +168,36 @@ describe('console login through OpenID Connect', () => {
       incident: { id: 'inc-oidc-ada', title: 'checkout pods crash-looping', severity: 'critical', service: 'checkout', source: 'am' },
       steps: [{ tool: 'demo__get_logs', args: { pod: 'checkout-1' }, result: 'OOMKilled after deploy 41' }],
     });
+    // The run so far, as the coordinator keeps it: a database specialist has finished.
+    await new RedisCheckpointStore({ redis: ctx.redis, prefix: ctx.prefix }).save(runCheckpointId(runId), {
+      v: 1,
+      runId,
+      incidentId: 'inc-oidc-ada',
+      startedAt: new Date().toISOString(),
+      deadlineAt: new Date(Date.now() + 600_000).toISOString(),
+      jobId: 'inc-oidc-ada',
+      mode: 'route',
+      phase: 'waiting',
+      round: 0,
+      messages: [],
+      delegations: [
+        { taskId: approval.taskId, agent: 'kubernetes', round: 0, task: 'look' },
+        {
+          taskId: `${runId}-database-1`,
+          agent: 'database',
+          round: 0,
+          task: 'look',
+          result: {
+            v: 1,
+            taskId: `${runId}-database-1`,
+            agent: 'database',
+            status: 'completed',
+            output: 'no database errors',
+            attempts: 1,
+          },
+        },
+      ],
+    });
     await ssoLogin('ada');
     await page.waitForSelector('table#runs');
     const cookie = (await browser.cookies(base)).find((c) => c.name === 'bosun_console')!;
@@ -182,6 +212,7 @@ describe('console login through OpenID Connect', () => {
     expect(await block.locator('.approval-incident').textContent()).toBe(
       'Incident inc-oidc-ada critical checkout pods crash-looping · service checkout · source am',
     );
+    expect(await block.locator('.approval-specialists li').allTextContents()).toEqual(['database completed no database errors']);
     await block.locator('.approval-steps summary').click();
     expect(await block.locator('.approval-steps li').allTextContents()).toEqual([
       'demo__get_logs {"pod":"checkout-1"} → OOMKilled after deploy 41',
@@ -215,6 +246,14 @@ describe('console login through OpenID Connect', () => {
     expect(r.text).toContain('read-only: Bob Viewer is not in console.oidc.operatorGroups');
     expect((await postFromPage(`/api/dead-letters/nothing/retry`, {})).status).toBe(403);
     expect((await store.get(approval.id))!.status).toBe('pending');
+    // The list recorded nobody; the approval's own page records him, and shows who has looked.
+    const reader = new ApprovalReader({ redis: ctx.redis, prefix: ctx.prefix });
+    expect(await reader.viewers(approval.id)).toEqual([]);
+    await page.goto(`${base}/#/approval/${approval.id}`);
+    const seen = page.locator('#approval .approval-viewers');
+    await seen.waitFor();
+    expect(await seen.textContent()).toMatch(/^Seen by Bob Viewer \(console\) at \d{4}-/);
+    expect(await reader.viewers(approval.id)).toEqual([{ name: 'Bob Viewer', verified: true, path: 'console', at: expect.any(String) }]);
   });
 
   it('refuses a person outside allowedGroups, saying so, without a session', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Job, Queue } from 'bullmq';
-import { ApprovalStore, type Approval } from '@bosun/transport';
-import type { ApprovalView } from '@bosun/contract';
+import { ApprovalStore, RedisCheckpointStore, type Approval } from '@bosun/transport';
+import { runCheckpointId, type ApprovalView, type RunCheckpoint } from '@bosun/contract';
 import {
   EventCollector,
   demoConfig,
@@ -67,6 +67,43 @@ async function seed(id: string, runId: string): Promise<Approval> {
   });
 }
 
+/**
+ * The run's checkpoint as the coordinator keeps it: the asking kubernetes task still running,
+ * and a database specialist that has finished with its finding.
+ */
+async function seedRun(runId: string): Promise<void> {
+  const checkpoint: RunCheckpoint = {
+    v: 1,
+    runId,
+    incidentId: `inc-${runId}`,
+    startedAt: new Date().toISOString(),
+    deadlineAt: new Date(Date.now() + 600_000).toISOString(),
+    jobId: `inc-${runId}`,
+    mode: 'route',
+    phase: 'waiting',
+    round: 0,
+    messages: [],
+    delegations: [
+      { taskId: `${runId}-kubernetes-1`, agent: 'kubernetes', round: 0, task: 'look' },
+      {
+        taskId: `${runId}-database-1`,
+        agent: 'database',
+        round: 0,
+        task: 'look',
+        result: {
+          v: 1,
+          taskId: `${runId}-database-1`,
+          agent: 'database',
+          status: 'completed',
+          output: { summary: 'the config store lost v12', token: 'tok-secret-1' },
+          attempts: 1,
+        },
+      },
+    ],
+  };
+  await new RedisCheckpointStore({ redis: ctx.redis, prefix: ctx.prefix }).save(runCheckpointId(runId), checkpoint);
+}
+
 /** Parks a task job for an approval: delayed until (far past) the approval's timeout. */
 async function park(approvalId: string, jobId: string): Promise<Job> {
   const job = await parked.add('task', { approvalId }, { jobId, delay: 600_000 });
@@ -97,6 +134,7 @@ describe('bosun approvals, approve, deny', () => {
 
   beforeAll(async () => {
     await seed(id, runId);
+    await seedRun(runId);
     job = await park(id, 'task-cli-1');
   });
 
@@ -119,6 +157,8 @@ describe('bosun approvals, approve, deny', () => {
     // The context a person decides from: the incident and the run so far.
     expect(r.stdout).toContain(`incident: inc-${id} [critical] payments pods crash-looping  service payments  source am`);
     expect(r.stdout).toContain('      demo__get_logs {"pod":"payments-7f9c"} -> config v12 not found');
+    // The run's other specialists, from the run's checkpoint as it is now.
+    expect(r.stdout).toContain('    other specialists:\n      database completed: the config store lost v12\n');
     const call0 = lines.find((l) => l.includes('[0] demo__get_pods'));
     const call1 = lines.find((l) => l.includes('[1] demo__restart_pod'));
     expect(call0).toContain('{"namespace":"payments"}');
@@ -138,6 +178,10 @@ describe('bosun approvals, approve, deny', () => {
     expect(list[0]!.calls).toHaveLength(2);
 
     expect(list[0]).toMatchObject({ progress: { text: '0 of 1' }, decisions: [] });
+    expect((list[0] as ApprovalView).specialists).toEqual([
+      { taskId: `${runId}-database-1`, agent: 'database', status: 'completed', finding: 'the config store lost v12' },
+    ]);
+    expect(json.stdout).not.toContain('tok-secret-1');
 
     const show = await bosun(['approvals', 'show', id]);
     expect(show.code, show.stderr).toBe(0);
@@ -340,9 +384,15 @@ describe('the coordinator HTTP API', () => {
       decisions: [],
     });
 
+    // This run has no checkpoint (expired, say): the approval reads all the same, without specialists.
+    expect(list[0]!.specialists).toBeUndefined();
+
     const one = await call(`/approvals/${id}`);
     expect(one.status).toBe(200);
-    expect(((await one.json()) as Approval).runId).toBe(runId);
+    const shown = (await one.json()) as ApprovalView;
+    expect(shown.runId).toBe(runId);
+    // The shared token names nobody: no viewer is recorded.
+    expect(shown.viewers).toBeUndefined();
 
     expect((await call('/approvals/appr-unknown')).status).toBe(404);
     expect((await call('/approvals/appr-unknown', { method: 'POST', body: JSON.stringify({ decision: 'approve' }) })).status).toBe(404);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApprovalStore, type Approval } from '@bosun/transport';
+import type { ApprovalView } from '@bosun/contract';
 import {
   demoConfig,
   freePort,
@@ -137,5 +138,39 @@ describe('the CLI with per-person tokens', () => {
     expect((await store.get('ap-id-cli-2'))!.status).toBe('pending');
     // Reading needs no token: the CLI reads Redis as it always has.
     expect((await bosun(['approvals', 'show', 'ap-id-cli-2'])).code).toBe(0);
+  });
+});
+
+describe('who has looked at an approval', () => {
+  it('records each identified person who reads one approval (HTTP, CLI), once each, and nobody for a list or the shared token', async () => {
+    await seed('ap-id-seen-1');
+    const first = await call('/approvals/ap-id-seen-1', TOKENS.rita);
+    expect(first.status).toBe(200);
+    const seen = ((await first.json()) as ApprovalView).viewers!;
+    expect(seen).toEqual([{ name: 'rita', verified: true, path: 'http', at: expect.any(String) }]);
+    // A list and the shared token record nobody.
+    expect((await call('/approvals', TOKENS.bob)).status).toBe(200);
+    expect((await call('/approvals/ap-id-seen-1', SHARED)).status).toBe(200);
+    // Reading without a token (the CLI needs none to read) records nobody either.
+    const anonymous = await bosun(['approvals', 'show', 'ap-id-seen-1']);
+    expect(anonymous.code, anonymous.stderr).toBe(0);
+    expect((JSON.parse(anonymous.stdout) as ApprovalView).viewers).toHaveLength(1);
+
+    const shown = await bosun(['approvals', 'show', 'ap-id-seen-1'], { BOSUN_TOKEN: TOKENS.bob });
+    expect(shown.code, shown.stderr).toBe(0);
+    const viewers = (JSON.parse(shown.stdout) as ApprovalView).viewers!;
+    expect(viewers.map((v) => [v.name, v.path])).toEqual([
+      ['bob', 'cli'],
+      ['rita', 'http'],
+    ]);
+    // rita again: still one entry for her, at the later time.
+    const again = (await (await call('/approvals/ap-id-seen-1', TOKENS.rita)).json()) as ApprovalView;
+    expect(again.viewers!.map((v) => v.name)).toEqual(['rita', 'bob']);
+    expect(Date.parse(again.viewers![0]!.at)).toBeGreaterThan(Date.parse(seen[0]!.at));
+    // `bosun approvals` prints them.
+    const listed = await bosun(['approvals']);
+    expect(listed.stdout).toMatch(/seen by: rita \(http\) \S+, bob \(cli\) \S+/);
+    // A token that is nobody's is refused when reading, as when deciding.
+    expect((await bosun(['approvals', 'show', 'ap-id-seen-1'], { BOSUN_TOKEN: 'who-knows' })).code).toBe(4);
   });
 });

@@ -1,8 +1,8 @@
 import { createHash, createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
-import { DEAD_LETTER_QUEUE, INCIDENT_JOB, type Approval, type DeadLetter } from '@bosun/contract';
-import { ApprovalStore } from '@bosun/transport';
+import { DEAD_LETTER_QUEUE, INCIDENT_JOB, runCheckpointId, type Approval, type DeadLetter } from '@bosun/contract';
+import { ApprovalStore, RedisCheckpointStore } from '@bosun/transport';
 import { SlackApi, SlackApiError } from '@bosun/intake';
 import { openContext, waitUntil, type TestContext } from '../helpers/index.js';
 import { startIntake, type IntakeUnderTest } from '../helpers/intake.js';
@@ -100,10 +100,41 @@ async function pendingApproval(): Promise<Approval> {
     },
     { jobId: incidentId },
   );
+  const runId = `r${String(approvals).padStart(20, '0')}`;
+  // The run so far, as the coordinator keeps it: a database specialist has finished.
+  await new RedisCheckpointStore({ redis: ctx.redis, prefix: ctx.prefix }).save(runCheckpointId(runId), {
+    v: 1,
+    runId,
+    incidentId,
+    startedAt: new Date().toISOString(),
+    deadlineAt: new Date(Date.now() + 600_000).toISOString(),
+    jobId: incidentId,
+    mode: 'route',
+    phase: 'waiting',
+    round: 0,
+    messages: [],
+    delegations: [
+      { taskId: `slack-${approvals}`, agent: 'kubernetes', round: 0, task: 'look' },
+      {
+        taskId: `slack-db-${approvals}`,
+        agent: 'database',
+        round: 0,
+        task: 'look',
+        result: {
+          v: 1,
+          taskId: `slack-db-${approvals}`,
+          agent: 'database',
+          status: 'completed',
+          output: { summary: 'no database errors since the deploy', password: 'db-pass-do-not-show' },
+          attempts: 1,
+        },
+      },
+    ],
+  });
   const now = Date.now();
   return store.request({
     id: `ap-slack-${approvals}-s1`,
-    runId: `r${String(approvals).padStart(20, '0')}`,
+    runId,
     incidentId,
     agent: 'kubernetes',
     taskId: `slack-${approvals}`,
@@ -118,6 +149,7 @@ async function pendingApproval(): Promise<Approval> {
         key: `k${approvals}-1`,
       },
     ],
+    steps: [{ tool: 'demo.get_logs', args: { service: 'checkout' }, result: 'cache entry corrupt: checkout-v42' }],
     createdAt: new Date(now).toISOString(),
     timeoutAt: new Date(now + 3_600_000).toISOString(),
   });
@@ -179,6 +211,11 @@ describe('the approval message', () => {
     expect(text).toContain('3 of 3 pods restarted 12 times');
     expect(text).toContain('[redacted]');
     expect(text).not.toContain('sk-live-do-not-show');
+    // The run so far: how far it has got, the other specialists' findings, the earlier steps.
+    expect(text).toContain('*Approvals*\\n0 of 1');
+    expect(text).toContain('• *database* completed: no database errors since the deploy');
+    expect(text).toContain('• `demo.get_logs` {\\"service\\":\\"checkout\\"} → cache entry corrupt: checkout-v42');
+    expect(text).not.toContain('db-pass-do-not-show');
     // The call that needs no approval is not offered as one.
     expect(text).not.toContain('demo.get_service_status');
     const actions = blocks.find((b) => b.type === 'actions')!;
@@ -315,6 +352,24 @@ describe('POST /slack/interactions', () => {
     expect((await interact(payloadOf(a.id, winner, 'bosun.deny'))).status).toBe(200);
     expect(updatesOf(a.id)).toHaveLength(1);
     expect((await store.get(a.id))!.status).toBe(decided.status);
+  });
+
+  it('an approval decided elsewhere: the first click after it updates the message once, saying who decided and how', async () => {
+    const a = await pendingApproval();
+    const { args } = await posted(a.id);
+    await store.decide(a.id, { approve: true, by: 'carol', actor: { name: 'carol', verified: true, path: 'cli' } });
+    expect(updatesOf(a.id)).toHaveLength(0);
+    expect((await interact(payloadOf(a.id, 'U0BOB0001', 'bosun.deny', args.blocks))).status).toBe(200);
+    const updates = updatesOf(a.id);
+    expect(updates).toHaveLength(1);
+    const shown = JSON.stringify(updates[0]!.args.blocks);
+    expect(shown).toContain('*Approved* (call 1) by *carol* via cli at');
+    expect(shown).not.toContain('bosun.approve');
+    expect(String(ephemeralsTo('U0BOB0001').at(-1)!.args.text)).toContain('already decided: approved by carol');
+    // Later clicks change nothing.
+    expect((await interact(payloadOf(a.id, 'U0ALICE01', 'bosun.approve', args.blocks))).status).toBe(200);
+    expect(updatesOf(a.id)).toHaveLength(1);
+    expect((await store.get(a.id))!).toMatchObject({ status: 'approved', decidedBy: 'carol' });
   });
 
   it('a signed payload of another interaction type is taken and ignored; a malformed one is a 400', async () => {

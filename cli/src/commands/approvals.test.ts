@@ -49,4 +49,28 @@ describe('bosun approvals', () => {
       'timeout by bosun (approval timeout) at T',
     );
   });
+
+  it('shows the run’s other specialists with their last findings, and who has looked at it', () => {
+    const text = formatApprovals(
+      [
+        {
+          ...approval,
+          specialists: [
+            { taskId: 't2', agent: 'database', status: 'completed', finding: 'the pool is\nexhausted' },
+            { taskId: 't3', agent: 'network', status: 'queued' },
+          ],
+          viewers: [{ name: 'bob', verified: true, path: 'console', at: '2026-01-01T00:09:40.000Z' }],
+        },
+      ],
+      now,
+    );
+    expect(text).toContain(
+      '    other specialists:\n      database completed: the pool is exhausted\n      network queued\n    so far (2 steps):',
+    );
+    expect(text).toContain('    seen by: bob (console) 2026-01-01T00:09:40.000Z');
+    expect(formatApprovals([{ ...approval, specialistsProblem: 'checkpoint run:r1 is not valid JSON' }], now)).toContain(
+      '    other specialists: unreadable (checkpoint run:r1 is not valid JSON)',
+    );
+    expect(formatApprovals([approval], now)).not.toMatch(/other specialists|seen by/);
+  });
 });

@@ -7,20 +7,28 @@ import {
   DecisionError,
   approvalDecisions,
   approvalProgress,
-  approvalView,
   parseDecision,
   type Actor,
   type Approval,
   type ApprovalDecisionEntry,
+  type ApprovalReadContext,
   type Decision,
   errorMessage,
   sleep,
 } from '@bosun/contract';
 import { createLogger, type BosunEnv } from '@bosun/config';
-import { ApprovalError, ApprovalStore, EventPublisher, approvalResolvedEvent, connectNats, ensureRunsStream } from '@bosun/transport';
+import {
+  ApprovalError,
+  ApprovalReader,
+  ApprovalStore,
+  EventPublisher,
+  approvalResolvedEvent,
+  connectNats,
+  ensureRunsStream,
+} from '@bosun/transport';
 import { UsageError } from '../args.js';
 import { commandGroup, defineRedisCommand, type RedisDeps } from '../command.js';
-import { TOKEN_FILE_OPTION, cliIdentity } from '../identity.js';
+import { TOKEN_FILE_OPTION, cliIdentity, cliViewer } from '../identity.js';
 import { OperatorError, formatAge, oneLine, type OperatorDeps } from '../operator.js';
 import { printJson, printText } from '../terminal.js';
 
@@ -63,8 +71,24 @@ function stepLines(a: Approval): string[] {
   ];
 }
 
-/** The text of `bosun approvals list`. */
-export function formatApprovals(approvals: Approval[], now = Date.now()): string {
+/** The run's other specialists, a line each: `database completed: the pool is exhausted`. */
+function specialistLines(a: ApprovalReadContext): string[] {
+  if (a.specialistsProblem) return [`    other specialists: unreadable (${oneLine(a.specialistsProblem, 200)})`];
+  if (!a.specialists || a.specialists.length === 0) return [];
+  return [
+    '    other specialists:',
+    ...a.specialists.map((s) => `      ${s.agent} ${s.status}${s.finding ? `: ${oneLine(s.finding, STEP_MAX)}` : ''}`),
+  ];
+}
+
+/** Who has looked at it: `seen by: alice (console) 2026-…, bob (cli) 2026-…`. */
+function viewerLine(a: ApprovalReadContext): string[] {
+  if (!a.viewers || a.viewers.length === 0) return [];
+  return [`    seen by: ${a.viewers.map((v) => `${oneLine(v.name, 100)} (${v.path}) ${v.at}`).join(', ')}`];
+}
+
+/** The text of `bosun approvals list`: each approval, with the context read beside it when there is some. */
+export function formatApprovals(approvals: (Approval & ApprovalReadContext)[], now = Date.now()): string {
   if (approvals.length === 0) return 'no pending approvals';
   const lines: string[] = [];
   for (const a of approvals) {
@@ -75,10 +99,12 @@ export function formatApprovals(approvals: Approval[], now = Date.now()): string
       lines.push(
         `    incident: ${i.id} [${i.severity}] ${oneLine(i.title, 200)}${i.service ? `  service ${i.service}` : ''}  source ${i.source}`,
       );
+    lines.push(...specialistLines(a));
     lines.push(...stepLines(a));
     lines.push(`    reason: ${oneLine(a.reason || '(none given)', 300)}`);
     if (a.rule) lines.push(`    needs: ${votesLine(a)}`);
     for (const d of approvalDecisions(a)) lines.push(`    ${decisionLine(d)}`);
+    lines.push(...viewerLine(a));
     for (const c of a.calls) {
       lines.push(`    [${c.index}] ${c.tool} ${oneLine(JSON.stringify(c.args), ARGS_MAX)}${c.needsApproval ? '   <- needs approval' : ''}`);
     }
@@ -98,8 +124,9 @@ const list = defineRedisCommand({
   positionals: 0,
   check: ({ values }) => ({ json: values.json }),
   async handler({ json }, deps) {
-    const pending = await withApprovals(deps, (store) => store.pending());
-    if (json) printJson(pending.map(approvalView));
+    // A list records no viewer: listing is not looking at one approval.
+    const pending = await withApprovals(deps, async (store) => new ApprovalReader(deps).views(await store.pending()));
+    if (json) printJson(pending);
     else printText(formatApprovals(pending));
     return 0;
   },
@@ -108,18 +135,21 @@ const list = defineRedisCommand({
 const show = defineRedisCommand({
   name: 'show',
   label: 'approvals',
-  usage: '  bosun approvals show <id>         print one approval (JSON, with its progress and decisions)',
-  options: {},
+  usage: `  bosun approvals show <id> [--token-file <f>]
+                                    print one approval (JSON, with its progress, decisions, the
+                                    run's other specialists and who has looked at it); with
+                                    BOSUN_TOKEN (or --token-file) you are recorded as a viewer`,
+  options: { ...TOKEN_FILE_OPTION },
   positionals: 1,
-  check({ positionals }) {
+  check({ values, positionals }, env) {
     const id = positionals[0];
     if (!id) throw new UsageError('approvals show needs an approval id (see bosun approvals list)');
-    return id;
+    return { id, viewer: cliViewer(env, values['token-file'], `reading approval ${id}`)?.actor };
   },
-  async handler(id, deps) {
+  async handler({ id, viewer }, deps) {
     const a = await withApprovals(deps, (store) => store.get(id));
     if (!a) throw new OperatorError('not_found', `no approval ${id} under BOSUN_PREFIX=${deps.prefix}`);
-    printJson(approvalView(a));
+    printJson(await new ApprovalReader(deps).view(a, viewer));
     return 0;
   },
 });

@@ -5,9 +5,10 @@
  * behind its CSRF token), see `server.ts`.
  */
 import type { Job } from 'bullmq';
-import { DeadLetterKind, RunResult, approvalView, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
+import { DeadLetterKind, RunResult, parseDecision, DecisionError, errorMessage, sleep } from '@bosun/contract';
 import {
   ApprovalError,
+  ApprovalReader,
   HttpError,
   RUN_STATES,
   approvalResolvedEvent,
@@ -62,7 +63,12 @@ function jobDetail(job: Job | null): { incident?: unknown; result?: RunResult } 
 }
 
 export class ConsoleApi {
-  constructor(private readonly deps: ConsoleDeps) {}
+  /** Reads approvals with the run's other specialists and their viewers, and records who reads one. */
+  private readonly reader: ApprovalReader;
+
+  constructor(private readonly deps: ConsoleDeps) {
+    this.reader = new ApprovalReader(deps);
+  }
 
   async listRuns({ res, query }: RouteContext): Promise<void> {
     const status = query.get('status') ?? '';
@@ -79,12 +85,24 @@ export class ConsoleApi {
     const job = await this.deps.runs.findJob(runId);
     const view = await showRun(this.deps, runId).catch((err: unknown) => ({ problems: [errorMessage(err)] }));
     // Each decision of the run, with its person, path and time, as the run page shows them.
-    const approvals = (await this.deps.approvals.ofRun(runId)).map(approvalView);
+    const approvals = await this.reader.views(await this.deps.approvals.ofRun(runId));
     sendJson(res, 200, { summary, ...jobDetail(job), view, approvals });
   }
 
   async listApprovals({ res }: RouteContext): Promise<void> {
-    sendJson(res, 200, (await this.deps.approvals.pending()).map(approvalView));
+    sendJson(res, 200, await this.reader.views(await this.deps.approvals.pending()));
+  }
+
+  /**
+   * One approval (its console page), recording the session's person as a viewer when the
+   * session names one (single sign-on or a person's token; the shared token names nobody).
+   */
+  async showApproval({ req, res, params }: RouteContext, who: Identity): Promise<void> {
+    req.resume();
+    const id = params.id!;
+    const a = await this.deps.approvals.get(id);
+    if (!a) throw new HttpError(404, `no approval ${id}`);
+    sendJson(res, 200, await this.reader.view(a, who.actor.verified ? who.actor : undefined));
   }
 
   /** Decides an approval as the session's person (`who`); a typed `by` renames only an unverified one. */
@@ -100,10 +118,10 @@ export class ConsoleApi {
     try {
       const decided = await this.deps.approvals.decide(id, decision);
       // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
-      if (decided.status === 'pending') return sendJson(res, 200, approvalView(decided));
+      if (decided.status === 'pending') return sendJson(res, 200, await this.reader.view(decided));
       this.deps.events.emit(approvalResolvedEvent(decided));
       await Promise.race([this.deps.events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
-      sendJson(res, 200, approvalView(decided));
+      sendJson(res, 200, await this.reader.view(decided));
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
       const status = { not_found: 404, already_decided: 409, bad_request: 400, forbidden: 403 }[err.code];

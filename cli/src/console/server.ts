@@ -12,7 +12,7 @@
  *   GET  /api/session            the session's CSRF token
  *   GET  /api/runs[?status=]     GET /api/runs/<runId>
  *   GET  /api/events[?run=<id>]  run events (SSE)
- *   GET  /api/approvals          POST /api/approvals/<id>
+ *   GET  /api/approvals          GET /api/approvals/<id> (records the person as a viewer), POST /api/approvals/<id>
  *   GET  /api/dead-letters[?kind=]  POST /api/dead-letters/<id>/retry, POST /api/dead-letters/<id>/drop
  *   POST /api/tool-calls/<key>/ack  `{"action": "done" | "retry" | "skip"}` (an in-doubt call, as `bosun ack`)
  *   GET  /api/stats              runs per minute, p50/p99 duration, degraded results
@@ -159,6 +159,7 @@ class ConsoleRoutes {
         .on('GET', '/api/runs', (c) => this.guard(c.req, c.res, () => this.api.listRuns(c), 'read'))
         .on('GET', '/api/runs/:runId', (c) => this.guard(c.req, c.res, () => this.api.showRun(c), 'read'))
         .on('GET', '/api/approvals', (c) => this.guard(c.req, c.res, () => this.api.listApprovals(c), 'read'))
+        .on('GET', '/api/approvals/:id', (c) => this.guard(c.req, c.res, (who) => this.api.showApproval(c, who), 'read'))
         .on('POST', '/api/approvals/:id', (c) => this.guardPost(c.req, c.res, 'approve', (who) => this.api.decide(c, who)))
         .on('GET', '/api/dead-letters', (c) => this.guard(c.req, c.res, () => this.api.listDeadLetters(c), 'read'))
         .on('POST', '/api/dead-letters/:id/retry', (c) => this.guardPost(c.req, c.res, 'retry', () => this.api.retryDeadLetter(c)))

@@ -1,10 +1,46 @@
-import { approvalDue, approvalRequestedEvent, taskApprovalId, type Approval, type CatalogTool, type CodeActCall } from '@bosun/contract';
+import {
+  APPROVAL_STEP_LIMITS,
+  approvalDue,
+  approvalRequestedEvent,
+  redactSecrets,
+  taskApprovalId,
+  type Approval,
+  type ApprovalStep,
+  type CatalogTool,
+  type CodeActCall,
+} from '@bosun/contract';
 import type { TaskRun } from './task-run.js';
 import { incidentContext, parkForApproval, ruleOf } from './task-approval.js';
 
 /** The approval a script's call to an `ask` tool needs: one per call, `ap-<taskId>-s<step>-c<i>`. */
 export function scriptApprovalId(taskId: string, step: number, index: number): string {
   return `${taskApprovalId(taskId, step)}-c${index}`;
+}
+
+/**
+ * The run so far of a script's call, as its approval shows it: the script's earlier calls that
+ * have their answer (before the one at `index`), arguments redacted, the first characters of
+ * each answer; the latest {@link APPROVAL_STEP_LIMITS}`.steps`. Earlier model turns are not
+ * included: their scripts' journals are gone, and only their outcome's text is in the history.
+ */
+export function scriptStepsSoFar(calls: readonly CodeActCall[], index: number): ApprovalStep[] {
+  const max = APPROVAL_STEP_LIMITS.result;
+  return calls
+    .slice(0, index)
+    .flatMap((c): ApprovalStep[] => {
+      if (!c.answer) return [];
+      const error = 'error' in c.answer ? c.answer.error : undefined;
+      const text = error ?? (JSON.stringify(redactSecrets('ok' in c.answer ? c.answer.ok : null)) || '');
+      return [
+        {
+          tool: c.tool,
+          args: redactSecrets(c.args) as Record<string, unknown>,
+          result: text.length > max ? `${text.slice(0, max - 1)}…` : text,
+          ...(error !== undefined ? { isError: true } : {}),
+        },
+      ];
+    })
+    .slice(-APPROVAL_STEP_LIMITS.steps);
 }
 
 /**
@@ -34,6 +70,7 @@ export async function scriptApproval(run: TaskRun, call: CodeActCall, index: num
       // As in the task loop: the tool's rule of several people, who started the run, the incident.
       ...ruleOf(run, [tool]),
       incident: incidentContext(job.incident),
+      steps: scriptStepsSoFar(state.codeact?.calls ?? [], index),
     });
     run.deps.events.emit(approvalRequestedEvent(approval));
     run.deps.log.info({ approvalId: id, taskId: job.taskId }, 'script waiting for approval');

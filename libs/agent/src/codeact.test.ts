@@ -357,6 +357,8 @@ describe('runCodeActTask', () => {
         calls: [{ index: 1, tool: 'calc__reset', key: `${TASK_ID}-s1-c1` }],
       });
       expect(shared.gateway.sent.map((c) => c.tool)).toEqual(['calc__add']);
+      // The run so far: the script's earlier call, with its answer.
+      expect(shared.approvals.items.get(id)!.steps).toEqual([{ tool: 'calc__add', args: { n: 5 }, result: expect.any(String) }]);
       return { shared, id };
     }
 

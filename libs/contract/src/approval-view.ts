@@ -1,5 +1,6 @@
 import { APPROVAL_TIMEOUT_REASON, type Approval } from './approvals.js';
 import type { DecisionPath } from './identity.js';
+import type { ApprovalSpecialist, ApprovalViewer } from './approval-context.js';
 
 /*
  * An approval as a person deciding reads it (issue 23 item 3): how far it has got ("1 of 2") and
@@ -29,8 +30,23 @@ export interface ApprovalDecisionEntry {
   reason?: string;
 }
 
-/** An approval with its {@link ApprovalProgress} and {@link ApprovalDecisionEntry decisions}. */
-export type ApprovalView = Approval & { progress: ApprovalProgress; decisions: ApprovalDecisionEntry[] };
+/**
+ * What is read beside an approval when it is answered (`libs/transport/src/approval-context.ts`):
+ * the run's other specialists (absent when the run's checkpoint is gone: expired, or a call of
+ * the gateway's MCP face, which has no run), why they could not be read, and who has looked at it.
+ */
+export interface ApprovalReadContext {
+  specialists?: ApprovalSpecialist[];
+  /** Why the run's specialists could not be read (its checkpoint does not parse), when they could not. */
+  specialistsProblem?: string;
+  viewers?: ApprovalViewer[];
+}
+
+/**
+ * An approval with its {@link ApprovalProgress}, its {@link ApprovalDecisionEntry decisions}
+ * and, when read with it, its {@link ApprovalReadContext context}.
+ */
+export type ApprovalView = Approval & { progress: ApprovalProgress; decisions: ApprovalDecisionEntry[] } & ApprovalReadContext;
 
 /** How far `a` has got: under a rule of several people its votes, else 1 once approved. */
 export function approvalProgress(a: Approval): ApprovalProgress {
@@ -58,7 +74,7 @@ export function approvalDecisions(a: Approval): ApprovalDecisionEntry[] {
   ];
 }
 
-/** `a` with its progress and decisions, as the operator surfaces answer it. */
-export function approvalView(a: Approval): ApprovalView {
-  return { ...a, progress: approvalProgress(a), decisions: approvalDecisions(a) };
+/** `a` with its progress and decisions, and the `context` read beside it, as the operator surfaces answer it. */
+export function approvalView(a: Approval, context: ApprovalReadContext = {}): ApprovalView {
+  return { ...a, progress: approvalProgress(a), decisions: approvalDecisions(a), ...context };
 }

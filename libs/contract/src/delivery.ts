@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { Approval } from './approvals.js';
+import { ApprovalSpecialist } from './approval-context.js';
 import { RunResult, Severity } from './schemas.js';
 
 /** Queue of answers to deliver to the configured sinks (docs/intake-and-delivery.md). Job name {@link DELIVERY_JOB}. */
@@ -73,6 +74,11 @@ export const ApprovalAnnouncement = z.object({
   approval: Approval,
   /** The incident the approval belongs to, when its job could be read (absent in announcements made before it). */
   incident: ApprovalIncident.optional(),
+  /**
+   * The run's other specialists and their last findings when the announcement was queued, read
+   * from the run's checkpoint (absent when it was gone, and in announcements made before it).
+   */
+  specialists: z.array(ApprovalSpecialist).optional(),
 });
 export type ApprovalAnnouncement = z.infer<typeof ApprovalAnnouncement>;
 

@@ -127,7 +127,17 @@ export {
 } from './approvals.js';
 export type { ProposedCallInput, ApprovalRequest, Decision, DecisionProblem, ParseDecisionOptions } from './approvals.js';
 export { approvalView, approvalProgress, approvalDecisions } from './approval-view.js';
-export type { ApprovalView, ApprovalProgress, ApprovalDecisionEntry } from './approval-view.js';
+export type { ApprovalView, ApprovalProgress, ApprovalDecisionEntry, ApprovalReadContext } from './approval-view.js';
+export {
+  APPROVAL_CONTEXT_LIMITS,
+  ApprovalSpecialist,
+  ApprovalSpecialistStatus,
+  ApprovalViewer,
+  findingText,
+  runSpecialists,
+  tasksToRead,
+} from './approval-context.js';
+export type { TaskRead } from './approval-context.js';
 export { DecisionPath, Role, ROLES, ACTOR_LIMITS, Actor, describeActor } from './identity.js';
 export {
   TaskPending,

@@ -60,6 +60,8 @@ export {
   matchesProposedCall,
 } from './approvals.js';
 export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './approvals.js';
+export { ApprovalReader } from './approval-context.js';
+export type { ApprovalReaderOptions, ApprovalReaderActor } from './approval-context.js';
 export { ApprovalWaiter, TIMEOUT_DENIAL } from './approval-waiter.js';
 export type { ApprovalWaiterOptions, ApprovalWaitOptions } from './approval-waiter.js';
 export { RunControl, RunControlError, RUN_STATES, CANCEL_BY_MAX, CANCEL_REASON_MAX, readRunCancellation } from './runs.js';

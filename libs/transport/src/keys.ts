@@ -29,6 +29,10 @@ export const keys = {
   /** The decision on an approval request (JSON), written once. */
   approvalDecision: (prefix: string, id: string) => `${prefix}:approval:${id}:decision`,
   approvalVotes: (prefix: string, id: string) => `${prefix}:approval:${id}:votes`,
+  /** Who has read an approval: a hash of the person's name (lower-cased) → `ApprovalViewer` JSON, with the approval's TTL. */
+  approvalViewers: (prefix: string, id: string) => `${prefix}:approval:${id}:viewers`,
+  /** Set (SET NX, 30 days) by the one Slack click that updates an approval's message: it is updated once. */
+  slackMessageUpdated: (prefix: string, approvalId: string) => `${prefix}:slack:updated:${approvalId}`,
   /** Pending approval ids, scored by creation time. */
   approvalsPending: (prefix: string) => `${prefix}:approvals:pending`,
   /** The ids of a run's approvals (a set), so its page can show each decision. */

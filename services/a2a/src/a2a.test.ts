@@ -8,7 +8,7 @@ import { incidentFrom, incidentIdFor } from './intake.js';
 import { runModeOf } from './modes.js';
 import { allowedPushUrl, headerProblem } from './push.js';
 import { envelopeProblem } from './server.js';
-import { artifactsOf, stateOf, taskOf } from './view.js';
+import { approvalText, artifactsOf, stateOf, taskOf } from './view.js';
 
 const text = (value: string): Part => ({ content: { $case: 'text', value }, metadata: undefined, filename: '', mediaType: 'text/plain' });
 const data = (value: unknown): Part => ({
@@ -152,6 +152,31 @@ describe('the task of a run', () => {
     expect(artifacts.map((a) => a.metadata?.incomplete)).toEqual([['database (stalled)'], ['database (stalled)']]);
     expect(task.history).toHaveLength(2);
     expect(taskOf(record, { since: '', jobState: 'active' }, 0).history).toEqual([]);
+  });
+
+  it("an approval's input-required message: the timeout, the other specialists' findings, the earlier steps and the progress", () => {
+    const approval = {
+      id: 'ap-1',
+      agent: 'kubernetes',
+      reason: 'roll back',
+      createdAt: '',
+      timeoutAt: '2026-01-01T00:05:00.000Z',
+      calls: [{ index: 0, tool: 'demo__rollback', args: { to: 'v41' }, needsApproval: true }],
+      progress: '0 of 1',
+      specialists: [
+        { taskId: 't2', agent: 'database', status: 'completed' as const, finding: 'the pool\nis exhausted' },
+        { taskId: 't3', agent: 'network', status: 'queued' as const },
+      ],
+      steps: [{ tool: 'demo__get_logs', args: { pod: 'p' }, result: 'x'.repeat(500), isError: true }],
+    };
+    const text = approvalText(approval);
+    expect(text).toContain('waits for an operator until 2026-01-01T00:05:00.000Z');
+    expect(text).toContain('Other specialists of the run:\n  database (completed): the pool is exhausted\n  network (queued)\n');
+    expect(text).toContain(`Earlier steps of kubernetes:\n  demo__get_logs {"pod":"p"} -> error: ${'x'.repeat(159)}…\n`);
+    expect(text).toContain('Approvals: 0 of 1.');
+    const two = approvalText({ ...approval, required: 2, approvedBy: ['alice'], progress: '1 of 2' });
+    expect(two).toContain('Needs 2 different people: 1 of 2 approved (alice).');
+    expect(two).not.toContain('Approvals:');
   });
 });
 

@@ -15,8 +15,8 @@ import {
   type A2aTaskRecord,
   type Incident,
 } from '@bosun/contract';
-import type { ApprovalStore, RedisClient } from '@bosun/transport';
-import type { PendingApproval, RunView } from './view.js';
+import { ApprovalReader, type ApprovalStore, type RedisClient } from '@bosun/transport';
+import { A2A_STEPS, type PendingApproval, type RunView } from './view.js';
 
 /**
  * How long a task whose incident job is not there yet counts as submitted: a send that lost the
@@ -28,6 +28,8 @@ const iso = (ms: number | undefined, fallback: string): string => (ms ? new Date
 
 export class RunReader {
   readonly incidents: Queue;
+  /** The run's other specialists of an approval, read from the run's checkpoint. */
+  private readonly reader: ApprovalReader;
 
   constructor(
     private readonly redis: RedisClient,
@@ -35,6 +37,7 @@ export class RunReader {
     private readonly approvals: ApprovalStore,
   ) {
     this.incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
+    this.reader = new ApprovalReader({ redis, prefix });
   }
 
   /** The run id of an incident job already there (an earlier task's), if any. */
@@ -111,8 +114,11 @@ export class RunReader {
 
   /** The oldest pending approval of a run, if any. */
   async pendingApproval(runId: string): Promise<PendingApproval | undefined> {
-    const a = (await this.approvals.pending()).find((p) => p.runId === runId && p.status === 'pending');
-    if (!a) return undefined;
+    const found = (await this.approvals.pending()).find((p) => p.runId === runId && p.status === 'pending');
+    if (!found) return undefined;
+    // A2A callers are not identified people of the operators list: reading records no viewer.
+    const a = await this.reader.view(found);
+    const steps = (a.steps ?? []).slice(-A2A_STEPS.steps);
     return {
       id: a.id,
       agent: a.agent,
@@ -122,6 +128,9 @@ export class RunReader {
       calls: a.calls.map((c) => ({ index: c.index, tool: c.tool, args: c.args, needsApproval: c.needsApproval })),
       ...(a.rule ? { required: a.rule.required, approvedBy: (a.votes ?? []).map((v) => v.actor.name) } : {}),
       ...(a.incident ? { incident: a.incident } : {}),
+      progress: a.progress.text,
+      ...(a.specialists && a.specialists.length > 0 ? { specialists: a.specialists } : {}),
+      ...(steps.length > 0 ? { steps } : {}),
     };
   }
 

@@ -4,7 +4,7 @@
  * (task ↔ run, context, history); the state is never copied, so every replica reads the same.
  */
 import { Role, TaskState, type Artifact, type Message, type Part, type Task, type TaskStatus } from '@a2a-js/sdk';
-import type { A2aTaskRecord, RunResult } from '@bosun/contract';
+import type { A2aTaskRecord, ApprovalSpecialist, ApprovalStep, RunResult } from '@bosun/contract';
 
 /** What the run is at, as far as the task needs it. */
 export interface RunView {
@@ -34,7 +34,16 @@ export interface PendingApproval {
   /** Under a rule of several people: how many it needs, and who has approved so far. */
   required?: number;
   approvedBy?: string[];
+  /** How far it has got: `0 of 1`, `1 of 2`. */
+  progress?: string;
+  /** The run's other specialists and their last findings, read from the run's checkpoint (absent once it is gone). */
+  specialists?: ApprovalSpecialist[];
+  /** The asking agent's earlier calls, the latest {@link A2A_STEPS} (the approval keeps more). */
+  steps?: ApprovalStep[];
 }
+
+/** How many of an approval's earlier steps the input-required message shows, and how much of each result. */
+export const A2A_STEPS = { steps: 5, result: 160 } as const;
 
 export const textPart = (text: string): Part => ({
   content: { $case: 'text', value: text },
@@ -102,7 +111,31 @@ export function isTerminal(state: TaskState): boolean {
   ].includes(state);
 }
 
-/** The text of an approval's input-required message: the proposed calls and how to answer. */
+/** `text` on one line, cut to `max` characters. */
+function line(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/** The run so far: the other specialists with their last findings, then the asking agent's earlier steps. */
+function contextLines(a: PendingApproval): string[] {
+  const out: string[] = [];
+  if (a.specialists && a.specialists.length > 0)
+    out.push(
+      'Other specialists of the run:',
+      ...a.specialists.map((s) => `  ${s.agent} (${s.status})${s.finding ? `: ${line(s.finding, 200)}` : ''}`),
+    );
+  if (a.steps && a.steps.length > 0)
+    out.push(
+      `Earlier steps of ${a.agent}:`,
+      ...a.steps.map(
+        (st) => `  ${st.tool} ${line(JSON.stringify(st.args), 80)} -> ${st.isError ? 'error: ' : ''}${line(st.result, A2A_STEPS.result)}`,
+      ),
+    );
+  return out;
+}
+
+/** The text of an approval's input-required message: the proposed calls, the run so far and how to answer. */
 export function approvalText(a: PendingApproval): string {
   const calls = a.calls.map((c) => `  [${c.index}] ${c.tool} ${JSON.stringify(c.args)}${c.needsApproval ? ' (needs approval)' : ''}`);
   return [
@@ -114,11 +147,14 @@ export function approvalText(a: PendingApproval): string {
     `Approval ${a.id}: ${a.agent} proposes these calls and waits for an operator until ${a.timeoutAt}:`,
     ...calls,
     `Reason: ${a.reason}`,
+    ...contextLines(a),
     ...(a.required !== undefined && a.required > 1
       ? [
           `Needs ${a.required} different people: ${a.approvedBy?.length ?? 0} of ${a.required} approved${a.approvedBy?.length ? ` (${a.approvedBy.join(', ')})` : ''}.`,
         ]
-      : []),
+      : a.progress
+        ? [`Approvals: ${a.progress}.`]
+        : []),
     'Answer on this task with a DataPart {"decision": "approve", "only"?: [indexes]} or {"decision": "deny", "reason": "..."} (operator tokens only).',
   ].join('\n');
 }

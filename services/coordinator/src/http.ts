@@ -28,7 +28,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ConfigError, type Logger, type OperatorEntry } from '@bosun/config';
-import { DecisionError, approvalView, parseDecision, sleep, type Actor, type Role } from '@bosun/contract';
+import { DecisionError, parseDecision, sleep, type Actor, type Role } from '@bosun/contract';
 import {
   ApprovalError,
   ForbiddenError,
@@ -48,6 +48,7 @@ import {
   readBody,
   sendJson,
   type Approval,
+  type ApprovalReader,
   type ApprovalStore,
   type Decision,
   type EventSink,
@@ -67,6 +68,8 @@ export interface OperatorApiOptions {
   /** The config's `operators`: people with their own tokens and roles; default none. */
   operators?: readonly OperatorEntry[];
   approvals: ApprovalStore;
+  /** Reads each approval answered with its run's other specialists and its viewers, and records who reads one. */
+  reader: ApprovalReader;
   /** Run control (`/runs`); without it those paths answer 404. */
   runs?: RunControl;
   /** Where `approval.resolved` is published. */
@@ -208,7 +211,7 @@ class OperatorRoutes {
       .on(
         'GET',
         '/approvals/:id',
-        this.guarded('read', 'reading approvals', (c) => this.showApproval(c)),
+        this.guarded('read', 'reading approvals', (c, who) => this.showApproval(c, who)),
       )
       .on(
         'POST',
@@ -241,14 +244,17 @@ class OperatorRoutes {
   }
 
   private async listApprovals({ res }: RouteContext): Promise<void> {
-    sendJson(res, 200, (await this.options.approvals.pending()).map(approvalView));
+    // A list records no viewer: listing is not looking at one approval.
+    sendJson(res, 200, await this.options.reader.views(await this.options.approvals.pending()));
   }
 
-  private async showApproval({ req, res, params }: RouteContext): Promise<void> {
+  private async showApproval({ req, res, params }: RouteContext, who: Identity): Promise<void> {
     req.resume();
     const id = params.id!;
     const a = await this.options.approvals.get(id);
-    return a ? sendJson(res, 200, approvalView(a)) : sendJson(res, 404, { error: `no approval ${id}` });
+    if (!a) return sendJson(res, 404, { error: `no approval ${id}` });
+    // Only a person the token identified is recorded: the shared token names nobody in particular.
+    sendJson(res, 200, await this.options.reader.view(a, who.actor.verified ? who.actor : undefined));
   }
 
   private async decide({ req, res, params }: RouteContext, who: Identity): Promise<void> {
@@ -277,11 +283,11 @@ class OperatorRoutes {
       decided.status === 'pending' ? 'approval vote recorded over HTTP' : 'approval decided over HTTP',
     );
     // A vote that leaves the rule short ("1 of 2") decides nothing yet: no event.
-    if (decided.status === 'pending') return sendJson(res, 200, approvalView(decided));
+    if (decided.status === 'pending') return sendJson(res, 200, await this.options.reader.view(decided));
     events.emit(approvalResolvedEvent(decided));
     // The decision stands whatever happens to the event; do not hold the operator for long.
     await Promise.race([events.flush(), sleep(FLUSH_WAIT_MS, undefined, { unref: true })]);
-    sendJson(res, 200, approvalView(decided));
+    sendJson(res, 200, await this.options.reader.view(decided));
   }
 
   private async listRuns(runs: RunControl, { req, res, query }: RouteContext): Promise<void> {

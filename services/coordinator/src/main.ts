@@ -15,6 +15,7 @@ import { createModel } from '@bosun/models';
 import { buildModel, observedModel } from '@bosun/agent';
 import { startTracing } from '@bosun/otel';
 import {
+  ApprovalReader,
   ApprovalStore,
   RunControl,
   checkRuntime,
@@ -111,6 +112,7 @@ runService({
           token: c.http.operatorToken,
           operators: config.operators,
           approvals,
+          reader: new ApprovalReader({ redis: rt.redis, prefix: env.prefix }),
           runs,
           events: rt.events,
           log,

@@ -9,7 +9,7 @@ import {
   type ApprovalAnnouncement,
   type ApprovalIncident,
 } from '@bosun/contract';
-import { ApprovalStore, deliveryIncident, deliveryJobOptions, type RedisClient } from '@bosun/transport';
+import { ApprovalReader, ApprovalStore, deliveryIncident, deliveryJobOptions, type RedisClient } from '@bosun/transport';
 
 /** What an approval's announcement says about its incident: a delivery's names, its `service` label and its whole summary. */
 export function approvalIncident(incident: Incident): ApprovalIncident {
@@ -28,6 +28,7 @@ export class ApprovalAnnouncer {
   private readonly queue: Queue;
   private readonly incidents: Queue;
   private readonly store: ApprovalStore;
+  private readonly reader: ApprovalReader;
   private readonly announced = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private scanning: Promise<void> | undefined;
@@ -37,6 +38,7 @@ export class ApprovalAnnouncer {
     this.queue = new Queue(DELIVERIES_QUEUE, { connection: options.redis, prefix: options.prefix });
     this.incidents = new Queue(INCIDENTS_QUEUE, { connection: options.redis, prefix: options.prefix });
     this.store = new ApprovalStore({ redis: options.redis, prefix: options.prefix });
+    this.reader = new ApprovalReader({ redis: options.redis, prefix: options.prefix });
   }
 
   /** Starts scanning (the first scan at once). */
@@ -60,7 +62,16 @@ export class ApprovalAnnouncer {
         const jobId = approvalAnnounceJobId(approval.id, sink);
         if (this.announced.has(jobId)) continue;
         const incident = await this.incident(approval.incidentId);
-        const data: ApprovalAnnouncement = { v: 1, key: `${approval.id}.${sink}`, sink, approval, ...(incident ? { incident } : {}) };
+        // The run so far as it is now: the message is a snapshot, posted once.
+        const { specialists } = await this.reader.view(approval);
+        const data: ApprovalAnnouncement = {
+          v: 1,
+          key: `${approval.id}.${sink}`,
+          sink,
+          approval,
+          ...(incident ? { incident } : {}),
+          ...(specialists && specialists.length > 0 ? { specialists } : {}),
+        };
         await this.queue.add(APPROVAL_ANNOUNCE_JOB, data, deliveryJobOptions(delivery, jobId));
         this.announced.add(jobId);
       }

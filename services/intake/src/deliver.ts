@@ -114,7 +114,11 @@ async function postToSlack(job: Deliverable, sink: Extract<DeliverySink, { type:
   const message =
     'result' in job
       ? { channel, text: slackText(job, { answerLines: sink.answerLines, ...(sink.runUrl !== undefined ? { runUrl: sink.runUrl } : {}) }) }
-      : { channel, text: approvalFallbackText(job.approval, job.incident), blocks: approvalBlocks(job.approval, job.incident) };
+      : {
+          channel,
+          text: approvalFallbackText(job.approval, job.incident),
+          blocks: approvalBlocks(job.approval, job.incident, job.specialists),
+        };
   try {
     await slack.postMessage(message);
   } catch (err) {

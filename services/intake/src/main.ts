@@ -22,7 +22,7 @@ import { startDeliveryWorker } from './delivery-worker.js';
 import { IntakeQueue } from './queue.js';
 import { loadRunbooks, type LoadedRunbook } from './runbooks.js';
 import { startIntakeServer, type IntakeServer } from './server.js';
-import { SlackInteractions, slackRoleCheck } from './slack-interactions.js';
+import { RedisMessageUpdates, SlackInteractions, slackRoleCheck } from './slack-interactions.js';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
 const log = createLogger({ service: 'intake' });
@@ -68,7 +68,15 @@ async function startIntake(rt: Runtime, env: BosunEnv, { intake, runbooks, deliv
   const mayApprove = slackRoleCheck(operators);
   const slack =
     Object.keys(sinks).length > 0
-      ? new SlackInteractions({ sinks, approvals, events: rt.events, log, ...(mayApprove ? { mayApprove } : {}) })
+      ? new SlackInteractions({
+          sinks,
+          approvals,
+          // The message of each approval is updated once, whichever intake process (or restart) does it.
+          updates: new RedisMessageUpdates({ redis: rt.redis, prefix: env.prefix }),
+          events: rt.events,
+          log,
+          ...(mayApprove ? { mayApprove } : {}),
+        })
       : undefined;
   let server: IntakeServer;
   try {

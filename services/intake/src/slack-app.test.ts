@@ -102,13 +102,49 @@ describe('the approval message blocks', () => {
       reason: 'x'.repeat(10_000),
       calls: Array.from({ length: 40 }, (_, i) => ({ index: i, tool: `t${i}`, args: { big: 'y'.repeat(5000) }, needsApproval: true })),
     };
-    const blocks = approvalBlocks(many, undefined);
+    const specialists = Array.from({ length: 30 }, (_, i) => ({
+      taskId: `t${i}`,
+      agent: `agent${i}`,
+      status: 'completed' as const,
+      finding: 'z'.repeat(300),
+    }));
+    const steps = Array.from({ length: 20 }, (_, i) => ({ tool: `s${i}`, args: { big: 'w'.repeat(3000) }, result: 'v'.repeat(300) }));
+    const blocks = approvalBlocks({ ...many, steps }, undefined, specialists);
     expect(blocks.length).toBeLessThanOrEqual(50);
     for (const b of blocks) {
       const t = (b.text as { text?: string } | undefined)?.text;
       if (t !== undefined) expect(t.length).toBeLessThanOrEqual(b.type === 'header' ? 150 : 3000);
     }
     expect(JSON.stringify(blocks)).toContain('and 20 more calls');
+  });
+
+  it('shows how far it has got, when it times out, the other specialists’ findings and the latest earlier steps', () => {
+    const ruled: Approval = {
+      ...approval,
+      rule: { required: 2, distinctFrom: 'requester' },
+      requester: 'carol',
+      votes: [{ actor: { name: 'alice', verified: true, path: 'slack' }, at: '2026-01-01T00:01:00Z' }],
+      steps: Array.from({ length: 7 }, (_, i) => ({
+        tool: `demo__step${i}`,
+        args: { n: i },
+        result: `out <${i}>`,
+        ...(i === 6 ? { isError: true } : {}),
+      })),
+    };
+    const specialists = [
+      { taskId: 't2', agent: 'database', status: 'completed' as const, finding: 'the pool\nis exhausted' },
+      { taskId: 't3', agent: 'network', status: 'running' as const },
+    ];
+    const text = JSON.stringify(approvalBlocks(ruled, incident, specialists));
+    expect(text).toContain('*Approvals*\\n1 of 2 (alice); not carol');
+    expect(text).toContain('*Times out*\\n2026-01-01T00:05:00Z (then denied)');
+    expect(text).toContain('*The run so far: other specialists*\\n• *database* completed: the pool is exhausted\\n• *network* running');
+    expect(text).toContain('*Earlier steps of kubernetes* (the latest 5 of 7)\\n• `demo__step2` {\\"n\\":2} → out &lt;2&gt;');
+    expect(text).toContain('• `demo__step6` {\\"n\\":6} → _error:_ out &lt;6&gt;');
+    expect(text).not.toContain('demo__step1`');
+    // Without them, no such sections.
+    expect(JSON.stringify(approvalBlocks(approval, incident))).not.toMatch(/run so far|Earlier steps/);
+    expect(JSON.stringify(approvalBlocks(approval, incident))).toContain('*Approvals*\\n0 of 1');
   });
 
   it('once decided: no buttons, and who decided, from where, when', () => {

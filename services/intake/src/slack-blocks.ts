@@ -1,11 +1,13 @@
 /**
  * The Block Kit message of a pending approval (Slack app mode): the incident (title, severity,
- * service, source), the agent's stated reason, the evidence (the incident's summary), each call
- * needing approval with its arguments as stored (secrets already redacted by the store), when it
- * times out, and Approve / Deny buttons whose `value` is the approval id. Once decided, the same
- * message without buttons, saying who decided, from where and when.
+ * service, source), how far it has got ("0 of 1"), the agent's stated reason, the evidence (the
+ * incident's summary), the run so far (the other specialists' last findings, the asking agent's
+ * latest earlier steps), each call needing approval with its arguments as stored (secrets
+ * already redacted by the store), when it times out, and Approve / Deny buttons whose `value` is
+ * the approval id. Once decided, the same message without buttons, saying who decided, from
+ * where and when.
  */
-import type { Approval, ApprovalIncident } from '@bosun/contract';
+import { approvalProgress, type Approval, type ApprovalIncident, type ApprovalSpecialist } from '@bosun/contract';
 import type { SlackBlock } from './slack-api.js';
 import { approvalCommands } from './slack.js';
 
@@ -21,6 +23,8 @@ const SECTION_CHARS = 3000;
 const HEADER_CHARS = 150;
 /** Calls shown one by one; the rest are counted (a message holds at most 50 blocks). */
 const MAX_CALLS = 20;
+/** The run so far in the message: specialists and earlier steps shown (the latest), and each line's length. */
+export const SLACK_CONTEXT = { specialists: 10, steps: 5, line: 250 } as const;
 
 /** Escapes Slack's three control characters. */
 export function esc(text: string): string {
@@ -53,12 +57,56 @@ function facts(approval: Approval, incident: ApprovalIncident | undefined): Slac
         field('Source', `${esc(incident.source)} (${esc(incident.reason)})`),
       ]
     : [field('Incident', `\`${esc(approval.incidentId)}\``)];
-  fields.push(field('Run', `\`${esc(approval.runId)}\`, agent ${esc(approval.agent)}`), field('Times out', esc(approval.timeoutAt)));
+  fields.push(
+    field('Run', `\`${esc(approval.runId)}\`, agent ${esc(approval.agent)}`),
+    field('Times out', `${esc(approval.timeoutAt)} (then denied)`),
+    field('Approvals', progressText(approval)),
+  );
   return { type: 'section', fields };
 }
 
+/** `1 of 2 (alice); not carol`: how far it has got, and whom a rule excludes. */
+function progressText(approval: Approval): string {
+  const votes = approval.votes ?? [];
+  const who = votes.length > 0 ? ` (${votes.map((v) => esc(v.actor.name)).join(', ')})` : '';
+  const not = approval.rule?.distinctFrom === 'requester' ? `; not ${esc(approval.requester ?? 'the requester')}` : '';
+  return `${approvalProgress(approval).text}${who}${not}`;
+}
+
+/** One line of the run so far, on one line and cut. */
+function contextLine(text: string): string {
+  return esc(cut(text.replace(/\s+/g, ' ').trim(), SLACK_CONTEXT.line));
+}
+
+/** The run so far: the other specialists and their last findings, then the asking agent's latest earlier steps. */
+function runSoFar(approval: Approval, specialists: readonly ApprovalSpecialist[] | undefined): SlackBlock[] {
+  const blocks: SlackBlock[] = [];
+  const others = (specialists ?? []).slice(-SLACK_CONTEXT.specialists);
+  if (others.length > 0)
+    blocks.push(
+      section(
+        `*The run so far: other specialists*\n${others
+          .map((s) => `• *${esc(s.agent)}* ${esc(s.status)}${s.finding ? `: ${contextLine(s.finding)}` : ''}`)
+          .join('\n')}`,
+      ),
+    );
+  const steps = (approval.steps ?? []).slice(-SLACK_CONTEXT.steps);
+  if (steps.length > 0) {
+    const skipped = (approval.steps ?? []).length - steps.length;
+    const lines = steps.map(
+      (st) => `• \`${esc(st.tool)}\` ${contextLine(JSON.stringify(st.args))} → ${st.isError ? '_error:_ ' : ''}${contextLine(st.result)}`,
+    );
+    blocks.push(
+      section(
+        `*Earlier steps of ${esc(approval.agent)}*${skipped > 0 ? ` (the latest ${steps.length} of ${steps.length + skipped})` : ''}\n${lines.join('\n')}`,
+      ),
+    );
+  }
+  return blocks;
+}
+
 /** The blocks every version of the message shares: what is asked and why. */
-function asked(approval: Approval, incident: ApprovalIncident | undefined): SlackBlock[] {
+function asked(approval: Approval, incident: ApprovalIncident | undefined, specialists?: readonly ApprovalSpecialist[]): SlackBlock[] {
   const calls = approval.calls.filter((c) => c.needsApproval);
   const tools = [...new Set(calls.map((c) => c.tool))].join(', ');
   const blocks: SlackBlock[] = [
@@ -67,6 +115,7 @@ function asked(approval: Approval, incident: ApprovalIncident | undefined): Slac
   ];
   if (approval.reason.trim() !== '') blocks.push(section(`*The agent's reason*\n${fenced(approval.reason.trim(), 2800)}`));
   if (incident && incident.summary.trim() !== '') blocks.push(section(`*Evidence (the alert)*\n${fenced(incident.summary.trim(), 2800)}`));
+  blocks.push(...runSoFar(approval, specialists));
   for (const c of calls.slice(0, MAX_CALLS))
     blocks.push(section(`*Call ${c.index}:* \`${esc(c.tool)}\`\n${fenced(JSON.stringify(c.args, null, 2), 2800)}`));
   if (calls.length > MAX_CALLS) blocks.push(section(`_… and ${calls.length - MAX_CALLS} more calls: see \`npx bosun approvals\`_`));
@@ -82,8 +131,12 @@ export function approvalFallbackText(approval: Approval, incident: ApprovalIncid
   return cut(`Approval needed (${tools}) — ${about}`, 3000);
 }
 
-/** The message of a pending approval, with its Approve / Deny buttons. */
-export function approvalBlocks(approval: Approval, incident: ApprovalIncident | undefined): SlackBlock[] {
+/** The message of a pending approval, with its Approve / Deny buttons; `specialists`: the run's others, when read. */
+export function approvalBlocks(
+  approval: Approval,
+  incident: ApprovalIncident | undefined,
+  specialists?: readonly ApprovalSpecialist[],
+): SlackBlock[] {
   const commands = approvalCommands(approval.id);
   const confirm = (verb: string) => ({
     title: { type: 'plain_text', text: `${verb}?` },
@@ -92,7 +145,7 @@ export function approvalBlocks(approval: Approval, incident: ApprovalIncident | 
     deny: { type: 'plain_text', text: 'Back' },
   });
   return [
-    ...asked(approval, incident),
+    ...asked(approval, incident, specialists),
     {
       type: 'actions',
       block_id: ACTIONS_BLOCK,

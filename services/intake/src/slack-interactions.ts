@@ -11,14 +11,25 @@
  *   413 {"error": reason}  a body past 1 MiB
  *
  * Every decision goes through `ApprovalStore.decide`, the same as the CLI's, the HTTP API's and
- * the console's: written once, the first decision wins, and the loser is told who won.
+ * the console's: written once, the first decision wins, and the loser is told who won. The
+ * message is updated once per approval, by whoever first claims it ({@link SlackMessageUpdates}):
+ * the winner, or — when the winner's process died between the decision and the update, or the
+ * decision came from another path — the next click, which finds the approval decided.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import type { Logger, OperatorEntry, SlackAppSink } from '@bosun/config';
 import type { Actor, Approval, Decision } from '@bosun/contract';
 import { sendJson } from '@bosun/transport';
-import { ApprovalError, OperatorDirectory, approvalResolvedEvent, type ApprovalStore, type EventSink } from '@bosun/transport';
+import {
+  ApprovalError,
+  OperatorDirectory,
+  approvalResolvedEvent,
+  keys,
+  type ApprovalStore,
+  type EventSink,
+  type RedisClient,
+} from '@bosun/transport';
 import { readBounded } from './body.js';
 import { SlackApiError, slackApiFor, type SlackApi, type SlackBlock } from './slack-api.js';
 import { ACTIONS_BLOCK, APPROVE_ACTION, DENY_ACTION, decidedBlocks, decidedText, type DecidedBy } from './slack-blocks.js';
@@ -46,11 +57,44 @@ const BlockActions = z.object({
 });
 type BlockActions = z.infer<typeof BlockActions>;
 
+/**
+ * Who updates an approval's message: `claim` answers true once per approval (across processes
+ * and restarts: a Redis key written with SET NX in the intake), false ever after.
+ */
+export interface SlackMessageUpdates {
+  claim(approvalId: string): Promise<boolean>;
+}
+
+/** {@link SlackMessageUpdates} in one process's memory: for tests of a single process. */
+export class MemoryMessageUpdates implements SlackMessageUpdates {
+  private readonly claimed = new Set<string>();
+  claim(approvalId: string): Promise<boolean> {
+    const first = !this.claimed.has(approvalId);
+    this.claimed.add(approvalId);
+    return Promise.resolve(first);
+  }
+}
+
+/** {@link SlackMessageUpdates} in Redis: `<prefix>:slack:updated:<approvalId>`, SET NX, kept as long as the approval (30 days). */
+export class RedisMessageUpdates implements SlackMessageUpdates {
+  constructor(private readonly options: { redis: RedisClient; prefix: string }) {}
+
+  async claim(approvalId: string): Promise<boolean> {
+    const key = keys.slackMessageUpdated(this.options.prefix, approvalId);
+    return (await this.options.redis.set(key, new Date().toISOString(), 'EX', UPDATED_TTL_SECONDS, 'NX')) === 'OK';
+  }
+}
+
+/** How long the claim of an approval's message update is kept: as long as the approval. */
+const UPDATED_TTL_SECONDS = 30 * 24 * 3600;
+
 /** What the route needs. */
 export interface SlackInteractionsOptions {
   /** The Slack app sinks (resolved), by name: a request signed by one's secret acts for it. */
   sinks: Record<string, SlackAppSink>;
-  approvals: Pick<ApprovalStore, 'decide'>;
+  approvals: Pick<ApprovalStore, 'decide' | 'get'>;
+  /** Who updates each approval's message, once; default {@link MemoryMessageUpdates} (one process only). */
+  updates?: SlackMessageUpdates;
   events: EventSink;
   log: Logger;
   /** The clock of the signature's timestamp check; default `Date.now`. */
@@ -91,13 +135,23 @@ function updatedBlocks(payload: BlockActions, approval: Approval, by: DecidedBy)
   return [...kept, fresh[fresh.length - 1]!];
 }
 
+/** The message a click came from: the sink's Web API, the payload, and where the message is. */
+interface ClickedMessage {
+  api: SlackApi;
+  payload: BlockActions;
+  channel: string | undefined;
+  ts: string | undefined;
+}
+
 /** The handler of {@link SLACK_INTERACTIONS_PATH}. */
 export class SlackInteractions {
   private readonly names: string[];
   private readonly apis = new Map<string, SlackApi>();
+  private readonly updates: SlackMessageUpdates;
 
   constructor(private readonly options: SlackInteractionsOptions) {
     this.names = Object.keys(options.sinks);
+    this.updates = options.updates ?? new MemoryMessageUpdates();
     // Slack wants the answer within 3 s: each call of ours is held shorter.
     for (const [name, sink] of Object.entries(options.sinks)) this.apis.set(name, slackApiFor(sink, options.log, 2_500));
   }
@@ -179,7 +233,9 @@ export class SlackInteractions {
     } catch (err) {
       if (!(err instanceof ApprovalError)) throw err;
       this.options.log.info({ approvalId, by: actor.name, code: err.code }, 'slack decision refused');
-      return tell(err.code === 'already_decided' ? `Not recorded: ${err.message}.` : `Not recorded: ${err.message}`);
+      await tell(err.code === 'already_decided' ? `Not recorded: ${err.message}.` : `Not recorded: ${err.message}`);
+      if (err.code === 'already_decided') await this.updateLate({ api, payload, channel, ts }, approvalId);
+      return;
     }
     this.options.log.info(
       {
@@ -194,11 +250,35 @@ export class SlackInteractions {
       'approval decided in Slack',
     );
     this.options.events.emit(approvalResolvedEvent(decided));
+    await this.update({ api, payload, channel, ts }, decided, { name: actor.name, path: 'slack', slackUserId: userId });
+  }
+
+  /**
+   * The message of an approval found decided when clicked: updated by this click when nobody has
+   * updated it yet (its decider's process died before it could, or the decision came from the
+   * CLI, the HTTP API, the console or A2A), so its buttons do not stay on a decided approval.
+   */
+  private async updateLate(message: ClickedMessage, approvalId: string): Promise<void> {
+    const decided = await this.options.approvals.get(approvalId);
+    if (!decided || decided.status === 'pending') return;
+    const slackUserId = decided.actor?.slack?.userId;
+    const by: DecidedBy = {
+      name: decided.decidedBy ?? 'unknown',
+      path: decided.actor?.path ?? 'bosun',
+      ...(slackUserId !== undefined ? { slackUserId } : {}),
+    };
+    await this.update(message, decided, by);
+  }
+
+  /** Updates the message to say who decided, when this process is the first to claim it; a failure is logged (the decision stands). */
+  private async update({ api, payload, channel, ts }: ClickedMessage, decided: Approval, by: DecidedBy): Promise<void> {
     if (channel === undefined || ts === undefined) return;
-    const by: DecidedBy = { name: actor.name, path: 'slack', slackUserId: userId };
+    if (!(await this.updates.claim(decided.id))) return;
     await api
       .update({ channel, ts, text: decidedText(decided, by), blocks: updatedBlocks(payload, decided, by) })
-      .catch((err: unknown) => this.options.log.warn({ err, approvalId }, 'approval decided, but its Slack message could not be updated'));
+      .catch((err: unknown) =>
+        this.options.log.warn({ err, approvalId: decided.id }, 'approval decided, but its Slack message could not be updated'),
+      );
   }
 
   /** An ephemeral message to the clicker; a failure is logged (the click's outcome stands). */
