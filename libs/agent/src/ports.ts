@@ -75,6 +75,8 @@ export interface EventSink {
   emit(event: EmitInput): void;
   /** Resolves once everything emitted so far has been handed on. */
   flush(): Promise<void>;
+  /** Resolves once everything emitted so far has its `seq`: awaited before a task's part of the run is handed on. */
+  numbered?(): Promise<void>;
 }
 
 /** A dead letter as a loop writes it; the store adds the version, the time and the default marker. */

@@ -140,6 +140,18 @@ describe('EventPublisher', () => {
     ]);
   });
 
+  it('numbered() resolves once every event emitted so far has its seq, before NATS has acked any', async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    nats.answers.push('hang', 'hang');
+    const { events } = publisher(redis, nats);
+    emit(events, 2);
+    expect(redis.incrbys).toEqual([]);
+    await events.numbered();
+    expect(redis.strings.get(keys.seq(PREFIX, RUN))).toBe(2);
+    expect(events.stats.published).toBe(0);
+  });
+
   it('keeps events while NATS is away and publishes them, in order, once a connection is attached', async () => {
     const redis = new FakeRedis();
     const { events } = publisher(redis, null);

@@ -34,6 +34,12 @@ export interface EventSink {
   emit(event: EmitInput): void;
   /** Resolves once everything emitted so far has been handed to NATS. */
   flush(): Promise<void>;
+  /**
+   * Resolves once every event emitted so far has its `seq` (not once NATS has it). A process that
+   * hands its part of a run on awaits it first, so what it emitted is numbered before anything a
+   * later step of the run emits in another process (`agent.completed` before `run.completed`).
+   */
+  numbered?(): Promise<void>;
 }
 
 /** Counters of an {@link EventPublisher}. */
@@ -265,6 +271,12 @@ export class EventPublisher implements EventSink {
   private drainBuffer(): void {
     const items = this.buffer.splice(0, this.buffer.length);
     for (const item of items) this.send(item);
+  }
+
+  async numbered(): Promise<void> {
+    // Events emitted in this tick are numbered on the next one (their INCRBY is then pending).
+    if (this.unnumbered.size > 0) await new Promise((r) => process.nextTick(r));
+    await Promise.allSettled([...this.pending]);
   }
 
   /** Waits (at most `timeoutMs`) until every event emitted so far is stored or given up on. */

@@ -120,6 +120,22 @@ describe('specialistProcessor', () => {
     expect(attempt).toEqual({ attempt: 2, firstPickup: false });
   });
 
+  it("hands the task's result on only once the events it emitted are numbered (its agent.completed before the run.completed it leads to)", async () => {
+    runTaskMock.mockResolvedValue(result);
+    const { deps: d } = deps();
+    let release!: () => void;
+    const numbering = new Promise<void>((r) => (release = r));
+    d.events = { emit: () => undefined, flush: () => Promise.resolve(), numbered: () => numbering };
+    const { job } = fakeJob(task);
+    let settled = false;
+    const done = specialistProcessor(d)(job, TOKEN).then(() => (settled = true));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    release();
+    await done;
+    expect(settled).toBe(true);
+  });
+
   it('parks a task that waits for an approval: the job is delayed until its timeout and recorded on the approval; no worker is held', async () => {
     const until = Date.now() + 60_000;
     runTaskMock.mockRejectedValue(new ParkError('ap-1', until));

@@ -55,7 +55,14 @@ export function specialistProcessor(deps: SpecialistDeps) {
       await deps.deadLetters.add({ kind: 'poison', agent: deps.name, reason, input: job.data }, `poison-${job.id ?? 'unknown'}`);
       throw new UnrecoverableError(reason);
     }
-    return inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, signal, task: parsed.data }));
+    try {
+      return await inTaskSpan(deps.traceNotes, job, parsed.data, () => attemptTask(shared, { job, token, signal, task: parsed.data }));
+    } finally {
+      // What the task emitted (its agent.completed) is numbered before the job's end wakes the
+      // coordinator, whose run.completed must come after it in the run's sequence: a stream that
+      // ends at run.completed would miss an event numbered later.
+      await deps.events.numbered?.();
+    }
   };
 }
 
