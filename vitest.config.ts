@@ -101,6 +101,9 @@ export default defineConfig({
     // 2-core machines: two files at a time keeps end-to-end clusters from starving each other.
     maxWorkers: 2,
     pool: 'forks',
+    // Bosun's own packages, as built (`dist/`), load as Node loads them, not through Vite's
+    // transform: the test files and the sources next to them are still transformed.
+    server: { deps: { external: [/\/(libs|services|mcp-servers)\/[^/]+\/dist\//, /\/(cli|bench)\/dist\//] } },
     globalSetup: ['test/helpers/global-setup.ts'],
     setupFiles: ['test/helpers/setup.ts'],
     sequence: { sequencer: SlowFirst },
