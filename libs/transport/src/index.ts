@@ -10,14 +10,14 @@ export {
   natsSettingsFailure,
   ConnectionSettingsError,
   DEAD_LINK,
-} from './connections.js';
-export type { RedisClient, CreateRedisOptions, RedisClientOptions } from './connections.js';
-export { ensureRunsStream, deleteRunsStream } from './stream.js';
-export type { RunsStreamLimits } from './stream.js';
+} from './service/connections.js';
+export type { RedisClient, CreateRedisOptions, RedisClientOptions } from './service/connections.js';
+export { ensureRunsStream, deleteRunsStream } from './events/stream.js';
+export type { RunsStreamLimits } from './events/stream.js';
 export { keys } from './keys.js';
-export { EventPublisher, MemoryEventSink, DEFAULT_MAX_PAYLOAD, EVENT_HEADER_ROOM, EVENT_DATA_DEPTH, encodeEvent } from './events.js';
-export type { EventSink, EmitInput, EventStats, EventPublisherOptions } from './events.js';
-export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } from './checkpoints.js';
+export { EventPublisher, MemoryEventSink, DEFAULT_MAX_PAYLOAD, EVENT_HEADER_ROOM, EVENT_DATA_DEPTH, encodeEvent } from './events/events.js';
+export type { EventSink, EmitInput, EventStats, EventPublisherOptions } from './events/events.js';
+export { RedisCheckpointStore, MemoryCheckpointStore, CorruptCheckpointError } from './stores/checkpoints.js';
 export type {
   CheckpointStore,
   CheckpointRead,
@@ -25,10 +25,10 @@ export type {
   SaveOptions,
   RevisedCheckpointStore,
   RedisCheckpointStoreOptions,
-} from './checkpoints.js';
-export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './dead-letters.js';
-export type { DeadLetterInput } from './dead-letters.js';
-export { QueueToolClient, ToolCatalog, toolOutcome } from './tools.js';
+} from './stores/checkpoints.js';
+export { DeadLetters, DEAD_LETTER_LIMITS, deadLetterEntry } from './stores/dead-letters.js';
+export type { DeadLetterInput } from './stores/dead-letters.js';
+export { QueueToolClient, ToolCatalog, toolOutcome } from './tools/tools.js';
 export {
   NatsToolClient,
   NotAToolCallError,
@@ -37,17 +37,17 @@ export {
   TOOL_CALL_QUEUE_GROUP,
   TOOL_CALL_HEARTBEAT_MS,
   TOOL_CALL_LAPSE_MS,
-} from './tools-nats.js';
-export type { NatsToolClientOptions, ToolCallResponder, ToolCallResponderOptions } from './tools-nats.js';
-export { ToolCallRecords } from './tool-records.js';
-export type { ToolCallClaim, ClaimOutcome, OperatorChange, ToolCallRecordsOptions } from './tool-records.js';
-export type { ToolClient, ToolCallOptions, QueueToolClientOptions, ToolCatalogOptions } from './tools.js';
-export { runService, readyLine, READY_LINE } from './service.js';
-export { ServiceProcess, ProcessGroup, launchProcess } from './launcher.js';
-export type { LaunchOptions, ExitStatus } from './launcher.js';
-export type { ServiceHandle, RunServiceOptions, ServiceArgs, ServiceArgOptions } from './service.js';
-export { openRuntime, checkRuntime } from './runtime.js';
-export type { Runtime } from './runtime.js';
+} from './tools/tools-nats.js';
+export type { NatsToolClientOptions, ToolCallResponder, ToolCallResponderOptions } from './tools/tools-nats.js';
+export { ToolCallRecords } from './stores/tool-records.js';
+export type { ToolCallClaim, ClaimOutcome, OperatorChange, ToolCallRecordsOptions } from './stores/tool-records.js';
+export type { ToolClient, ToolCallOptions, QueueToolClientOptions, ToolCatalogOptions } from './tools/tools.js';
+export { runService, readyLine, READY_LINE } from './service/service.js';
+export { ServiceProcess, ProcessGroup, launchProcess } from './service/launcher.js';
+export type { LaunchOptions, ExitStatus } from './service/launcher.js';
+export type { ServiceHandle, RunServiceOptions, ServiceArgs, ServiceArgOptions } from './service/service.js';
+export { openRuntime, checkRuntime } from './service/runtime.js';
+export type { Runtime } from './service/runtime.js';
 export {
   ApprovalStore,
   ApprovalError,
@@ -58,14 +58,14 @@ export {
   approvalResolvedEvent,
   proposedCallKey,
   matchesProposedCall,
-} from './approvals.js';
-export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './approvals.js';
-export { ApprovalReader } from './approval-context.js';
-export type { ApprovalReaderOptions, ApprovalReaderActor } from './approval-context.js';
-export { ApprovalWaiter, TIMEOUT_DENIAL } from './approval-waiter.js';
-export type { ApprovalWaiterOptions, ApprovalWaitOptions } from './approval-waiter.js';
-export { RunControl, RunControlError, RUN_STATES, CANCEL_BY_MAX, CANCEL_REASON_MAX, readRunCancellation } from './runs.js';
-export type { RunState, RunSummary, CancelOutcome } from './runs.js';
+} from './stores/approvals.js';
+export type { Decision, ApprovalRequest, ProposedCallInput, ApprovalStoreOptions } from './stores/approvals.js';
+export { ApprovalReader } from './stores/approval-context.js';
+export type { ApprovalReaderOptions, ApprovalReaderActor } from './stores/approval-context.js';
+export { ApprovalWaiter, TIMEOUT_DENIAL } from './stores/approval-waiter.js';
+export type { ApprovalWaiterOptions, ApprovalWaitOptions } from './stores/approval-waiter.js';
+export { RunControl, RunControlError, RUN_STATES, CANCEL_BY_MAX, CANCEL_REASON_MAX, readRunCancellation } from './stores/runs.js';
+export type { RunState, RunSummary, CancelOutcome } from './stores/runs.js';
 export { HttpServer } from './http/server.js';
 export type { HttpServerOptions, RequestHandler, ErrorAnswer } from './http/server.js';
 export { HttpError, ListenError } from './http/errors.js';
@@ -76,19 +76,29 @@ export { readBody } from './http/body.js';
 export { sendJson, sendError } from './http/json.js';
 export { Router } from './http/router.js';
 export type { RouteContext, RouteHandler, RouteMethod, NotFoundHandler } from './http/router.js';
-export { DeliveryQueue, deliveryIncident, deliveryJobOptions } from './deliveries.js';
-export { BosunMetrics, metrics } from './metrics.js';
-export { watchWorkerLocks, isLockError } from './worker-locks.js';
-export type { WorkerLocks, WorkerLocksOptions, LockErrorKind } from './worker-locks.js';
-export type { ClusterProbe, ClusterSnapshot, ToolOutcome } from './metrics.js';
-export { redisClusterProbe } from './metrics-probe.js';
-export type { RedisClusterProbe } from './metrics-probe.js';
-export { tracer, traceCarrier, carriedContext, inSpan, spanEvent, spanAttributes, TraceNotes, recording, SpanKind } from './tracing.js';
-export type { TraceCarrier, SpanOptions } from './tracing.js';
-export { loopTelemetry } from './loop-telemetry.js';
-export { RunUsageLedger } from './usage-ledger.js';
-export { RedisRateLimiter, redisRateLimiters } from './rate-limiter.js';
-export type { RateLimits } from './rate-limiter.js';
-export { SeqOrder } from './seq-order.js';
+export { DeliveryQueue, deliveryIncident, deliveryJobOptions } from './stores/deliveries.js';
+export { BosunMetrics, metrics } from './service/metrics.js';
+export { watchWorkerLocks, isLockError } from './service/worker-locks.js';
+export type { WorkerLocks, WorkerLocksOptions, LockErrorKind } from './service/worker-locks.js';
+export type { ClusterProbe, ClusterSnapshot, ToolOutcome } from './service/metrics.js';
+export { redisClusterProbe } from './service/metrics-probe.js';
+export type { RedisClusterProbe } from './service/metrics-probe.js';
+export {
+  tracer,
+  traceCarrier,
+  carriedContext,
+  inSpan,
+  spanEvent,
+  spanAttributes,
+  TraceNotes,
+  recording,
+  SpanKind,
+} from './service/tracing.js';
+export type { TraceCarrier, SpanOptions } from './service/tracing.js';
+export { loopTelemetry } from './service/loop-telemetry.js';
+export { RunUsageLedger } from './stores/usage-ledger.js';
+export { RedisRateLimiter, redisRateLimiters } from './stores/rate-limiter.js';
+export type { RateLimits } from './stores/rate-limiter.js';
+export { SeqOrder } from './events/seq-order.js';
 export { OperatorDirectory, ForbiddenError, requireRole, identityOf, sharedIdentity } from './identity.js';
 export type { Identity, OperatorDirectoryOptions } from './identity.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, TOOLS_QUEUE, runIdFor, specialistQueue, taskIdFor } from '@bosun/contract';
 import { keys } from './keys.js';
-import { COORDINATOR_TIMERS_QUEUE } from './runs.js';
+import { COORDINATOR_TIMERS_QUEUE } from './stores/runs.js';
 
 const PREFIX = '{bosun}';
 const RUN = runIdFor('inc-1', 1_700_000_000_000);

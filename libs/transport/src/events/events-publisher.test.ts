@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { RunEvent } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import { EventPublisher } from './events.js';
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 
 // The event publisher with in-memory stand-ins: a Redis that counts, and a NATS connection that
 // answers JetStream publishes with an ack (or fails, or never answers).

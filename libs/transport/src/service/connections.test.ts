@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster, Redis } from 'ioredis';
 import { AuthorizationError, nkeys } from '@nats-io/transport-node';
 import { readNatsSettings, readRedisSettings } from '@bosun/config';
-import { makeCertificates, type TestCertificates } from '../../../test/helpers/tls.js';
+import { makeCertificates, type TestCertificates } from '../../../../test/helpers/tls.js';
 import {
   DEAD_LINK,
   DEAD_LINK,

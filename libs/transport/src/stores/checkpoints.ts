@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import { BosunError, LockLostError } from '@bosun/contract';
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 
 /**
  * The lock a checkpoint's writer must still hold for its write to land: the Redis key of its

@@ -11,8 +11,8 @@ import {
   type ToolCallResolution,
   type ToolCallState,
 } from '@bosun/contract';
-import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
+import type { RedisClient } from '../service/connections.js';
+import { keys } from '../keys.js';
 import { runScript } from './scripts.js';
 
 /** Redis's clock in ms, inside a script (leases are compared on one clock, whatever the gateways' say). */

@@ -1,4 +1,4 @@
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 
 type ScriptCommand = (...keysAndArgv: string[]) => Promise<unknown>;
 

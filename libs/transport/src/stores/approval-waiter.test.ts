@@ -4,7 +4,7 @@ import { createLogger } from '@bosun/config';
 
 import { ApprovalWaiter, TIMEOUT_DENIAL } from './approval-waiter.js';
 import { ApprovalError } from './approvals.js';
-import { MemoryEventSink } from './events.js';
+import { MemoryEventSink } from '../events/events.js';
 
 /** Approvals in memory, decided once, as the store decides them. */
 class MemoryApprovals {

@@ -1,5 +1,5 @@
 import { Queue, QueueEvents } from 'bullmq';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import {
   BosunError,
   Catalog,
@@ -11,9 +11,9 @@ import {
   sleep,
   type ToolCallJob,
 } from '@bosun/contract';
-import { keys } from './keys.js';
-import type { ToolOutcome } from './metrics.js';
-import { SpanKind, inSpan, traceCarrier } from './tracing.js';
+import { keys } from '../keys.js';
+import type { ToolOutcome } from '../service/metrics.js';
+import { SpanKind, inSpan, traceCarrier } from '../service/tracing.js';
 
 /** How agents reach tools. The real one goes through the gateway; tests may use a fake. */
 export interface ToolClient {

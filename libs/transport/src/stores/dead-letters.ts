@@ -1,8 +1,8 @@
 import { Queue } from 'bullmq';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import { DEAD_LETTER_QUEUE, STALL_MARKER, boundJson, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
-import { metrics } from './metrics.js';
-import { keys } from './keys.js';
+import { metrics } from '../service/metrics.js';
+import { keys } from '../keys.js';
 
 /** What a caller gives to record a dead letter; `v`, `at` and `marker` are filled in. */
 export type DeadLetterInput = Omit<DeadLetter, 'v' | 'at' | 'marker'> & { marker?: string };

@@ -2,9 +2,9 @@ import { errorMessage } from '@bosun/contract';
 import type { ServerResponse } from 'node:http';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/config';
-import { sendJson } from './http/json.js';
-import { Router } from './http/router.js';
-import { HttpServer } from './http/server.js';
+import { sendJson } from '../http/json.js';
+import { Router } from '../http/router.js';
+import { HttpServer } from '../http/server.js';
 import { metrics } from './metrics.js';
 
 /** A started service. */

@@ -1,10 +1,10 @@
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
 import { boundJson, eventSubject, jsonDepth, type EventType, type RunEvent, sleep } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
-import { keys } from './keys.js';
-import { metrics } from './metrics.js';
+import { keys } from '../keys.js';
+import { metrics } from '../service/metrics.js';
 
 /** Fields of an event that the emitter supplies. */
 export interface EmitInput {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
 import { runsStreamName } from '@bosun/contract';
-import { openContext, type TestContext } from '../../../test/helpers/context.js';
+import { openContext, type TestContext } from '../../../../test/helpers/context.js';
 
 import { ensureRunsStream } from './stream.js';
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BadStoredValueError } from '@bosun/contract';
-import { openContext, type TestContext } from '../../../test/helpers/context.js';
+import { openContext, type TestContext } from '../../../../test/helpers/context.js';
 
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 import { RunUsageLedger } from './usage-ledger.js';
 
 // The run's usage ledger against a real Redis: parts write totals, a repeated write counts once.

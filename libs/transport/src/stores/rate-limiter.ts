@@ -1,5 +1,5 @@
-import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
+import type { RedisClient } from '../service/connections.js';
+import { keys } from '../keys.js';
 
 /** The limits of one model (or provider) across the whole cluster. Absent fields are no limit. */
 export interface RateLimits {

@@ -16,8 +16,8 @@ import {
   type Decision,
 } from '@bosun/contract';
 import { createLogger, type Logger } from '@bosun/config';
-import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
+import type { RedisClient } from '../service/connections.js';
+import { keys } from '../keys.js';
 import { runScript } from './scripts.js';
 
 const TTL_SECONDS = 30 * 24 * 3600;

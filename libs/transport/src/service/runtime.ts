@@ -4,10 +4,10 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { BosunError, errorMessage, sleep } from '@bosun/contract';
 import { redactUrl, type BosunEnv, type Logger, type RetentionConfig } from '@bosun/config';
 import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
-import { EventPublisher } from './events.js';
-import { RedisCheckpointStore } from './checkpoints.js';
-import { DeadLetters } from './dead-letters.js';
-import { ensureRunsStream, type RunsStreamLimits } from './stream.js';
+import { EventPublisher } from '../events/events.js';
+import { RedisCheckpointStore } from '../stores/checkpoints.js';
+import { DeadLetters } from '../stores/dead-letters.js';
+import { ensureRunsStream, type RunsStreamLimits } from '../events/stream.js';
 
 /** The connections and stores every service uses. */
 export interface Runtime {

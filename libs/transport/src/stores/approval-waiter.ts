@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { APPROVAL_TIMEOUT_REASON, ApprovalError, approvalDue, approvalResolvedEvent, type Approval, type Decision } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import type { ApprovalStore } from './approvals.js';
-import type { EventSink } from './events.js';
+import type { EventSink } from '../events/events.js';
 
 /** The decision Bosun records for an approval nobody decided before its `timeoutAt`. */
 export const TIMEOUT_DENIAL: Decision = { approve: false, reason: APPROVAL_TIMEOUT_REASON, by: 'bosun (approval timeout)' };

@@ -7,9 +7,9 @@ import {
   toolCallDigest,
   type ToolCallResult,
 } from '@bosun/contract';
-import { openContext, type TestContext } from '../../../test/helpers/context.js';
+import { openContext, type TestContext } from '../../../../test/helpers/context.js';
 
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 import { ToolCallRecords, type ToolCallClaim } from './tool-records.js';
 
 // The record's transitions against a real Redis (the scripts are Lua): each change happens from

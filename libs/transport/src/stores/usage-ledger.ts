@@ -1,6 +1,6 @@
 import { UsageTotals, parseStoredJson, sumUsage } from '@bosun/contract';
-import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
+import type { RedisClient } from '../service/connections.js';
+import { keys } from '../keys.js';
 
 /** How long a run's ledger is kept after its last write, by default: as long as the checkpoints (7 days). */
 const LEDGER_TTL_SECONDS = 7 * 24 * 3600;

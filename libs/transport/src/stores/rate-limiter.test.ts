@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { openContext, type TestContext } from '../../../test/helpers/context.js';
+import { openContext, type TestContext } from '../../../../test/helpers/context.js';
 
 import { RedisRateLimiter } from './rate-limiter.js';
 

@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, TOOLS_QUEUE, specialistQueue } from '@bosun/contract';
 import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 import type { ClusterProbe, ClusterSnapshot } from './metrics.js';
 
 /** How long an index entry of an in-doubt call is counted: the life of its record (7 days). */

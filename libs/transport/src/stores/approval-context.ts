@@ -17,9 +17,9 @@ import {
   type ApprovalView,
   type TaskRead,
 } from '@bosun/contract';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import { RedisCheckpointStore } from './checkpoints.js';
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 import { runScript } from './scripts.js';
 
 /**

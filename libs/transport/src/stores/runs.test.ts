@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { RedisClient } from './connections.js';
-import { keys } from './keys.js';
+import type { RedisClient } from '../service/connections.js';
+import { keys } from '../keys.js';
 import { readRunCancellation } from './runs.js';
 
 const RUN = 'r0123456789abcdef0123';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../service/connections.js';
 import { CorruptCheckpointError, MemoryCheckpointStore, RedisCheckpointStore, type CheckpointStore } from './checkpoints.js';
-import { keys } from './keys.js';
+import { keys } from '../keys.js';
 
 /** GET, SET (with EX) and DEL over a Map, recording each SET's TTL. */
 class FakeRedis {
