@@ -1,6 +1,3 @@
-export { BosunA2AHandler, callerOf } from './handler.js';
-export type { HandlerDeps } from './handler.js';
-export { TokenTable, Caller, ANONYMOUS_TENANT } from './auth.js';
-export { buildAgentCard, JSONRPC_PATH, REST_PATH } from './card.js';
-export { incidentFrom, incidentIdFor } from './intake.js';
-export { taskOf, stateOf, artifactsOf, incompleteParts } from './view.js';
+// The service runs as a process (main.ts); no other package and no test imports its entry, so it
+// exports nothing. Add here only what another package or test/ imports.
+export {};

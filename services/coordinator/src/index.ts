@@ -1,2 +1,3 @@
-export { Coordinator } from './coordinator.js';
-export type { CoordinatorDeps } from './coordinator.js';
+// The service runs as a process (main.ts); no other package and no test imports its entry, so it
+// exports nothing. Add here only what another package or test/ imports.
+export {};

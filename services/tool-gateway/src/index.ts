@@ -1,6 +1,2 @@
-export { ToolGateway, MCP_CLIENT } from './gateway.js';
-export type { GatewayDeps } from './gateway.js';
-export { McpServerConnection } from './mcp.js';
-export type { McpCallOutcome } from './mcp.js';
-export { startMcpFace, FACE_META } from './mcp-face.js';
-export type { McpFace, McpFaceOptions } from './mcp-face.js';
+// The service runs as a process (main.ts); its entry holds only what test/ imports.
+export { ToolGateway } from './gateway.js';
