@@ -206,9 +206,9 @@ async function publishResolved(env: BosunEnv, deps: OperatorDeps, approval: Appr
   }
   try {
     // The runs stream stores the event for late observers; the services create it, but this may
-    // be the first event under the prefix. Not waited for past 5 s, nor its failure reported:
-    // the event is then counted as not published, and the warning below says so.
+    // be the first event under the prefix. Not waited for past 5 s.
     await Promise.race([
+      // A stream that cannot be made is not reported here: the event then counts as not published, and the warning below says so.
       ensureRunsStream(nc, env.prefix, { replicas: env.streamReplicas }).catch(() => undefined),
       sleep(5_000, undefined, { unref: true }),
     ]);

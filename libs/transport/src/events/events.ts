@@ -193,8 +193,12 @@ export class EventPublisher implements EventSink {
       .incrby(seqKey, batch.length)
       .then((last) => {
         const first = last - batch.length + 1;
-        // The counter's expiry is housekeeping: a failed EXPIRE leaves a key that lives on, never a lost event.
-        if (first === 1) void this.redis.expire(seqKey, this.seqTtl).catch(() => undefined);
+        // The counter's expiry is housekeeping: a failed EXPIRE leaves a key that lives on, never a lost
+        // event, so it is only logged at debug (as a failed count of dropped events is, below).
+        if (first === 1)
+          void this.redis
+            .expire(seqKey, this.seqTtl)
+            .catch((err: unknown) => this.log.debug({ err, runId }, 'could not set the expiry of the run event counter'));
         batch.forEach((input, i) => {
           const event = runEvent(input, first + i);
           this.send({
