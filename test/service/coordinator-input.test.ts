@@ -10,7 +10,7 @@ import { openClient, startServiceTest, type Client, type ServiceTest } from '../
 // checks ran in test/e2e/route.test.ts and test/e2e/limits.test.ts with a whole cluster; the rules
 // themselves are unit-tested in libs/agent/src/run.test.ts ("rejects a job with another name, an
 // invalid incident and a job id other than the incident id, as poison"),
-// libs/contract/src/json-bounds.test.ts and libs/transport/src/dead-letters.test.ts.
+// libs/contract/src/json-bounds.test.ts and libs/transport/src/stores/dead-letters.test.ts.
 
 let s: ServiceTest;
 let client: Client;

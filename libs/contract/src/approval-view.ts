@@ -31,7 +31,7 @@ export interface ApprovalDecisionEntry {
 }
 
 /**
- * What is read beside an approval when it is answered (`libs/transport/src/approval-context.ts`):
+ * What is read beside an approval when it is answered (`libs/transport/src/stores/approval-context.ts`):
  * the run's other specialists (absent when the run's checkpoint is gone: expired, or a call of
  * the gateway's MCP face, which has no run), why they could not be read, and who has looked at it.
  */

@@ -1,7 +1,7 @@
 /**
  * The tool-call record: what the tool gateway stores under each call's idempotency key, and the
  * states it goes through. A stored format (a Redis hash); the code that changes it is
- * `libs/transport/src/tool-records.ts`, used by the gateway and by `bosun ack`.
+ * `libs/transport/src/stores/tool-records.ts`, used by the gateway and by `bosun ack`.
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
@@ -70,7 +70,7 @@ export interface ToolCallTransition {
 /**
  * Every change of state a record may go through; nothing else moves a record. The claim and the
  * operator's changes check the state they start from in the same atomic script that changes it
- * (`libs/transport/src/tool-records.ts`). The gateway's own outcome writes (`done`, `in-doubt`) do
+ * (`libs/transport/src/stores/tool-records.ts`). The gateway's own outcome writes (`done`, `in-doubt`) do
  * not: the gateway that claimed and sent the call is the one that writes them.
  */
 export const TOOL_CALL_TRANSITIONS: readonly ToolCallTransition[] = [

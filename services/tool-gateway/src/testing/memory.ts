@@ -1,7 +1,7 @@
 /**
  * The gateway's ports in memory, for unit tests of {@link ToolCallFlow}: tool-call records with
  * the semantics of `ToolCallRecords`' Lua scripts (checked against real Redis by
- * `libs/transport/src/tool-records.test.ts`), approvals, the audit stream, MCP servers, dead
+ * `libs/transport/src/stores/tool-records.test.ts`), approvals, the audit stream, MCP servers, dead
  * letters, events and a clock moved by hand. Each port writes what it is asked to do in one
  * shared {@link Journal}, so a test can assert the order of the effects. Not exported from the
  * package: tests import this file.
