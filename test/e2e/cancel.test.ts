@@ -98,11 +98,14 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     expect(ofRun(runId, 'agent.stalled').map((e) => e.data.kind)).toEqual(['cancelled']);
     expect(await t.ctx.redis.exists(`${t.ctx.prefix}:cancel:${taskId}`, `${t.ctx.prefix}:cancel:run:${runId}`)).toBe(2);
 
-    // The specialist comes back from its model call, finds the run cancelled, and stops before
-    // its first tool call; the run had not waited for it.
+    // The run ended at once, long before the 8 s model call would have. The specialist's call is
+    // cut by the task's stop signal, and the task stops before its first tool call. Which of the
+    // two ends first is a race on a busy machine (both follow the cancel within moments), so only
+    // the run's promptness is asserted.
+    expect(Date.parse(result.finishedAt) - Date.parse(started.at)).toBeLessThan(8_000);
     expect(await taskEnded(taskId)).toMatchObject({ status: 'stalled', error: 'cancelled' });
     const taskJob = await Job.fromId(tasks, taskId);
-    expect(Date.parse(result.finishedAt)).toBeLessThan(taskJob!.finishedOn!);
+    expect(taskJob!.finishedOn! - Date.parse(started.at)).toBeLessThan(8_000);
     expect(toolLog.calls().filter((c) => c.args.service === 'cancel-slow')).toEqual([]);
     expect(t.client.events.forRun(runId).filter((e) => e.type.startsWith('tool.'))).toEqual([]);
     // An operator's cancellation leaves nothing in the dead-letter inbox.
