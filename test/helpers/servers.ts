@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { join } from 'node:path';
 import { reap } from './reaper.js';
@@ -173,8 +173,42 @@ export class RedisClusterServers {
       ...(tls ? ['--tls', '--cacert', tls.ca, '--cert', tls.cert, '--key', tls.key] : []),
       ...(password ? ['--no-auth-warning', '-a', password] : []),
     ];
-    // Ports the OS reports free, for clients and for the cluster bus (which defaults to port + 10000).
+    // Ports the OS reports free, for clients and for the cluster bus. Between the check and the
+    // bind another process may take one (a busy machine opens many connections): a node that
+    // exits saying so is started again, with all new ports.
+    for (let attempt = 1; ; attempt++) {
+      const failure = await this.startNodes(serverTls, serverAuth);
+      if (failure === undefined) break;
+      await this.stop();
+      if (!failure.portTaken || attempt >= 3) throw new Error(failure.message);
+    }
+    const created = await run('redis-cli', [
+      ...cli,
+      '--cluster',
+      'create',
+      ...this.ports.map((p) => `127.0.0.1:${p}`),
+      '--cluster-replicas',
+      '0',
+      '--cluster-yes',
+    ]);
+    if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out}`);
+    await waitUntil(
+      async () => (await run('redis-cli', [...cli, '-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'),
+      20_000,
+      'the Redis Cluster is at cluster_state:ok',
+      100,
+    );
+    return this;
+  }
+
+  /** Starts the three nodes on new ports; undefined once each answers, else why one did not. */
+  private async startNodes(serverTls: string[], serverAuth: string[]): Promise<{ message: string; portTaken: boolean } | undefined> {
+    const { tls } = this.options;
+    this.ports = [];
+    this.busPorts = [];
+    this.children.length = 0;
     for (let i = 0; i < 6; i++) (i < 3 ? this.ports : this.busPorts).push(await freePort());
+    const logOf = (port: number) => join(this.dir, `redis-${port}.log`);
     for (const [i, port] of this.ports.entries()) {
       const listen = tls ? ['--port', '0', '--tls-port', String(port)] : ['--port', String(port)];
       this.children.push(
@@ -193,6 +227,8 @@ export class RedisClusterServers {
               `nodes-${port}.conf`,
               '--dir',
               this.dir,
+              '--logfile',
+              logOf(port),
               '--save',
               '',
               '--appendonly',
@@ -205,24 +241,18 @@ export class RedisClusterServers {
         ),
       );
     }
-    for (const port of this.ports) await waitUntil(() => answers(port), 10_000, `redis-server (cluster) answers on ${port}`, 100);
-    const created = await run('redis-cli', [
-      ...cli,
-      '--cluster',
-      'create',
-      ...this.ports.map((p) => `127.0.0.1:${p}`),
-      '--cluster-replicas',
-      '0',
-      '--cluster-yes',
-    ]);
-    if (created.code !== 0) throw new Error(`redis-cli --cluster create failed: ${created.out}`);
-    await waitUntil(
-      async () => (await run('redis-cli', [...cli, '-p', String(this.ports[0]), 'cluster', 'info'])).out.includes('cluster_state:ok'),
-      20_000,
-      'the Redis Cluster is at cluster_state:ok',
-      100,
-    );
-    return this;
+    for (const [i, port] of this.ports.entries()) {
+      const child = this.children[i]!;
+      const exited = () => child.exitCode !== null || child.signalCode !== null;
+      await waitUntil(async () => exited() || (await answers(port)), 10_000, `redis-server (cluster) answers on ${port}`, 100);
+      if (!exited()) continue;
+      const log = existsSync(logOf(port)) ? readFileSync(logOf(port), 'utf8').trim().split('\n').slice(-5).join('\n') : '(no log)';
+      return {
+        message: `redis-server (cluster) on ${port} (bus ${this.busPorts[i]}) exited with ${child.exitCode ?? child.signalCode}: ${log}`,
+        portTaken: /address already in use/i.test(log),
+      };
+    }
+    return undefined;
   }
 
   async stop(): Promise<void> {

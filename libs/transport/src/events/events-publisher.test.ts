@@ -20,9 +20,11 @@ class FakeRedis {
   readonly incrbys: [string, number][] = [];
   readonly expires: string[] = [];
   failIncr = false;
+  hangIncr = false;
 
   incrby(key: string, by: number): Promise<number> {
     if (this.failIncr) return Promise.reject(new Error('redis is away'));
+    if (this.hangIncr) return new Promise(() => undefined);
     this.incrbys.push([key, by]);
     const n = (this.strings.get(key) ?? 0) + by;
     this.strings.set(key, n);
@@ -150,6 +152,16 @@ describe('EventPublisher', () => {
     await events.numbered();
     expect(redis.strings.get(keys.seq(PREFIX, RUN))).toBe(2);
     expect(events.stats.published).toBe(0);
+  });
+
+  it('numbered() gives up at its deadline when Redis does not answer: it never holds a task', async () => {
+    const redis = new FakeRedis();
+    redis.hangIncr = true;
+    const { events } = publisher(redis, new FakeNats());
+    emit(events, 1);
+    const started = Date.now();
+    await events.numbered(50);
+    expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('keeps events while NATS is away and publishes them, in order, once a connection is attached', async () => {

@@ -277,10 +277,16 @@ export class EventPublisher implements EventSink {
     for (const item of items) this.send(item);
   }
 
-  async numbered(): Promise<void> {
+  /** See {@link EventSink.numbered}; waits at most `timeoutMs` (a Redis that does not answer never holds a task). */
+  async numbered(timeoutMs = 5_000): Promise<void> {
     // Events emitted in this tick are numbered on the next one (their INCRBY is then pending).
     if (this.unnumbered.size > 0) await new Promise((r) => process.nextTick(r));
-    await Promise.allSettled([...this.pending]);
+    if (this.pending.size === 0) return;
+    const settled = new AbortController();
+    await Promise.race([
+      Promise.allSettled([...this.pending]).then(() => settled.abort()),
+      sleep(timeoutMs, settled.signal, { unref: true }),
+    ]);
   }
 
   /** Waits (at most `timeoutMs`) until every event emitted so far is stored or given up on. */
