@@ -290,6 +290,18 @@ export async function incompletePart(ctx: RunContext, d: Delegation, cause: Inco
   });
 }
 
+/** The event of a part its own specialist ended as `cancelled` (see {@link incompletePart} for the parts the coordinator cuts). */
+export function announceCancelledPart(ctx: RunContext, d: Delegation, reason: string): void {
+  const { state } = ctx;
+  ctx.deps.events.emit({
+    type: 'agent.stalled',
+    runId: state.runId,
+    incidentId: state.incidentId,
+    agent: d.agent,
+    data: { taskId: d.taskId, kind: 'cancelled', reason, marker: STALL_MARKER },
+  });
+}
+
 /**
  * A task of a cancelled run that waits for an operator's approval is denied, so that nobody
  * approves work that will not be done, and the parked task wakes to stop. Best effort: a task

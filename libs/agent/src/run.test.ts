@@ -995,6 +995,29 @@ describe('cancellation', () => {
     expect(w.eventsOf('agent.stalled').map((e) => e.data.reason)).toEqual(['the run was cancelled by alice: false alarm']);
   });
 
+  it('announces once a part whose specialist saw the cancellation first and reported it cancelled, as it announces a part it cuts', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.publish();
+    await w.process();
+    const [k8s, db] = w.taskIds() as [string, string];
+    w.complete(db, report(db, 'database', 'ok'));
+    // The specialist stopped at the cancellation before the coordinator ended the run.
+    w.complete(k8s, report(k8s, 'kubernetes', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' }));
+    w.cancelled.set(w.runId(), cancellation);
+    await w.deps().timers.add({ kind: 'cancel-run', runId: w.runId() }, 0);
+    await w.fire(`cancel-run-${w.runId()}`);
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('cancelled');
+    expect(result.specialists.map((s) => [s.name, s.status])).toEqual([
+      ['kubernetes', 'stalled'],
+      ['database', 'completed'],
+    ]);
+    expect(w.eventsOf('agent.stalled').map((e) => [e.agent, e.data.kind, e.data.reason])).toEqual([
+      ['kubernetes', 'cancelled', 'the run was cancelled by alice: false alarm'],
+    ]);
+    expect(w.deadLetters.size).toBe(0);
+  });
+
   it('ends an active run at its next step, before any child job, when cancelled during its model call', async () => {
     const w = new World(() => {
       w.cancelled.set(w.runId(), cancellation);

@@ -28,6 +28,7 @@ import {
   armTimer,
   dispatch,
   incompletePart,
+  announceCancelledPart,
   type RunContext,
   type IncompleteCause,
 } from './run-parts.js';
@@ -359,8 +360,12 @@ async function endAtDeadline(ctx: LoopContext): Promise<RunResult> {
  */
 async function endCancelled(ctx: LoopContext, cancelled: RunCancellation): Promise<RunResult> {
   const { state, job, deps } = ctx;
+  const out = state.delegations.filter((d) => !d.result);
   if (state.phase === 'waiting') await collect(ctx, { early: ctx.early, read: () => job.children.read() }, 'skip');
   ctx.early = undefined;
+  // A specialist that saw the cancellation first reports its part `cancelled` and announces
+  // nothing (the coordinator does, for the parts it cuts): announced here, as a cut part is.
+  for (const d of out) if (d.result?.reason === 'cancelled') announceCancelledPart(ctx, d, cancelledReason(cancelled));
   const cut = state.delegations.filter((d) => !d.result);
   for (const d of cut) {
     await incompletePart(ctx, d, { kind: 'cancelled', reason: cancelledReason(cancelled) });
