@@ -248,7 +248,7 @@ async function attemptsOf(ctx: RunContext, d: Delegation): Promise<number> {
  * none (the operator who cancelled it has nothing left to act on; the run result names it).
  */
 export async function incompletePart(ctx: RunContext, d: Delegation, cause: IncompleteCause): Promise<void> {
-  const { config, cancels, deadLetters, events } = ctx.deps;
+  const { config, cancels, deadLetters } = ctx.deps;
   const { state } = ctx;
   const { kind, reason } = cause;
   const spec = specialistConfig(config, d.agent);
@@ -281,24 +281,22 @@ export async function incompletePart(ctx: RunContext, d: Delegation, cause: Inco
       `${kind}-${d.taskId}`,
     );
   }
-  events.emit({
+  announcePart(ctx, d, cause);
+}
+
+/**
+ * The event of an INCOMPLETE part: `agent.failed` for a failure, else `agent.stalled`. Made by
+ * {@link incompletePart}, and for a part its own specialist ended as `cancelled` (which the
+ * specialist does not announce).
+ */
+export function announcePart(ctx: RunContext, d: Delegation, { kind, reason }: IncompleteCause): void {
+  const { state } = ctx;
+  ctx.deps.events.emit({
     type: kind === 'failure' ? 'agent.failed' : 'agent.stalled',
     runId: state.runId,
     incidentId: state.incidentId,
     agent: d.agent,
     data: { taskId: d.taskId, kind, reason, marker: STALL_MARKER },
-  });
-}
-
-/** The event of a part its own specialist ended as `cancelled` (see {@link incompletePart} for the parts the coordinator cuts). */
-export function announceCancelledPart(ctx: RunContext, d: Delegation, reason: string): void {
-  const { state } = ctx;
-  ctx.deps.events.emit({
-    type: 'agent.stalled',
-    runId: state.runId,
-    incidentId: state.incidentId,
-    agent: d.agent,
-    data: { taskId: d.taskId, kind: 'cancelled', reason, marker: STALL_MARKER },
   });
 }
 

@@ -28,7 +28,7 @@ import {
   armTimer,
   dispatch,
   incompletePart,
-  announceCancelledPart,
+  announcePart,
   type RunContext,
   type IncompleteCause,
 } from './run-parts.js';
@@ -363,12 +363,13 @@ async function endCancelled(ctx: LoopContext, cancelled: RunCancellation): Promi
   const out = state.delegations.filter((d) => !d.result);
   if (state.phase === 'waiting') await collect(ctx, { early: ctx.early, read: () => job.children.read() }, 'skip');
   ctx.early = undefined;
+  const cause: IncompleteCause = { kind: 'cancelled', reason: cancelledReason(cancelled) };
   // A specialist that saw the cancellation first reports its part `cancelled` and announces
   // nothing (the coordinator does, for the parts it cuts): announced here, as a cut part is.
-  for (const d of out) if (d.result?.reason === 'cancelled') announceCancelledPart(ctx, d, cancelledReason(cancelled));
+  for (const d of out) if (d.result?.reason === 'cancelled') announcePart(ctx, d, cause);
   const cut = state.delegations.filter((d) => !d.result);
   for (const d of cut) {
-    await incompletePart(ctx, d, { kind: 'cancelled', reason: cancelledReason(cancelled) });
+    await incompletePart(ctx, d, cause);
     // A child still out would keep the incident job from completing.
     await deps.jobs.release(d.agent, d.taskId);
   }
