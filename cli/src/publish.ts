@@ -106,11 +106,15 @@ const REPLACE_WAIT_MS = 10_000;
 const REPLACE_MARK_S = 60;
 
 /**
- * Takes the replacement of the rejected job of timestamp `ts`: sets the marker to `ts` unless it
- * already holds `ts` (a racer is replacing that very job). A marker of another value is an earlier
- * replacement's, and is taken over.
+ * Takes the replacement of the rejected job of timestamp `ts` (ARGV[1]): returns -1, taking
+ * nothing, when the job of this id (KEYS[2]) is no longer that one (a racer replaced it since it
+ * was read); 0 when the marker (KEYS[1]) already holds `ts` (a racer is replacing that very job);
+ * else sets the marker to `ts` and returns 1. A marker of another value is an earlier
+ * replacement's, and is taken over. Checking the job here, in the same step, is what keeps a
+ * publisher that read the rejected job before a racer replaced it from removing the replacement.
  */
-const TAKE_REPLACEMENT = `if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
+const TAKE_REPLACEMENT = `if redis.call('HGET', KEYS[2], 'timestamp') ~= ARGV[1] then return -1 end
+if redis.call('GET', KEYS[1]) == ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return 1`;
 
@@ -129,8 +133,11 @@ return 1`;
  * `<prefix>:republish:<jobId>` to the rejected job's timestamp. It removes the job, adds its own,
  * sets the marker to `done:<timestamp of the job that stands>`, and reports the replacement. The
  * others report the job that stands as already published — also one whose add landed between the
- * winner's remove and add (it sees the marker): its job is the replacement, and runs once. A job
- * that failed for another reason is left alone.
+ * winner's remove and add (it sees the marker): its job is the replacement, and runs once. A
+ * publisher that read the rejected job just before a racer replaced it finds out: a state it read
+ * counts only while the job still has the creation time it read, and taking the marker checks the
+ * job in the same script (so it never removes the replacement). A job that failed for another
+ * reason is left alone.
  */
 export async function publishOrReplace(
   deps: { redis: RedisClient; prefix: string },
@@ -143,7 +150,7 @@ export async function publishOrReplace(
   const dlq = new Queue(DEAD_LETTER_QUEUE, { connection: deps.redis, prefix: deps.prefix });
   try {
     // A job removed under our feet (by a replacing publisher) is waited for, then published again.
-    for (let attempt = 0; attempt < 3; attempt++) {
+    for (let attempt = 0; attempt < 5; attempt++) {
       const stored = (await Job.fromId(queue, id)) ?? (await waitForReplacement(queue, id, undefined));
       if (!stored) {
         const again = await publishIncident(queue, input);
@@ -151,6 +158,9 @@ export async function publishOrReplace(
         continue;
       }
       const state = await stored.getState();
+      // getState reads by id: the state may be of a job added since `stored` was read (a racer
+      // replaced it). Only a state read while the job was still this one is reported.
+      if (!(await stillTheJob(deps.redis, queue, stored))) continue;
       const runId = runIdFor(id, stored.timestamp);
       if (state !== 'failed') return { incidentId: id, runId, jobTimestamp: stored.timestamp, duplicate: true, state };
       const deadLetterId = `poison-${id}-${stored.timestamp}`;
@@ -168,7 +178,8 @@ export async function publishOrReplace(
       // Held a minute: long enough for a racer that read the rejected job to find it taken, short
       // enough that a publisher that died half-way does not block the id.
       const marker = keys.republish(deps.prefix, id);
-      const mine = await deps.redis.eval(TAKE_REPLACEMENT, 1, marker, String(stored.timestamp), REPLACE_MARK_S);
+      const mine = await deps.redis.eval(TAKE_REPLACEMENT, 2, marker, queue.toKey(id), String(stored.timestamp), REPLACE_MARK_S);
+      if (mine === -1) continue;
       if (mine !== 1) {
         const replacement = await waitForReplacement(queue, id, stored.timestamp);
         if (!replacement) continue;
@@ -194,6 +205,11 @@ export async function publishOrReplace(
   } finally {
     await dlq.close();
   }
+}
+
+/** Whether the job of `job`'s id is still that job (same creation time), not one added since. */
+async function stillTheJob(redis: RedisClient, queue: Queue, job: Job): Promise<boolean> {
+  return (await redis.hget(queue.toKey(job.id!), 'timestamp')) === String(job.timestamp);
 }
 
 /**
