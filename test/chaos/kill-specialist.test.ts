@@ -132,9 +132,13 @@ describe('specialists killed mid-run', () => {
     );
     // Kills at points of progress, not on a timer: when the first storm tool call starts, then
     // each time 8 more runs have completed — so all four happen while runs are in flight (the
-    // last one with 26 of 50 still out: a replacement's start-up, awaited after each kill, must
-    // not outlast the rest of the storm, as it could with 12 runs between kills).
+    // last one with 26 of 50 still out). A kill follows its threshold at once: the replacement
+    // starts beside it and is not awaited before the next threshold (a start-up of seconds on a
+    // loaded machine let the whole storm finish before the fourth kill). Only specialists that
+    // have come up are victims, so each kill hits a process that holds work.
     const stormCompleted = () => client.events.events.filter((e) => e.type === 'run.completed' && e.incidentId.startsWith('storm-')).length;
+    const up = new Set(cluster.processes.filter((p) => p.running && p.name.startsWith('specialist')));
+    const startups: Promise<void>[] = [];
     let kills = 0;
     let done = false;
     const killer = (async () => {
@@ -145,19 +149,22 @@ describe('specialists killed mid-run', () => {
       );
       for (const threshold of [0, 8, 16, 24]) {
         await waitUntil(() => done || stormCompleted() >= threshold, 120_000, `${threshold} storm runs completed`);
+        // With every specialist killed and none come up yet, the next victim is the first to come up.
+        await waitUntil(() => done || [...up].some((p) => p.running), 60_000, 'a specialist up to kill');
         if (done) break;
-        const victims = cluster.processes.filter((p) => p.running && p.name.startsWith('specialist'));
-        const victim = victims[kills % victims.length];
-        if (!victim) continue;
+        const victims = [...up].filter((p) => p.running);
+        const victim = victims[kills % victims.length]!;
         victim.kill('SIGKILL');
+        up.delete(victim);
         kills++;
         const replacement = cluster.add(startService('specialist', env, { name: `specialist-k${kills}` }));
-        await replacement.ready();
+        startups.push(replacement.ready().then(() => void up.add(replacement)));
       }
     })();
     const results = await Promise.all(jobs.map((j) => client.result(j, 150_000)));
     done = true;
     await killer;
+    await Promise.all(startups);
     process.stdout.write(`[chaos] ${n} incidents, ${kills} specialist kills\n`);
     expect(kills).toBe(4);
     expect(results.map((r) => r.status)).toEqual(results.map(() => 'completed'));
