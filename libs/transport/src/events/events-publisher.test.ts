@@ -1,5 +1,5 @@
-import { describe, expect, it } from 'vitest';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { describe, expect, it, vi } from 'vitest';
+import { headers, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { RunEvent } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
 import type { RedisClient } from '../service/connections.js';
@@ -54,23 +54,41 @@ interface Published {
   msgId: string | undefined;
 }
 
-/** What `jetstream(nc).publish` needs of a connection: a request that gets the stream's ack. */
+/**
+ * What the publisher needs of a connection: a publish with a reply subject, which the stream
+ * answers on the publisher's ack subscription (with an ack, an error, or not at all).
+ */
 class FakeNats {
   readonly published: Published[] = [];
   readonly options = { inboxPrefix: '_INBOX' };
   readonly info = { max_payload: 1024 * 1024 };
-  /** How the next requests answer, one per request; past the list, with an ack. */
-  answers: ('ack' | 'fail' | 'hang')[] = [];
-  requests = 0;
+  /** How the next publishes are answered, one per publish; past the list, with an ack. */
+  answers: ('ack' | 'fail' | 'no-stream' | 'hang')[] = [];
+  publishes = 0;
+  private readonly subs = new Map<string, (err: Error | null, msg: Msg) => void>();
 
-  request(subject: string, data: Uint8Array | string, opts: { headers?: { get(k: string): string } }): Promise<{ data: Uint8Array }> {
-    this.requests++;
+  subscribe(subject: string, opts: { callback: (err: Error | null, msg: Msg) => void }): Subscription {
+    this.subs.set(subject.replace(/\.\*$/, ''), opts.callback);
+    return { unsubscribe: () => void this.subs.delete(subject.replace(/\.\*$/, '')) } as unknown as Subscription;
+  }
+
+  publish(subject: string, data: string, opts: { headers: MsgHdrs; reply: string }): void {
+    this.publishes++;
     const answer = this.answers.shift() ?? 'ack';
-    if (answer === 'hang') return new Promise(() => undefined);
-    if (answer === 'fail') return Promise.reject(new Error('timeout'));
-    const text = typeof data === 'string' ? data : new TextDecoder().decode(data);
-    this.published.push({ subject, event: RunEvent.parse(JSON.parse(text)), msgId: opts.headers?.get('Nats-Msg-Id') });
-    return Promise.resolve({ data: new TextEncoder().encode(JSON.stringify({ stream: `${PREFIX}-runs`, seq: this.published.length })) });
+    if (answer === 'hang') return;
+    const inbox = opts.reply.slice(0, opts.reply.lastIndexOf('.'));
+    const reply = (body: unknown, hdrs?: MsgHdrs) =>
+      queueMicrotask(() =>
+        this.subs.get(inbox)?.(null, {
+          subject: opts.reply,
+          data: new TextEncoder().encode(body === undefined ? '' : JSON.stringify(body)),
+          headers: hdrs,
+        } as unknown as Msg),
+      );
+    if (answer === 'fail') return reply({ error: { code: 503, err_code: 10077, description: 'JetStream system temporarily unavailable' } });
+    if (answer === 'no-stream') return reply(undefined, headers(503, 'No Responders'));
+    this.published.push({ subject, event: RunEvent.parse(JSON.parse(data)), msgId: opts.headers.get('Nats-Msg-Id') });
+    reply({ stream: `${PREFIX}-runs`, seq: this.published.length });
   }
 
   asConnection(): NatsConnection {
@@ -84,9 +102,16 @@ function logLines() {
   return { log, lines };
 }
 
-function publisher(redis: FakeRedis, nats: FakeNats | null, bufferLimit?: number) {
+function publisher(redis: FakeRedis, nats: FakeNats | null, bufferLimit?: number, ackTimeoutMs?: number) {
   const { log, lines } = logLines();
-  const events = new EventPublisher({ prefix: PREFIX, redis: redis.asClient(), nats: nats?.asConnection() ?? null, log, bufferLimit });
+  const events = new EventPublisher({
+    prefix: PREFIX,
+    redis: redis.asClient(),
+    nats: nats?.asConnection() ?? null,
+    log,
+    bufferLimit,
+    ...(ackTimeoutMs === undefined ? {} : { ackTimeoutMs }),
+  });
   return { events, lines };
 }
 
@@ -199,20 +224,59 @@ describe('EventPublisher', () => {
     expect(() => emit(events, 2)).not.toThrow();
     await events.flush(500);
     expect(events.stats).toEqual({ published: 0, dropped: 2 });
-    expect(nats.requests).toBe(0);
+    expect(nats.publishes).toBe(0);
     expect(lines).toContainEqual(expect.objectContaining({ msg: 'event dropped: could not number it', runId: RUN }));
   });
 
-  it('retries a failed publish under the same message id, so the stream keeps one copy', async () => {
+  it.each([
+    ['refused by the stream (a JetStream API error)', 'fail'],
+    ['answered by no stream (503, no responders)', 'no-stream'],
+  ] as const)('retries a publish %s under the same message id, so the stream keeps one copy', async (_, answer) => {
     const redis = new FakeRedis();
     const nats = new FakeNats();
-    nats.answers = ['fail'];
+    nats.answers = [answer];
     const { events } = publisher(redis, nats);
     emit(events, 1);
     await events.flush(5_000);
-    expect(nats.requests).toBe(2);
+    expect(nats.publishes).toBe(2);
     expect(nats.published.map((p) => p.msgId)).toEqual([`${RUN}-1`]);
     expect(events.stats).toEqual({ published: 1, dropped: 0 });
+  });
+
+  it('sends an event again under the same message id when its ack does not come in time, and waits on no ack of its own', async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    nats.answers = ['hang', 'ack', 'ack'];
+    const { events } = publisher(redis, nats, undefined, 100);
+    emit(events, 3);
+    await events.numbered();
+    // All three went out at once; only the first is left without an answer.
+    expect(nats.publishes).toBe(3);
+    await events.flush(5_000);
+    expect(nats.publishes).toBe(4);
+    expect(nats.published.map((p) => p.msgId)).toEqual([`${RUN}-2`, `${RUN}-3`, `${RUN}-1`]);
+    expect(events.stats).toEqual({ published: 3, dropped: 0 });
+  });
+
+  it('drops (and counts) an event the stream refused eight times', async () => {
+    const redis = new FakeRedis();
+    const nats = new FakeNats();
+    nats.answers = Array.from({ length: 8 }, () => 'fail' as const);
+    // The backoffs between the eight tries add up to 15.75 s: on a fake clock.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+    try {
+      const { events } = publisher(redis, nats);
+      emit(events, 1);
+      await vi.advanceTimersByTimeAsync(15_700);
+      expect(nats.publishes).toBe(7);
+      expect(events.stats.dropped).toBe(0);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(nats.publishes).toBe(8);
+      expect(events.stats).toEqual({ published: 0, dropped: 1 });
+      expect(redis.hashes.get(keys.events(PREFIX))?.get('dropped')).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('never holds up the caller: emit returns at once, and flush gives up at its deadline when NATS does not answer', async () => {

@@ -1,7 +1,6 @@
 import type { RedisClient } from '../service/connections.js';
-import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstream, type JetStreamClient } from '@nats-io/jetstream';
-import { boundJson, eventSubject, jsonDepth, type EventType, type RunEvent, sleep } from '@bosun/contract';
+import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
+import { boundJson, errorMessage, eventSubject, jsonDepth, type EventType, type RunEvent, sleep } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { keys } from '../keys.js';
 import { metrics } from '../service/metrics.js';
@@ -65,6 +64,8 @@ export interface EventPublisherOptions {
   maxPayloadBytes?: number;
   /** How long a run's event counter is kept after its first event; default 8 days (a day past the checkpoints). */
   seqTtlSeconds?: number;
+  /** How long an event waits for the stream's ack before it is sent again; default 5 s. */
+  ackTimeoutMs?: number;
 }
 
 const SEQ_TTL_SECONDS = 8 * 24 * 3600;
@@ -127,10 +128,17 @@ export class EventPublisher implements EventSink {
   private readonly log: Logger;
   private readonly bufferLimit: number;
   private readonly buffer: Outgoing[] = [];
-  private js: JetStreamClient | null = null;
   private nc: NatsConnection | null = null;
+  /** The subscription the stream's acks come to, `<inbox>.<token>`, one per connection. */
+  private acks: { inbox: string; sub: Subscription } | null = null;
+  /** Events sent and not yet acked by the stream, by the token of their reply subject. */
+  private readonly unacked = new Map<string, Unacked>();
+  private tokens = 0;
+  private sweeper: NodeJS.Timeout | null = null;
+  private readonly ackTimeoutMs: number;
   private readonly maxPayloadBytes: number | undefined;
   private readonly seqTtl: number;
+  /** Events whose retry is waiting out its backoff. */
   private inflight = 0;
   private pending = new Set<Promise<void>>();
   /** Events emitted this tick, by run, waiting for their numbers (see {@link number}). */
@@ -139,19 +147,35 @@ export class EventPublisher implements EventSink {
   constructor(options: EventPublisherOptions) {
     this.prefix = options.prefix;
     this.redis = options.redis;
-    this.nc = options.nats;
-    this.js = options.nats ? jetstream(options.nats) : null;
     this.log = options.log;
     this.bufferLimit = options.bufferLimit ?? 10_000;
     this.maxPayloadBytes = options.maxPayloadBytes;
     this.seqTtl = options.seqTtlSeconds ?? SEQ_TTL_SECONDS;
+    this.ackTimeoutMs = options.ackTimeoutMs ?? 5_000;
+    this.connect(options.nats);
   }
 
   /** Hands over a (new) NATS connection and flushes the buffer into it. */
   attach(nats: NatsConnection | null): void {
-    this.nc = nats;
-    this.js = nats ? jetstream(nats) : null;
+    this.connect(nats);
     if (nats) this.drainBuffer();
+  }
+
+  private connect(nats: NatsConnection | null): void {
+    if (this.acks) {
+      // The old connection's subscription; a connection already closed has dropped it itself.
+      try {
+        this.acks.sub.unsubscribe();
+      } catch (err) {
+        this.log.debug({ err }, 'could not unsubscribe from the acks of the earlier NATS connection');
+      }
+      this.acks = null;
+    }
+    this.nc = nats;
+    if (!nats) return;
+    const inbox = createInbox((nats as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
+    const sub = nats.subscribe(`${inbox}.*`, { callback: (err, msg) => (err ? undefined : this.acked(msg, inbox)) });
+    this.acks = { inbox, sub };
   }
 
   /** The largest body an event may have now: the server's max payload less room for headers. */
@@ -221,36 +245,74 @@ export class EventPublisher implements EventSink {
   }
 
   /**
-   * Publishes through JetStream and waits (asynchronously) for the stream's ack, so an event is
-   * known to be stored — a core publish would be lost silently while a clustered stream elects a
-   * new leader. A failed publish is retried with backoff under the same message id (the stream
+   * Publishes to the stream with a reply subject on this publisher's one ack subscription, so an
+   * event is known to be stored — a publish without an ack would be lost silently while a
+   * clustered stream elects a new leader. No event waits on its own ack (a JetStream publish
+   * apiece costs a request, a timer and a promise: twice the client CPU): {@link acked} confirms
+   * them as the acks come, and one timer sends again those with no ack after `ackTimeoutMs`. A
+   * failed or unanswered publish is retried with backoff under the same message id (the stream
    * drops duplicates); past the retries, or while NATS is away, events wait in a bounded buffer.
    */
   private send(item: Outgoing, attempt = 0): void {
-    const js = this.js;
-    if (!js) return this.keep(item);
+    const nc = this.nc;
+    const acks = this.acks;
+    if (!nc || !acks) return this.keep(item);
     // Encoded for another server's limit (kept while NATS was away): encoded again for this one.
     if (item.body.limit > this.bodyLimit()) item.body = this.encode(item.event);
-    const { subject, msgID } = item;
+    const token = String(++this.tokens);
+    const h = headers();
+    h.set('Nats-Msg-Id', item.msgID);
+    this.unacked.set(token, { item, attempt, sentAt: Date.now() });
+    try {
+      nc.publish(item.subject, item.body.text, { headers: h, reply: `${acks.inbox}.${token}` });
+    } catch (err) {
+      // A connection closing or draining refuses at once: retried, as an unanswered one is.
+      this.unacked.delete(token);
+      return this.retry(item, attempt, err);
+    }
+    this.sweeper ??= setInterval(() => this.sweep(), Math.min(1_000, this.ackTimeoutMs)).unref();
+  }
+
+  /** The stream's answer to the event sent under `<inbox>.<token>`: stored, or to be sent again. */
+  private acked(msg: Msg, inbox: string): void {
+    const token = msg.subject.slice(inbox.length + 1);
+    const entry = this.unacked.get(token);
+    // An ack that came after its event was given up on and sent again: the resend has its own token.
+    if (!entry) return;
+    this.unacked.delete(token);
+    const problem = ackProblem(msg);
+    if (problem === undefined) this.stats.published++;
+    else this.retry(entry.item, entry.attempt, new Error(problem));
+    this.idle();
+  }
+
+  /** Sends again the events whose ack is overdue. */
+  private sweep(): void {
+    const overdue = Date.now() - this.ackTimeoutMs;
+    for (const [token, entry] of this.unacked) {
+      if (entry.sentAt > overdue) continue;
+      this.unacked.delete(token);
+      this.retry(entry.item, entry.attempt, new Error(`no ack from the stream in ${this.ackTimeoutMs} ms`));
+    }
+    this.idle();
+  }
+
+  private idle(): void {
+    if (this.unacked.size > 0 || !this.sweeper) return;
+    clearInterval(this.sweeper);
+    this.sweeper = null;
+  }
+
+  private retry(item: Outgoing, attempt: number, err: unknown): void {
+    if (attempt >= 7) return this.drop(err);
+    const delay = Math.min(250 * 2 ** attempt, 4_000);
+    // Still on its way while it waits to be retried: flush() waits for it too.
     this.inflight++;
-    js.publish(subject, item.body.text, { msgID, timeout: 5_000 })
-      .then(() => {
-        this.stats.published++;
-      })
-      .catch((err: unknown) => {
-        if (attempt >= 7) return this.drop(err);
-        const delay = Math.min(250 * 2 ** attempt, 4_000);
-        // Still on its way while it waits to be retried: flush() waits for it too.
-        this.inflight++;
-        const t = setTimeout(() => {
-          this.inflight--;
-          this.send(item, attempt + 1);
-        }, delay);
-        t.unref();
-      })
-      .finally(() => {
-        this.inflight--;
-      });
+    const t = setTimeout(() => {
+      this.inflight--;
+      this.send(item, attempt + 1);
+    }, delay);
+    t.unref();
   }
 
   private keep(item: Outgoing): void {
@@ -295,8 +357,8 @@ export class EventPublisher implements EventSink {
     // Events emitted in this tick are numbered on the next one.
     if (this.unnumbered.size > 0) await new Promise((r) => process.nextTick(r));
     while (this.pending.size > 0 && Date.now() < until) await Promise.race([Promise.allSettled([...this.pending]), sleep(100)]);
-    if (this.js) this.drainBuffer();
-    while (this.inflight > 0 && Date.now() < until) await sleep(20);
+    if (this.nc) this.drainBuffer();
+    while (this.inflight + this.unacked.size > 0 && Date.now() < until) await sleep(20);
   }
 }
 
@@ -306,6 +368,28 @@ interface Outgoing {
   event: RunEvent;
   body: { text: string; limit: number };
   msgID: string;
+}
+
+/** An event sent and waiting for the stream's ack: which try it is, and when it went. */
+interface Unacked {
+  item: Outgoing;
+  attempt: number;
+  sentAt: number;
+}
+
+/**
+ * Why the stream's answer is not an ack of a stored event, or undefined when it is: a status
+ * message (503, no stream took the subject) or a JetStream API error (`{"error": …}`).
+ */
+function ackProblem(msg: Msg): string | undefined {
+  if (msg.headers?.hasError) return `the stream answered ${msg.headers.code} ${msg.headers.description}`;
+  try {
+    const ack = JSON.parse(new TextDecoder().decode(msg.data)) as { error?: { description?: string }; seq?: unknown };
+    if (ack.error) return `the stream refused the event: ${ack.error.description ?? JSON.stringify(ack.error)}`;
+    return typeof ack.seq === 'number' ? undefined : 'the stream answered without a sequence number';
+  } catch (err) {
+    return `the stream's answer is not JSON: ${errorMessage(err)}`;
+  }
 }
 
 /** An {@link EventSink} that keeps events in memory (unit tests). */
