@@ -1,6 +1,6 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
-import { configDefaults, defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig, type TestProjectInlineConfiguration } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 // The suite in layers, cheapest first; `npm test` runs them in this order and stops at the first
@@ -107,10 +107,13 @@ export default defineConfig({
     globalSetup: ['test/helpers/global-setup.ts'],
     setupFiles: ['test/helpers/setup.ts'],
     sequence: { sequencer: SlowFirst },
-    projects: Object.entries(LAYERS).flatMap(([name, include]) => {
+    projects: Object.entries(LAYERS).flatMap(([name, include]): TestProjectInlineConfiguration[] => {
       if (!SHARED_WORKERS.has(name)) return [{ extends: true, test: { name, include: [...include] } }];
       const own = OWN_PROCESS[name as keyof typeof LAYERS] ?? [];
-      const shared = { extends: true, test: { name, include: [...include], exclude: [...configDefaults.exclude, ...own], isolate: false } };
+      const shared: TestProjectInlineConfiguration = {
+        extends: true,
+        test: { name, include: [...include], exclude: [...configDefaults.exclude, ...own], isolate: false },
+      };
       return own.length === 0 ? [shared] : [shared, { extends: true, test: { name: `${name}-isolated`, include: own } }];
     }),
   },

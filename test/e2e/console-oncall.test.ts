@@ -26,6 +26,20 @@ import { seriousFindings } from '../helpers/axe.js';
 // 1280 px window with a 128-character id; no critical or serious axe finding on Bosun's pages.
 // One cluster (gateway with its metrics port, coordinator, specialist) and the console, for the file.
 
+// The functions given to page.evaluate / $$eval run in the browser. The tests are type-checked
+// against Node's lib, not the DOM's (which would also retype fetch's Response everywhere), so
+// this file declares what those functions read of the page's globals; it emits nothing.
+declare const window: { innerWidth: number };
+declare const document: {
+  documentElement: { scrollWidth: number };
+  querySelector(selector: string): { getBoundingClientRect(): { right: number } } | null;
+  querySelectorAll(selector: string): { length: number };
+};
+/** An `<li>` of an `<ol>`: its `value` is the number the list shows. */
+interface ListItem {
+  value: number;
+}
+
 const TOKEN = 'oncall-console-token-5e2b71';
 const LONG_ID = `oncall-${'x'.repeat(121)}`;
 
@@ -146,7 +160,7 @@ describe('the console for an on-call engineer', () => {
     const items = await page.$$eval('#timeline > li', (lis) =>
       lis.map((li) => ({
         seq: Number(li.getAttribute('data-seq')),
-        value: (li as HTMLLIElement).value,
+        value: (li as ListItem).value,
         summary: li.querySelector('summary')?.textContent ?? '',
       })),
     );

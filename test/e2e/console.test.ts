@@ -20,6 +20,11 @@ import {
 // dead letter retried with its button, an incident summary holding HTML shown as text, and a POST
 // without the CSRF token refused.
 
+// The functions given to page.evaluate / $$eval run in the browser. The tests are type-checked
+// against Node's lib, not the DOM's (which would also retype fetch's Response everywhere), so
+// this file declares what those functions read of the page's globals; it emits nothing.
+declare const window: { __xss?: number };
+
 const TOKEN = 'console-test-token-7f3a9c';
 const XSS = 'Checkout is down <img src=x onerror="window.__xss=1"> after deploy';
 
@@ -91,7 +96,7 @@ describe('the operator console in Chromium', () => {
     await page.waitForSelector('#timeline li');
     expect(await page.textContent('#incident-summary')).toBe(XSS);
     expect(await page.locator('#run-info img').count()).toBe(0);
-    expect(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss)).toBeUndefined();
+    expect(await page.evaluate(() => window.__xss)).toBeUndefined();
 
     await t.client.events.waitFor((e) => e.runId === runId && e.type === 'approval.requested', 30_000, 'approval.requested');
     await page.click('#nav-approvals');

@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { STALL_MARKER } from '@bosun/contract';
 import { ENTRY, consoleLogin, openBrowser, openContext, reap, waitUntil, type TestContext } from '../helpers/index.js';
@@ -28,7 +29,7 @@ afterEach(async () => {
   }
 });
 
-function startDemo(args: string[]): ChildProcess {
+function startDemo(args: string[]): ChildProcessByStdio<null, Readable, Readable> {
   const child = reap(
     spawn(process.execPath, [ENTRY.cli, 'demo', ...args], {
       env: { ...process.env, ...ctx.env, LOG_LEVEL: 'info' },

@@ -2,6 +2,12 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Page } from 'playwright-core';
 
+// The functions given to page.evaluate / $$eval run in the browser. The tests are type-checked
+// against Node's lib, not the DOM's (which would also retype fetch's Response everywhere), so
+// this file declares what those functions read of the page's globals; it emits nothing.
+declare const window: { axe?: { run(context: unknown): Promise<{ violations: any[] }> } };
+declare const document: unknown;
+
 /** axe-core's browser build, from its npm package (no CDN). */
 const AXE_SOURCE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 
@@ -20,10 +26,11 @@ export interface AxeFinding {
  * loosening for the test.
  */
 export async function seriousFindings(page: Page): Promise<AxeFinding[]> {
-  const loaded = await page.evaluate(() => typeof (window as unknown as { axe?: unknown }).axe === 'object');
+  const loaded = await page.evaluate(() => typeof window.axe === 'object');
   if (!loaded) await page.evaluate(AXE_SOURCE);
   const violations = await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(ctx: Document): Promise<{ violations: any[] }> } }).axe;
+    const axe = window.axe;
+    if (!axe) throw new Error('axe-core is not loaded in the page');
     const result = await axe.run(document);
     return result.violations.map((v) => ({
       id: String(v.id),

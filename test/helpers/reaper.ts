@@ -5,8 +5,8 @@ import type { ChildProcess } from 'node:child_process';
 const children = new Set<ChildProcess>();
 let installed = false;
 
-/** Registers `child` to be SIGKILLed if it is still running when this process exits. */
-export function reap(child: ChildProcess): ChildProcess {
+/** Registers `child` to be SIGKILLed if it is still running when this process exits; returns it, its type (its pipes) kept. */
+export function reap<C extends ChildProcess>(child: C): C {
   if (!installed) {
     installed = true;
     process.once('exit', () => {

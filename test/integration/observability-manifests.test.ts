@@ -24,7 +24,8 @@ async function exportedNames(): Promise<Set<string>> {
   coordinator.setClusterProbe(() => Promise.reject(new Error('not read here')));
   for (const m of await coordinator.registry.getMetricsAsJSON()) {
     names.add(m.name);
-    if (m.type === 'histogram') for (const suffix of ['_bucket', '_count', '_sum']) names.add(m.name + suffix);
+    // prom-client declares `type` as a numeric enum; it holds the Prometheus type's name.
+    if (String(m.type) === 'histogram') for (const suffix of ['_bucket', '_count', '_sum']) names.add(m.name + suffix);
   }
   return names;
 }

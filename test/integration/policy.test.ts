@@ -301,7 +301,7 @@ describe('the gateway enforces the policy at call time', () => {
       // And as a tool name: unknown.
       expect((await call('writer', agent, {}, undefined, `${key}-tool`)).error, agent).toBe(`unknown tool "${agent}"`);
     }
-    const audited = (await auditEntries()).filter((e) => e.key.startsWith('k-proto-'));
+    const audited = (await auditEntries()).filter((e) => e.key?.startsWith('k-proto-'));
     expect(audited.map((e) => [e.agent, e.status])).toEqual(Object.getOwnPropertyNames(Object.prototype).map((a) => [a, 'refused']));
     await collector.waitFor(
       (e) => e.type === 'tool.failed' && e.data.key === 'k-proto-toString',

@@ -193,7 +193,8 @@ describe('bad input gets the protocol error codes, and nothing is published', ()
   });
 
   it('JSON-RPC structure errors are -32600 (Invalid Request), in 1.0 and 0.3 alike: a wrong jsonrpc, no method, an object id, a batch', async () => {
-    for (const headers of [{}, { 'a2a-version': '' }]) {
+    const versions: Record<string, string>[] = [{}, { 'a2a-version': '' }];
+    for (const headers of versions) {
       const cases: unknown[] = [
         { jsonrpc: '1.0', id: 1, method: 'SendMessage', params: {} },
         { jsonrpc: '2.0', id: 2, params: {} },
@@ -284,10 +285,8 @@ describe('tasks, tenants and message ids', () => {
   it('four racing sends of one message id, on both replicas, give one task and one incident job, round after round', async () => {
     for (let round = 0; round < 5; round++) {
       const before = await incidentJobs();
-      const message = msg([{ text: `race ${round}` }], {
-        messageId: `race-${round}-${Math.random()}`,
-        contextId: `ctx-race-${round}-${Math.random()}`,
-      });
+      const contextId = `ctx-race-${round}-${Math.random()}`;
+      const message = msg([{ text: `race ${round}` }], { messageId: `race-${round}-${Math.random()}`, contextId });
       const answers = await Promise.all(
         [0, 1, 0, 1].map((i) =>
           rpc(
@@ -298,7 +297,7 @@ describe('tasks, tenants and message ids', () => {
       );
       const ids = new Set(answers.map((a) => a.body.result?.task?.id as string));
       expect([...ids], JSON.stringify(answers.map((a) => a.body))).toHaveLength(1);
-      const listed = await call('ListTasks', { contextId: message.contextId });
+      const listed = await call('ListTasks', { contextId });
       expect(listed.body.result.tasks.map((t: { id: string }) => t.id)).toEqual([...ids]);
       expect(await incidentJobs()).toBe(before + 1);
     }

@@ -202,7 +202,7 @@ describe('console login through OpenID Connect', () => {
     await page.waitForSelector('table#runs');
     const cookie = (await browser.cookies(base)).find((c) => c.name === 'bosun_console')!;
     expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict' });
-    const session = await page.evaluate(async () => (await fetch('/api/session')).json());
+    const session = await page.evaluate(async () => (await (await fetch('/api/session')).json()) as { person: unknown });
     expect(session.person).toEqual({ name: 'Ada Operator', email: 'ada@example.test', role: 'operator', via: 'oidc' });
     expect(await page.textContent('#whoami')).toBe('Ada Operator');
 
@@ -239,8 +239,8 @@ describe('console login through OpenID Connect', () => {
     await ssoLogin('bob');
     await page.waitForSelector('table#runs');
     await page.waitForSelector('#whoami:text("Bob Viewer (read-only)")');
-    const pending = await page.evaluate(async () => (await fetch('/api/approvals')).json());
-    expect(pending.map((a: Approval) => a.id)).toContain(approval.id);
+    const pending = await page.evaluate(async () => (await (await fetch('/api/approvals')).json()) as Approval[]);
+    expect(pending.map((a) => a.id)).toContain(approval.id);
     const r = await postFromPage(`/api/approvals/${approval.id}`, { decision: 'approve' });
     expect(r.status).toBe(403);
     expect(r.text).toContain('read-only: Bob Viewer is not in console.oidc.operatorGroups');

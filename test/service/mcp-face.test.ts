@@ -8,7 +8,7 @@ import {
   StreamableHTTPClientTransport,
   type StreamableHTTPClientTransportOptions,
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, type CallToolResult, type Progress } from '@modelcontextprotocol/sdk/types.js';
 import { ApprovalStore, keys, type Approval } from '@bosun/transport';
 import {
   EventCollector,
@@ -27,6 +27,14 @@ import {
 // client: HTTP checks (Host/Origin, paths, token, headers), the policy-filtered tool list, calls,
 // and the approval paths of `ask` tools (pending at once, waiting then approved / denied / timed
 // out, cancelled, coming back later, reconnecting after a broken stream).
+
+/**
+ * The approval a progress notification names. The SDK hands `onprogress` the notification's
+ * params whole, `_meta` included, though its `Progress` type leaves `_meta` out.
+ */
+function progressApprovalId(p: Progress & { _meta?: Record<string, unknown> }): unknown {
+  return p._meta?.['bosun/approvalId'];
+}
 
 const TOKEN = 'face-token-xyz';
 const APPROVAL_TIMEOUT_MS = 5_000;
@@ -451,8 +459,7 @@ describe('the gateway as an MCP server', () => {
     const client = await connect();
     const progress: { message?: string; approvalId?: unknown }[] = [];
     const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('wait-approve') }, undefined, {
-      onprogress: (p) =>
-        progress.push({ message: p.message, approvalId: (p._meta as Record<string, unknown> | undefined)?.['bosun/approvalId'] }),
+      onprogress: (p) => progress.push({ message: p.message, approvalId: progressApprovalId(p) }),
     }) as Promise<CallToolResult>;
     const a = await pendingFor('demo__restart_pod', 'wait-approve');
     await waitUntil(() => progress.length > 0, 5_000, 'the first progress notification');
@@ -551,7 +558,7 @@ describe('the gateway as an MCP server', () => {
     });
     const progress: unknown[] = [];
     const call = client.callTool({ name: 'demo__restart_pod', arguments: restartArgs('resume') }, undefined, {
-      onprogress: (p) => progress.push((p._meta as Record<string, unknown> | undefined)?.['bosun/approvalId']),
+      onprogress: (p) => progress.push(progressApprovalId(p)),
     }) as Promise<CallToolResult>;
     const a = await pendingFor('demo__restart_pod', 'resume');
     await waitUntil(() => progress.length > 0, 5_000, 'the first progress notification');

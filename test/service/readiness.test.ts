@@ -34,10 +34,11 @@ const check = (kind: Kind, extra: Record<string, string> = {}, args: string[] = 
   runEntry(ENTRY[kind], { ...env, ...extra }, args);
 
 /** Runs one after the other: a 2-core machine gains nothing from starting them all at once. */
-async function inTurn(...runs: (() => Promise<CliRun>)[]): Promise<CliRun[]> {
+async function inTurn<T extends (() => Promise<CliRun>)[]>(...runs: T): Promise<{ [K in keyof T]: CliRun }> {
   const out: CliRun[] = [];
   for (const run of runs) out.push(await run());
-  return out;
+  // One result per run, in order: the tuple of results has the shape of the tuple of runs.
+  return out as { [K in keyof T]: CliRun };
 }
 
 function expectNoSecret(run: CliRun): void {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
+import type { CustomFetch } from 'openid-client';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { OidcSettings } from '@bosun/config';
 import { ATTEMPT_TTL_MS, OidcLogin, OidcLoginError, type OidcRefusal } from './oidc.js';
@@ -49,7 +50,7 @@ interface TokenPlan {
 function provider(plan: () => TokenPlan) {
   const seen = { challenge: '', nonce: '', verifier: '', clientAuth: '' };
   const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200, headers: { 'content-type': 'application/json' } });
-  const fetch = async (url: string, init: { method?: string; headers?: HeadersInit; body?: unknown }): Promise<Response> => {
+  const fetch: CustomFetch = async (url, init) => {
     const u = new URL(url);
     if (u.pathname === '/.well-known/openid-configuration') {
       return json({
@@ -65,7 +66,9 @@ function provider(plan: () => TokenPlan) {
     if (u.pathname === '/jwks') return json({ keys: [{ ...jwk, kid: 'k1', alg: 'RS256', use: 'sig' }] });
     if (u.pathname === '/me') return json({ sub: 'u-1', ...plan().userinfo });
     if (u.pathname === '/token') {
-      const form = new URLSearchParams(String(init.body));
+      const body = init.body;
+      if (typeof body !== 'string' && !(body instanceof URLSearchParams)) throw new Error(`unexpected token request body: ${typeof body}`);
+      const form = new URLSearchParams(body);
       seen.verifier = form.get('code_verifier') ?? '';
       seen.clientAuth = new Headers(init.headers).get('authorization') ?? '';
       if (createHash('sha256').update(seen.verifier).digest('base64url') !== seen.challenge)
@@ -89,7 +92,7 @@ function provider(plan: () => TokenPlan) {
     }
     return new Response('not found', { status: 404 });
   };
-  return { fetch: fetch as never, seen };
+  return { fetch, seen };
 }
 
 /** Logs in once: begin, the provider's answer as the browser brings it back, finish. */
@@ -209,7 +212,7 @@ describe('OidcLogin', () => {
   });
 
   it('names the issuer when discovery fails', async () => {
-    const fetch = (async () => new Response('no', { status: 500 })) as never;
+    const fetch: CustomFetch = async () => new Response('no', { status: 500 });
     await expect(OidcLogin.discover({ settings: settings(), fetch })).rejects.toThrow(
       /^console\.oidc\.issuer: discovery at https:\/\/id\.example\.test\/ failed/,
     );

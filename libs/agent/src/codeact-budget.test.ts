@@ -35,7 +35,14 @@ class Gateway implements ToolClient {
   private readonly records = new Map<string, ToolCallResult>();
   total = 0;
   async catalog(): Promise<Catalog> {
-    const add = { name: 'calc__add', server: 'calc', remoteName: 'add', description: 'add', inputSchema: { type: 'object' } };
+    const add = {
+      name: 'calc__add',
+      server: 'calc',
+      remoteName: 'add',
+      description: 'add',
+      inputSchema: { type: 'object' },
+      annotations: {},
+    };
     return { v: 1, updatedAt: new Date(0).toISOString(), tools: [add], unavailable: {} };
   }
   async call(call: ToolCallJob): Promise<ToolCallResult> {

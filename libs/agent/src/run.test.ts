@@ -7,6 +7,7 @@ import {
   runCheckpointId,
   runIdFor,
   timerJobId,
+  type DeadLetter,
   type IncidentInput,
   type RunCancellation,
   type RunCheckpoint,
@@ -161,9 +162,10 @@ class World {
       checkpoints: this.checkpoints,
       events: this.events,
       deadLetters: {
-        add: async (input: DeadLetterInput, id: string) => {
+        add: async (input: DeadLetterInput, id: string): Promise<DeadLetter> => {
           await io();
           if (!this.deadLetters.has(id)) this.deadLetters.set(id, structuredClone(input));
+          return { v: 1, at: new Date().toISOString(), marker: STALL_MARKER, ...input };
         },
       },
       jobs: {

@@ -605,6 +605,6 @@ describe('taskDeadline', () => {
     const pending = { kind: 'approval' as const, step: 1, approvalId: 'ap-1', at: parkedAt };
     // Parked one minute before the deadline: however long the wait, one minute is left after it.
     expect(taskDeadline(at, { approvalWaitMs: 1_000, pending }, t + 3_600_000)).toBe(t + 1_000 + 3_600_000 + 60_000);
-    expect(taskDeadline(at, { pending: { ...pending, kind: 'tools' } }, t + 5_000)).toBe(t);
+    expect(taskDeadline(at, { pending: { kind: 'tools', step: 1, keys: ['k-1'], at: parkedAt } }, t + 5_000)).toBe(t);
   });
 });

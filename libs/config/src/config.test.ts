@@ -263,7 +263,7 @@ describe('config errors name the field', () => {
 describe('${VAR} in number and boolean fields', () => {
   const gatewayOnly = { resolveServers: true, resolveOperatorToken: false };
   const specialistOnly = { resolveServers: false, resolveOperatorToken: false };
-  const withFace = (port: unknown) => ({ ...minimal(), gateway: { mcpServer: { port, token: 'not-a-secret' } } });
+  const withFace = (port: unknown): Record<string, any> => ({ ...minimal(), gateway: { mcpServer: { port, token: 'not-a-secret' } } });
 
   it('numbers: a placeholder becomes the number, from the environment or its default', () => {
     const raw = withFace('${MCP_PORT}');

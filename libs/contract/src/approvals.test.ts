@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 
-import { ApprovalDecisionRecord, DECISION_LIMITS, DecisionError, decisionInput, parseDecision, taskApprovalId } from './approvals.js';
+import {
+  ApprovalDecisionRecord,
+  DECISION_LIMITS,
+  DecisionError,
+  decisionInput,
+  parseDecision,
+  taskApprovalId,
+  type Decision,
+} from './approvals.js';
 import { TaskCheckpoint, taskCheckpointId } from './task-checkpoint.js';
 
 /** The error `parseDecision` throws for `input`, or undefined. */
@@ -62,7 +70,7 @@ describe('parseDecision', () => {
       { approve: true, by: 'a' },
       { approve: true, only: [1], by: 'a' },
       { approve: false, reason: 'no', by: 'b' },
-    ] as const) {
+    ] satisfies Decision[]) {
       expect(parseDecision(decisionInput(d))).toEqual(d);
     }
   });

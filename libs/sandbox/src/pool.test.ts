@@ -42,6 +42,13 @@ function scriptError(o: ScriptOutcome): Extract<ScriptOutcome, { kind: 'script_e
   return o;
 }
 
+/** The value a script returned as `{ observation }` (throws on any other outcome). */
+function observation(o: ScriptOutcome): unknown {
+  if (o.kind !== 'result' || o.result.tag !== 'observation')
+    throw new Error(`expected an observation, got ${JSON.stringify(o).slice(0, 300)}`);
+  return o.result.value;
+}
+
 async function timed<T>(f: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const t0 = performance.now();
   const value = await f();
@@ -91,7 +98,7 @@ describe('the time limit holds from outside (item 2)', () => {
     expect(ms).toBeLessThan(5_000);
     expect(p.stats().threadsStopped).toBe(1);
     const next = await p.run('return { observation: call_tool("demo__read", { n: 2 }) };', h);
-    expect(next.kind === 'result' && next.result.value).toEqual({ n: 2 });
+    expect(observation(next)).toEqual({ n: 2 });
   });
 });
 
@@ -134,7 +141,7 @@ describe('memoryMb bounds memory, and it is given back (item 3)', () => {
       { timeMs: 60_000, memoryBytes: 256 * 1024 * 1024 },
     );
     clearInterval(sampler);
-    expect(out.kind === 'result' && out.result.value).toBe(200);
+    expect(observation(out)).toBe(200);
     expect(peak - before, 'the script did hold its 200 MB').toBeGreaterThan(150);
     // Before: the process stayed at its peak. Now the thread that held it is retired.
     const back = await until(() => rssMb() - before < 60, 10_000);
@@ -186,7 +193,7 @@ describe('the process stays responsive', () => {
     await new Promise((r) => setTimeout(r, 100));
     clearInterval(other);
     delay.disable();
-    expect(out.kind === 'result' && out.result.value).toBe(true);
+    expect(observation(out)).toBe(true);
     const maxMs = delay.max / 1e6;
     process.stdout.write(
       `[sandbox] event loop while a script computed 3 s: largest delay ${maxMs.toFixed(1)} ms, largest gap between 20 ms ticks ${worstGap.toFixed(1)} ms\n`,
@@ -221,7 +228,7 @@ describe('a thread stopped under its scripts', () => {
     expect(p.stats()).toMatchObject({ threadsStopped: 1, reruns: 1 });
     release();
     const out = await patient;
-    const [r, a, b] = (out.kind === 'result' && out.result.value) as number[];
+    const [r, a, b] = observation(out) as number[];
     expect(a).toBe(r);
     expect(calls.map((c) => [c.name, c.index])).toEqual([
       ['demo__read', 0],
@@ -245,7 +252,7 @@ describe('a thread stopped under its scripts', () => {
     await until(() => p.stats().threadsLost === 1 && threads().length === 1, 10_000);
     release();
     const out = await run;
-    expect(out.kind === 'result' && out.result.value).toEqual([0, 1]);
+    expect(observation(out)).toEqual([0, 1]);
     expect(calls.map((c) => c.index)).toEqual([0, 1]);
 
     // Lost twice while it computes after its call: it ends, its call made once.
@@ -269,7 +276,7 @@ describe('a thread stopped under its scripts', () => {
       'let seen; try { call_tool("demo__read", {}); } catch (e) { seen = e.name + ": " + e.message; } return { observation: [seen, call_tool("demo__read", {})] };',
       h,
     );
-    const [seen, next] = (out.kind === 'result' && out.result.value) as string[];
+    const [seen, next] = observation(out) as string[];
     expect(seen).toMatch(
       /^ToolError: the result of demo__read is 9437193 characters as JSON; a script may receive at most 8388608 \(memory limit\)/,
     );

@@ -25,6 +25,13 @@ function scriptError(o: ScriptOutcome): Extract<ScriptOutcome, { kind: 'script_e
   return o;
 }
 
+/** The value a script returned as `{ observation }` (throws on any other outcome). */
+function observation(o: ScriptOutcome): unknown {
+  if (o.kind !== 'result' || o.result.tag !== 'observation')
+    throw new Error(`expected an observation, got ${JSON.stringify(o).slice(0, 300)}`);
+  return o.result.value;
+}
+
 describe('runScript', () => {
   it('chains tools in one script and returns the tagged result', async () => {
     const { h, calls } = host((c) => ({ ok: { n: (c.args.n as number) + 1 } }));
@@ -54,7 +61,7 @@ describe('runScript', () => {
       'const v = [Date.now(), new Date().getTime(), Math.random(), new Date(0).getTime(), Date.now(), Math.random()]; call_tool("demo__read", {}); return { observation: v };',
       h,
     );
-    const value = (out.kind === 'result' && out.result.value) as number[];
+    const value = observation(out) as number[];
     expect(value.slice(0, 4)).toEqual([1_700_000_000_000, 1_700_000_000_000, 0.25, 0]);
     expect(value[4]).toBeGreaterThanOrEqual(before);
     expect(value[5]).toBeGreaterThanOrEqual(0);
@@ -144,7 +151,7 @@ describe('runScript', () => {
       expect(typeof process.pid).toBe('number');
       // The next script runs normally.
       const after = await runScript('return { observation: 1 + 1 };', h);
-      expect(after.kind === 'result' && after.result.value).toBe(2);
+      expect(observation(after)).toBe(2);
     });
 
     it('prototype pollution stays in the sandbox, and polluting argument names are refused', async () => {
@@ -160,9 +167,7 @@ describe('runScript', () => {
         ].join('\n'),
         h,
       );
-      expect(out.kind === 'result' && out.result.value).toMatch(
-        /may not be named "__proto__" \| .*may not be named "(constructor|prototype)"/,
-      );
+      expect(observation(out)).toMatch(/may not be named "__proto__" \| .*may not be named "(constructor|prototype)"/);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       expect(({} as Record<string, unknown>).hacked).toBeUndefined();
       expect(typeof [].push).toBe('function');
@@ -196,7 +201,7 @@ describe('runScript', () => {
         runScript(`return { observation: call_tool("demo__read", { n: ${n} }) + call_tool("demo__read", { n: 10 }) };`, h),
       ),
     );
-    expect(outs.map((o) => o.kind === 'result' && o.result.value)).toEqual([11, 12, 13, 14]);
+    expect(outs.map((o) => observation(o))).toEqual([11, 12, 13, 14]);
   });
 
   it('reuses its threads and interpreter modules from one script to the next', async () => {

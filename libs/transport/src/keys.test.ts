@@ -1,7 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, TOOLS_QUEUE, runIdFor, specialistQueue, taskIdFor } from '@bosun/contract';
+import {
+  COORDINATOR_TIMERS_QUEUE,
+  DEAD_LETTER_QUEUE,
+  INCIDENTS_QUEUE,
+  TOOLS_QUEUE,
+  runIdFor,
+  specialistQueue,
+  taskIdFor,
+} from '@bosun/contract';
 import { keys } from './keys.js';
-import { COORDINATOR_TIMERS_QUEUE } from './stores/runs.js';
 
 const PREFIX = '{bosun}';
 const RUN = runIdFor('inc-1', 1_700_000_000_000);
@@ -20,11 +27,16 @@ const all: Record<keyof typeof keys, string> = {
   approval: keys.approval(PREFIX, 'a1'),
   approvalDecision: keys.approvalDecision(PREFIX, 'a1'),
   approvalVotes: keys.approvalVotes(PREFIX, 'a1'),
+  approvalViewers: keys.approvalViewers(PREFIX, 'a1'),
+  slackMessageUpdated: keys.slackMessageUpdated(PREFIX, 'a1'),
   approvalsPending: keys.approvalsPending(PREFIX),
   approvalsOfRun: keys.approvalsOfRun(PREFIX, RUN),
   audit: keys.audit(PREFIX),
   deadLetterSeen: keys.deadLetterSeen(PREFIX, 'd1'),
   degraded: keys.degraded(PREFIX),
+  inDoubt: keys.inDoubt(PREFIX),
+  usage: keys.usage(PREFIX, RUN),
+  rateLimit: keys.rateLimit(PREFIX, 'model'),
 };
 
 describe('keys', () => {

@@ -11,7 +11,14 @@ import { FaceApprovals } from './face-approvals.js';
 const DEMO = fileURLToPath(new URL('../../../infra/demo/bosun.yaml', import.meta.url));
 
 function tool(remoteName: string): CatalogTool {
-  return { name: `demo__${remoteName}`, server: 'demo', remoteName, description: remoteName, inputSchema: { type: 'object' } };
+  return {
+    name: `demo__${remoteName}`,
+    server: 'demo',
+    remoteName,
+    description: remoteName,
+    inputSchema: { type: 'object' },
+    annotations: {},
+  };
 }
 
 /** The face's approvals over the demo config, rollback_deployment under a rule of two; the requests it makes. */

@@ -29,7 +29,7 @@ const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 
 function tool(remoteName: string): CatalogTool {
-  return { name: `demo__${remoteName}`, server: 'demo', remoteName, description: '', inputSchema: { type: 'object' } };
+  return { name: `demo__${remoteName}`, server: 'demo', remoteName, description: '', inputSchema: { type: 'object' }, annotations: {} };
 }
 
 function call(key: string): ToolCallJob {
@@ -76,7 +76,11 @@ beforeAll(async () => {
     prefix: ctx.prefix,
     config,
     events: new MemoryEventSink(),
-    deadLetters: { add: (input) => Promise.resolve({ v: 1, kind: input.kind, marker: '', at: '', reason: input.reason }) },
+    deadLetters: {
+      add: (input) => Promise.resolve({ v: 1, kind: input.kind, marker: '', at: '', reason: input.reason }),
+      // No in-doubt entries in this test: nothing to resolve.
+      resolveInDoubt: () => Promise.resolve(false),
+    },
     log,
   });
   const server = gateway.servers[0]!;

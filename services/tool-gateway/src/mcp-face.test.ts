@@ -44,7 +44,7 @@ beforeAll(async () => {
     config,
     approvals: {
       request: () => Promise.reject(new Error('unused')),
-      get: () => Promise.resolve(undefined),
+      get: () => Promise.resolve(null),
       decide: () => Promise.reject(new Error('unused')),
       pending: () => Promise.resolve([]),
     },

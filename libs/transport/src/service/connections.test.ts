@@ -8,7 +8,6 @@ import { readNatsSettings, readRedisSettings } from '@bosun/config';
 import { makeCertificates, type TestCertificates } from '../../../../test/helpers/tls.js';
 import {
   DEAD_LINK,
-  DEAD_LINK,
   ConnectionSettingsError,
   createRedis,
   natsConnectOptions,

@@ -5,11 +5,18 @@ import { metrics } from './metrics.js';
 // The agent loops' telemetry port, as the services fill it: counts go to the process's metrics,
 // and a span (none recorded without an SDK) hands back what its work returns or throws.
 
+/** One series of a metric as prom-client reads it; a histogram's carry their name (`…_count`, `…_sum`, `…_bucket`). */
+interface Series {
+  value: number;
+  labels: Partial<Record<string, string | number>>;
+  metricName?: string;
+}
+
 /** The value of a metric's series with `labels` (a histogram's `_count` when `series` says so), 0 when absent. */
 async function value(name: string, labels: Record<string, string>, series = name): Promise<number> {
   const metric = (await metrics.registry.getMetricsAsJSON()).find((m) => m.name === name);
   const found = metric?.values.find(
-    (v) => (v.metricName ?? name) === series && Object.entries(labels).every(([k, l]) => v.labels[k] === l),
+    (v: Series) => (v.metricName ?? name) === series && Object.entries(labels).every(([k, l]) => v.labels[k] === l),
   );
   return Number(found?.value ?? 0);
 }

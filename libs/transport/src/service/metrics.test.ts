@@ -20,8 +20,9 @@ describe('BosunMetrics', () => {
     expect(metrics.length).toBeGreaterThan(15);
     for (const metric of metrics) {
       expect(metric.name).toMatch(/^bosun_[a-z_]+$/);
-      if (metric.type === 'counter') expect(metric.name).toMatch(/_total$/);
-      if (metric.type === 'histogram') expect(metric.name).toMatch(/_seconds$/);
+      // prom-client declares `type` as a numeric enum; it holds the Prometheus type's name ('counter', …).
+      if (String(metric.type) === 'counter') expect(metric.name).toMatch(/_total$/);
+      if (String(metric.type) === 'histogram') expect(metric.name).toMatch(/_seconds$/);
     }
   });
 
@@ -35,7 +36,8 @@ describe('BosunMetrics', () => {
     expect(names).toContain('bosun_process_cpu_seconds_total');
     expect(new Set(names).size).toBe(names.length);
     const misnamed = metrics.filter(
-      (x) => (x.type !== 'counter' && /_total$/.test(x.name)) || (x.type !== 'histogram' && /_(count|sum|bucket)$/.test(x.name)),
+      (x) =>
+        (String(x.type) !== 'counter' && /_total$/.test(x.name)) || (String(x.type) !== 'histogram' && /_(count|sum|bucket)$/.test(x.name)),
     );
     expect(misnamed.map((x) => `${x.name} (${x.type})`)).toEqual([]);
     // The health server calls it once per process; a second call must not throw "already registered".

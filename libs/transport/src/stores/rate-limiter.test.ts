@@ -34,7 +34,7 @@ describe('RedisRateLimiter', () => {
     const l = limiter('conc', { concurrency: 1 });
     expect(await l.acquire('a', 0)).toBe(0);
     expect(await l.acquire('b', 0)).toBeGreaterThan(0);
-    await l.release('a');
+    await l.release('a', 0);
     expect(await l.acquire('b', 0)).toBe(0);
   });
 
