@@ -76,6 +76,22 @@ module.exports = {
       to: { path: '^libs/transport/' },
     },
     {
+      name: 'transport-base-below-all',
+      comment:
+        "libs/transport's base/ (connections, metrics, tracing) is what every other folder of it builds on: it imports none of them.",
+      severity: 'error',
+      from: { path: '^libs/transport/src/base/' },
+      to: { path: '^libs/transport/src/(stores|events|tools|http|service)/' },
+    },
+    {
+      name: 'transport-service-on-top',
+      comment:
+        "libs/transport's service/ (the runtime a service starts with, its HTTP face, the launcher) builds on the stores, events, tools and http folders; none of them imports it.",
+      severity: 'error',
+      from: { path: '^libs/transport/src/(stores|events|tools|http)/' },
+      to: { path: '^libs/transport/src/service/' },
+    },
+    {
       name: 'otel-sdk-in-services-only',
       comment:
         'libs/otel starts the OpenTelemetry SDK and only the services import it; every other package reaches OpenTelemetry through @opentelemetry/api alone (docs/observability.md).',

@@ -46,7 +46,7 @@ const SHARED_WORKERS = new Set(['unit', 'integration']);
  */
 const OWN_PROCESS: Partial<Record<keyof typeof LAYERS, string[]>> = {
   unit: [
-    'libs/transport/src/service/tracing.test.ts',
+    'libs/transport/src/base/tracing.test.ts',
     'libs/otel/src/index.test.ts',
     'services/coordinator/src/run-trace.test.ts',
     'services/tool-gateway/src/gateway-spans.test.ts',

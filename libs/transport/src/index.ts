@@ -1,6 +1,6 @@
 // What other packages import (services, the CLI, the bench, test/); everything else stays in its module.
-export { createRedis, waitForRedis, connectNats, ConnectionSettingsError } from './service/connections.js';
-export type { RedisClient } from './service/connections.js';
+export { createRedis, waitForRedis, connectNats, ConnectionSettingsError } from './base/connections.js';
+export type { RedisClient } from './base/connections.js';
 export { ensureRunsStream } from './events/stream.js';
 export { keys } from './keys.js';
 export { EventPublisher, MemoryEventSink } from './events/events.js';
@@ -42,12 +42,12 @@ export { sendJson, sendError } from './http/json.js';
 export { Router } from './http/router.js';
 export type { RouteContext } from './http/router.js';
 export { DeliveryQueue, deliveryIncident, deliveryJobOptions } from './stores/deliveries.js';
-export { BosunMetrics, metrics } from './service/metrics.js';
+export { BosunMetrics, metrics } from './base/metrics.js';
 export { watchWorkerLocks, isLockError } from './service/worker-locks.js';
 export type { WorkerLocks } from './service/worker-locks.js';
-export type { ToolOutcome } from './service/metrics.js';
+export type { ToolOutcome } from './base/metrics.js';
 export { redisClusterProbe } from './service/metrics-probe.js';
-export { traceCarrier, carriedContext, inSpan, spanEvent, TraceNotes, SpanKind } from './service/tracing.js';
+export { traceCarrier, carriedContext, inSpan, spanEvent, TraceNotes, SpanKind } from './base/tracing.js';
 export { loopTelemetry } from './service/loop-telemetry.js';
 export { RunUsageLedger } from './stores/usage-ledger.js';
 export { redisRateLimiters } from './stores/rate-limiter.js';

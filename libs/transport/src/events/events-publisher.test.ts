@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { headers, type Msg, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { RunEvent } from '@bosun/contract';
 import { createLogger } from '@bosun/config';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { EventPublisher } from './events.js';
 import { keys } from '../keys.js';
 

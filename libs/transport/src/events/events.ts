@@ -1,9 +1,9 @@
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { boundJson, errorMessage, eventSubject, jsonDepth, type EventType, type RunEvent, sleep } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
 import { keys } from '../keys.js';
-import { metrics } from '../service/metrics.js';
+import { metrics } from '../base/metrics.js';
 
 /** Fields of an event that the emitter supplies. */
 export interface EmitInput {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loopTelemetry } from './loop-telemetry.js';
-import { metrics } from './metrics.js';
+import { metrics } from '../base/metrics.js';
 
 // The agent loops' telemetry port, as the services fill it: counts go to the process's metrics,
 // and a span (none recorded without an SDK) hands back what its work returns or throws.

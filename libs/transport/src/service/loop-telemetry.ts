@@ -4,8 +4,8 @@
  * services hand it to the loops; libs/agent never imports this package.
  */
 import type { Attributes, Span } from '@opentelemetry/api';
-import { metrics } from './metrics.js';
-import { SpanKind, inSpan, spanEvent } from './tracing.js';
+import { metrics } from '../base/metrics.js';
+import { SpanKind, inSpan, spanEvent } from '../base/tracing.js';
 
 /** Spans and metrics of the agent loops. */
 export const loopTelemetry = {

@@ -1,8 +1,8 @@
 import { Queue } from 'bullmq';
 import { COORDINATOR_TIMERS_QUEUE, DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, TOOLS_QUEUE, specialistQueue } from '@bosun/contract';
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { keys } from '../keys.js';
-import type { ClusterProbe, ClusterSnapshot } from './metrics.js';
+import type { ClusterProbe, ClusterSnapshot } from '../base/metrics.js';
 
 /** How long an index entry of an in-doubt call is counted: the life of its record (7 days). */
 const IN_DOUBT_HORIZON_MS = 7 * 24 * 3600 * 1000;

@@ -1,9 +1,9 @@
-import type { RedisClient } from './connections.js';
+import type { RedisClient } from '../base/connections.js';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { BosunError, errorMessage, sleep } from '@bosun/contract';
 import { redactUrl, type BosunEnv, type Logger, type RetentionConfig } from '@bosun/config';
-import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from './connections.js';
+import { ConnectionSettingsError, checkRedisTopology, connectNats, createRedis, waitForRedis } from '../base/connections.js';
 import { EventPublisher } from '../events/events.js';
 import { RedisCheckpointStore } from '../stores/checkpoints.js';
 import { DeadLetters } from '../stores/dead-letters.js';

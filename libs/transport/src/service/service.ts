@@ -5,7 +5,7 @@ import { readEnv, scrub, setLogLevel, type BosunEnv, type Logger } from '@bosun/
 import { sendJson } from '../http/json.js';
 import { Router } from '../http/router.js';
 import { HttpServer } from '../http/server.js';
-import { metrics } from './metrics.js';
+import { metrics } from '../base/metrics.js';
 
 /** A started service. */
 export interface ServiceHandle {

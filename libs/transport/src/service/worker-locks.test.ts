@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode, type Worker } from 'bullmq';
-import { metrics } from './metrics.js';
+import { metrics } from '../base/metrics.js';
 import { isLockError, watchWorkerLocks } from './worker-locks.js';
 
 // Lock errors of a worker: its processors told at once when a renewal fails, every loss counted

@@ -1,6 +1,6 @@
 import { ErrorCode, type Worker } from 'bullmq';
 import type { Logger } from '@bosun/config';
-import { metrics } from './metrics.js';
+import { metrics } from '../base/metrics.js';
 
 /** How a worker learnt that it lost a job's lock (the `kind` label of `bosun_worker_lock_errors_total`). */
 export type LockErrorKind = 'renewal' | 'fenced' | 'finish';

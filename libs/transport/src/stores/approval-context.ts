@@ -17,7 +17,7 @@ import {
   type ApprovalView,
   type TaskRead,
 } from '@bosun/contract';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { RedisCheckpointStore } from './checkpoints.js';
 import { keys } from '../keys.js';
 import { runScript } from './scripts.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createLogger } from '@bosun/config';
 
 import { ApprovalError, ApprovalStore, type ApprovalRequest } from './approvals.js';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 
 /** The few Redis commands the store uses, in memory (SET with NX, sorted-set adds and removals, a run's set). */
 class FakeRedis {

@@ -16,7 +16,7 @@ import {
   type Decision,
 } from '@bosun/contract';
 import { createLogger, type Logger } from '@bosun/config';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { keys } from '../keys.js';
 import { runScript } from './scripts.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { CorruptCheckpointError, MemoryCheckpointStore, RedisCheckpointStore, type CheckpointStore } from './checkpoints.js';
 import { keys } from '../keys.js';
 

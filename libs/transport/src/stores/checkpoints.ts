@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { BosunError, LockLostError } from '@bosun/contract';
 import { keys } from '../keys.js';
 

@@ -1,7 +1,7 @@
 import { Queue } from 'bullmq';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { DEAD_LETTER_QUEUE, STALL_MARKER, boundJson, type DeadLetter, type DeadLetterKind } from '@bosun/contract';
-import { metrics } from '../service/metrics.js';
+import { metrics } from '../base/metrics.js';
 import { keys } from '../keys.js';
 
 /** What a caller gives to record a dead letter; `v`, `at` and `marker` are filled in. */

@@ -10,7 +10,7 @@ import {
   type Incident,
   type RunResult,
 } from '@bosun/contract';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 
 /** What a delivery says about the incident: its first summary line and its runbook link, besides its names. */
 export function deliveryIncident(incident: Incident): DeliveryIncident {

@@ -1,4 +1,4 @@
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { keys } from '../keys.js';
 
 /** The limits of one model (or provider) across the whole cluster. Absent fields are no limit. */

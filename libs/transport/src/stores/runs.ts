@@ -23,7 +23,7 @@ import {
   type RunStatus,
   type TimerJob,
 } from '@bosun/contract';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 
 /**
  * The state of a run as `bosun runs` shows it: `waiting` (not started), `active` (a coordinator

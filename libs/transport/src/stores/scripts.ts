@@ -1,4 +1,4 @@
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 
 type ScriptCommand = (...keysAndArgv: string[]) => Promise<unknown>;
 

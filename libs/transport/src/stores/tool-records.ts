@@ -11,7 +11,7 @@ import {
   type ToolCallResolution,
   type ToolCallState,
 } from '@bosun/contract';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { keys } from '../keys.js';
 import { runScript } from './scripts.js';
 

@@ -1,5 +1,5 @@
 import { UsageTotals, parseStoredJson, sumUsage } from '@bosun/contract';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import { keys } from '../keys.js';
 
 /** How long a run's ledger is kept after its last write, by default: as long as the checkpoints (7 days). */

@@ -1,7 +1,7 @@
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { BosunError, ToolCallResult, abortable, parseWith, type Catalog, type ToolCallJob, errorMessage } from '@bosun/contract';
 import type { Logger } from '@bosun/config';
-import { SpanKind, inSpan, traceCarrier } from '../service/tracing.js';
+import { SpanKind, inSpan, traceCarrier } from '../base/tracing.js';
 import { toolOutcome, type ToolCallOptions, type ToolClient } from './tools.js';
 
 /** The subject tool calls are requested on: `<prefix>.tools.call` (docs/protocol.md). */

@@ -1,5 +1,5 @@
 import { Queue, QueueEvents } from 'bullmq';
-import type { RedisClient } from '../service/connections.js';
+import type { RedisClient } from '../base/connections.js';
 import {
   BosunError,
   Catalog,
@@ -12,8 +12,8 @@ import {
   type ToolCallJob,
 } from '@bosun/contract';
 import { keys } from '../keys.js';
-import type { ToolOutcome } from '../service/metrics.js';
-import { SpanKind, inSpan, traceCarrier } from '../service/tracing.js';
+import type { ToolOutcome } from '../base/metrics.js';
+import { SpanKind, inSpan, traceCarrier } from '../base/tracing.js';
 
 /** How agents reach tools. The real one goes through the gateway; tests may use a fake. */
 export interface ToolClient {
