@@ -174,7 +174,14 @@ export class EventPublisher implements EventSink {
     this.nc = nats;
     if (!nats) return;
     const inbox = createInbox((nats as { options?: { inboxPrefix?: string } }).options?.inboxPrefix);
-    const sub = nats.subscribe(`${inbox}.*`, { callback: (err, msg) => (err ? undefined : this.acked(msg, inbox)) });
+    const sub = nats.subscribe(`${inbox}.*`, {
+      callback: (err, msg) => {
+        // The subscription itself failed (a permissions violation, say): the events wait for
+        // acks that cannot come, are sent again, and are dropped and counted; the cause is here.
+        if (err) return this.log.warn({ err, inbox }, 'the subscription to the stream acks of events failed');
+        this.acked(msg, inbox);
+      },
+    });
     this.acks = { inbox, sub };
   }
 
