@@ -11,7 +11,8 @@ export { READY_LINE, type ServiceProcess };
 const processes = new ProcessGroup({ killOnExit: true });
 
 /** The kinds of process {@link startService} starts. */
-export type ServiceKind = 'coordinator' | 'specialist' | 'gateway' | 'intake' | 'a2a' | 'console';
+/** `serve` is `bosun serve`: coordinator, specialists and gateway in one process (the co-located layout). */
+export type ServiceKind = 'coordinator' | 'specialist' | 'gateway' | 'intake' | 'a2a' | 'console' | 'serve';
 
 /**
  * How many output lines each process keeps by default (its tail): enough for every line a
@@ -50,8 +51,8 @@ export function startService(
   const entry: Started = { process: undefined as unknown as ServiceProcess, total: 0, printed: 0 };
   const p = processes.launch({
     name,
-    script: ENTRY[kind],
-    args: options.args ?? [],
+    script: kind === 'serve' ? ENTRY.cli : ENTRY[kind],
+    args: kind === 'serve' ? ['serve', ...(options.args ?? [])] : (options.args ?? []),
     env: { ...process.env, ...env },
     keepLines: options.keepLines ?? TAIL_LINES,
     onLine: (line) => {
@@ -108,7 +109,12 @@ function countStart(kind: ServiceKind, name: string): void {
 
 /** Options of {@link TestCluster.start}. */
 export interface ClusterOptions {
-  /** How many specialist processes (default 1), each serving every specialist of the config. */
+  /**
+   * `split` (default): gateway, coordinator and specialists as processes of their own.
+   * `colocated`: `bosun serve` processes, each hosting all three (named `serve-1`, `serve-2`, …).
+   */
+  layout?: 'split' | 'colocated';
+  /** How many specialist processes (default 1), each serving every specialist of the config; in the co-located layout, how many `bosun serve` processes. */
   specialists?: number;
   /** The arguments of each specialist process (e.g. `['--only', 'coder']`); their number wins over `specialists`. */
   specialistArgs?: string[][];
@@ -129,8 +135,13 @@ export class TestCluster {
     const cluster = new TestCluster();
     countCluster();
     const argsList = options.specialistArgs ?? Array.from({ length: options.specialists ?? 1 }, () => []);
-    const all = [cluster.add(startService('gateway', env)), cluster.add(startService('coordinator', env))];
-    argsList.forEach((args, i) => all.push(cluster.add(startService('specialist', env, { name: `specialist-${i + 1}`, args }))));
+    const all: ServiceProcess[] = [];
+    if (options.layout === 'colocated') {
+      argsList.forEach((args, i) => all.push(cluster.add(startService('serve', env, { name: `serve-${i + 1}`, args }))));
+    } else {
+      all.push(cluster.add(startService('gateway', env)), cluster.add(startService('coordinator', env)));
+      argsList.forEach((args, i) => all.push(cluster.add(startService('specialist', env, { name: `specialist-${i + 1}`, args }))));
+    }
     for (const m of options.more ?? []) all.push(cluster.add(startService(m.kind, { ...env, ...m.env }, { name: m.name, args: m.args })));
     try {
       // Started one after the other, the gateway had 30 s and then the rest 30 s: started at

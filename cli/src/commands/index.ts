@@ -7,6 +7,7 @@ import { demoCommand } from './demo.js';
 import { dlqCommand } from './dlq.js';
 import { publishCommand } from './publish.js';
 import { resultCommand } from './result.js';
+import { serveCommand } from './serve.js';
 import { cancelCommand, runsCommand } from './runs.js';
 import { statsCommand } from './stats.js';
 import { watchCommand } from './watch.js';
@@ -26,6 +27,7 @@ const TABLE: readonly Command[] = [
   denyCommand,
   auditCommand,
   demoCommand,
+  serveCommand,
 ];
 
 /** The commands by name (the first word of `bosun <command> …`). */

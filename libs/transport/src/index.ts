@@ -10,6 +10,8 @@ export type { CheckpointStore, CheckpointFence, RevisedCheckpointStore } from '.
 export { DeadLetters } from './stores/dead-letters.js';
 export type { DeadLetterInput } from './stores/dead-letters.js';
 export { QueueToolClient, ToolCatalog, toolOutcome } from './tools/tools.js';
+export { DirectToolClient } from './tools/tools-direct.js';
+export type { InProcessGateway } from './tools/tools-direct.js';
 export { NatsToolClient, NotAToolCallError, serveToolCalls, toolCallSubject, TOOL_CALL_QUEUE_GROUP } from './tools/tools-nats.js';
 export type { ToolCallResponder } from './tools/tools-nats.js';
 export { ToolCallRecords } from './stores/tool-records.js';
@@ -18,7 +20,7 @@ export type { ToolClient } from './tools/tools.js';
 export { runService, READY_LINE } from './service/service.js';
 export { ServiceProcess, ProcessGroup, launchProcess } from './service/launcher.js';
 export type { LaunchOptions } from './service/launcher.js';
-export type { ServiceArgs } from './service/service.js';
+export type { ServiceArgs, ServiceHandle, RunServiceOptions } from './service/service.js';
 export { openRuntime, checkRuntime } from './service/runtime.js';
 export type { Runtime } from './service/runtime.js';
 export {

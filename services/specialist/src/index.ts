@@ -1,3 +1,4 @@
-// The service runs as a process (main.ts); no other package and no test imports its entry, so it
-// exports nothing. Add here only what another package or test/ imports.
-export {};
+// The service runs as a process (main.ts); its entry holds what a process hosting it beside the
+// other services (`bosun serve`, cli/src/serve.ts) starts. Add here only what another package or
+// test/ imports.
+export { specialistService, type SpecialistServiceOptions } from './service.js';

@@ -8,7 +8,7 @@ export type Span = Parameters<Parameters<typeof inSpan>[2]>[0];
  * How a call reached the gateway: a job of the `tools` queue, a NATS request on
  * `<prefix>.tools.call` (its subject), or the gateway's own MCP face (an HTTP request).
  */
-export type CallArrival = { via: 'queue' } | { via: 'nats'; subject: string } | { via: 'mcp' };
+export type CallArrival = { via: 'queue' } | { via: 'nats'; subject: string } | { via: 'mcp' } | { via: 'direct' };
 
 /** The span attributes that name the way a call came (OpenTelemetry's messaging conventions for the two messaging ones). */
 function arrivalAttributes(arrival: CallArrival): Record<string, string> {
@@ -20,6 +20,9 @@ function arrivalAttributes(arrival: CallArrival): Record<string, string> {
     case 'mcp':
       // Not a message: an MCP client's HTTP request to the face.
       return { 'bosun.tool.transport': 'mcp' };
+    case 'direct':
+      // A function call from a specialist in the same process (`bosun serve`).
+      return { 'bosun.tool.transport': 'direct' };
   }
 }
 

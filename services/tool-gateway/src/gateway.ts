@@ -9,6 +9,7 @@ import {
   keys,
   type DeadLetters,
   type EventSink,
+  type InProcessGateway,
   type RedisClient,
   toolCallSubject,
 } from '@bosun/transport';
@@ -144,6 +145,11 @@ export class ToolGateway {
    */
   async execute(call: ToolCallJob, arrival: CallArrival = { via: 'mcp' }): Promise<ToolCallResult> {
     return inGatewaySpan(call, arrival, (span) => this.executeCall(call, span));
+  }
+
+  /** The gateway as a specialist in the same process calls it (`DirectToolClient`, `bosun serve`). */
+  inProcess(): InProcessGateway {
+    return { catalog: () => this.catalog(), execute: (call) => this.execute(call, { via: 'direct' }) };
   }
 
   private async executeCall(call: ToolCallJob, span: Span): Promise<ToolCallResult> {

@@ -38,6 +38,8 @@ export interface RunServiceOptions {
   log: Logger;
   /** Command-line options of this service besides `--check`; an unknown option is a usage error (exit 2). */
   args?: ServiceArgOptions;
+  /** The command line to parse. Default: `process.argv.slice(2)` (`bosun serve` passes what follows its name). */
+  argv?: string[];
   /** Starts the service, with its command-line options and the environment as read once at start-up. */
   start: (args: ServiceArgs, env: BosunEnv) => Promise<ServiceHandle>;
   /**
@@ -133,7 +135,7 @@ export function runService(options: RunServiceOptions): void {
 function parseServiceArgs(options: RunServiceOptions): ServiceArgs {
   try {
     return parseArgs({
-      args: process.argv.slice(2),
+      args: options.argv ?? process.argv.slice(2),
       options: { ...options.args, check: { type: 'boolean', default: false } },
       strict: true,
       allowPositionals: false,
