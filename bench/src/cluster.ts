@@ -9,8 +9,9 @@ import { runsStreamName } from '@bosun/contract';
 import { ProcessGroup, type LaunchOptions, type ServiceProcess } from '@bosun/transport';
 import { note } from './util.js';
 
-export type ServiceName = 'tool-gateway' | 'coordinator' | 'specialist';
-export const SERVICES: readonly ServiceName[] = ['tool-gateway', 'coordinator', 'specialist'];
+/** The services, and `serve`: `bosun serve`, all three in one process (the co-located layout). */
+export type ServiceName = 'tool-gateway' | 'coordinator' | 'specialist' | 'serve';
+export const SERVICES: readonly ServiceName[] = ['tool-gateway', 'coordinator', 'specialist', 'serve'];
 
 /** Every child process the bench started and has not seen end: stopped on error, SIGINT and exit. */
 const processes = new ProcessGroup({ killOnExit: true });
@@ -378,7 +379,7 @@ export class Cluster {
   /** Starts one service and waits until it is ready (60 s at most). */
   async start(service: ServiceName, label: string = service): Promise<ManagedProcess> {
     const { root, prefix, redisUrl, natsUrl, profile } = this.opts;
-    const script = join(root, 'services', service, 'dist', 'main.js');
+    const script = service === 'serve' ? join(root, 'cli', 'dist', 'main.js') : join(root, 'services', service, 'dist', 'main.js');
     if (!existsSync(script)) throw new Error(`${script} does not exist: build first (npx tsc -b)`);
     const nodeArgs: string[] = [];
     if (profile && profile.service === service) {
@@ -400,11 +401,12 @@ export class Cluster {
       LOG_LEVEL: 'warn',
       ...this.opts.env?.(label),
     };
-    const proc = new ManagedProcess({ name: label, script, nodeArgs, cwd: root, env });
+    const args = service === 'serve' ? ['serve'] : [];
+    const proc = new ManagedProcess({ name: label, script, args, nodeArgs, cwd: root, env });
     this.procs.push(proc);
     // Ready = the service's ready line on stdout (`{"bosun":"ready","service":"<service>",…}`,
     // printed whatever LOG_LEVEL says; see docs/architecture.md, "Knowing that a service is ready").
-    await proc.proc.ready({ service, timeoutMs: 60_000 });
+    await proc.proc.ready({ service: service === 'serve' ? 'bosun-serve' : service, timeoutMs: 60_000 });
     return proc;
   }
 

@@ -60,6 +60,8 @@ const USAGE = `usage: node bench/dist/main.js [--only 1,3] [--quick] [--throughp
                        bench/profiles/<date>/s<scenario>/ and their top self-time functions are printed
   --tool-transport T   how specialists send tool calls (gateway.transport): nats or queue (default: the
                        demo config's, nats)
+  --layout L           split (default: gateway, coordinator and specialists as processes of their own) or
+                       colocated (one \`bosun serve\` process per specialist process, hosting all three)
 
 Needs Redis (REDIS_URL, default redis://127.0.0.1:6379) and NATS (NATS_URL, default nats://127.0.0.1:4222)
 on 127.0.0.1, and a build (npx tsc -b). Scenarios 10, 11 and 13 need PostgreSQL (BENCH_PG_URL, default
@@ -73,6 +75,7 @@ async function main(): Promise<number> {
       only: { type: 'string' },
       quick: { type: 'boolean', default: false },
       'throughput-n': { type: 'string' },
+      layout: { type: 'string' },
       'inflight-n': { type: 'string' },
       'scale-cap': { type: 'string' },
       profile: { type: 'string' },
@@ -118,6 +121,9 @@ async function main(): Promise<number> {
   if (toolTransport !== undefined && toolTransport !== 'nats' && toolTransport !== 'queue')
     throw new Error('--tool-transport: nats or queue');
 
+  const layout = values.layout ?? 'split';
+  if (layout !== 'split' && layout !== 'colocated') throw new Error('--layout: split or colocated');
+
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const natsUrl = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
   assertLoopback('REDIS_URL', redisUrl);
@@ -162,6 +168,7 @@ async function main(): Promise<number> {
       peerBudgetMs(only, values.quick ?? false),
     reserveMs: 0,
     toolTransport,
+    layout,
   };
 
   // SIGINT / SIGTERM: stop every process, clean the prefixes in use, exit.
@@ -300,6 +307,7 @@ async function main(): Promise<number> {
           profile: profileService ?? null,
           soak: only.has(SOAK_ID) ? soakRun : null,
           toolTransport: toolTransport ?? null,
+          layout,
         },
         totalMs,
         rows,

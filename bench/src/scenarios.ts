@@ -39,6 +39,8 @@ export interface Ctx {
   reserveMs: number;
   /** `--tool-transport`: the `gateway.transport` of every cluster (default: the demo config's). */
   toolTransport?: 'nats' | 'queue' | undefined;
+  /** `--layout`: separate processes (default), or `bosun serve` processes hosting all three services. */
+  layout?: 'split' | 'colocated';
 }
 
 /** Time this scenario may still spend (ms), for the whole bench to stay within its budget. */
@@ -317,6 +319,12 @@ export async function startBosun(ctx: Ctx, prefix: string, id: number, cfg: Scen
     profile: profileFor(ctx, id, sub),
   });
   try {
+    if (ctx.layout === 'colocated') {
+      // Each process hosts all three: the first is "the gateway" and "the coordinator" of the
+      // scenarios' reports too (their CPU is counted once, with every process's).
+      const serves = await Promise.all(Array.from({ length: specialists }, (_, i) => cluster.start('serve', `serve-${i + 1}`)));
+      return { cluster, gateway: serves[0]!, coordinator: serves[0]!, specialists: serves };
+    }
     const gateway = await cluster.start('tool-gateway');
     const [coordinator, ...specs] = await Promise.all([
       cluster.start('coordinator'),

@@ -80,11 +80,13 @@ const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 // OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
 const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', ...CONNECTION_ENV];
 /** The services, by the folder of their entry point `services/<dir>/dist/bundle/main.js`. */
-const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a', 'console'];
+const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a', 'console', 'serve'];
 /** The entry points that are not `services/<dir>/dist/bundle/main.js`: the console lives in the CLI's package. */
 const OTHER_ENTRIES: Record<string, { entry: string; source: string }> = {
   console: { entry: 'cli/dist/bundle/console.js', source: 'cli/src/console/main.ts' },
 };
+/** `bosun serve` (the co-located layout): the CLI's entry point with the command `serve`. */
+const SERVE_ENTRY = { entry: 'cli/dist/bundle/main.js', source: 'cli/src/serve.ts' };
 const GRACE_DEFAULT_MS = 30_000;
 const HASH_ANNOTATION = 'bosun.dev/config-hash';
 
@@ -284,8 +286,14 @@ function composeArgv(s: Obj): string[] {
 }
 
 /** The service an argv runs (`services/<dir>/dist/bundle/main.js`), or undefined. */
+/** The source file of a service's entry point. */
+function sourceOf(svc: string): string {
+  return svc === 'serve' ? SERVE_ENTRY.source : (OTHER_ENTRIES[svc]?.source ?? `services/${svc}/src/main.ts`);
+}
+
 function serviceOf(argv: string[]): string | undefined {
-  for (const a of argv) {
+  for (const [i, a] of argv.entries()) {
+    if (a.replace(/^\/app\//, '') === SERVE_ENTRY.entry && argv[i + 1] === 'serve') return 'serve';
     const match = /^(?:\/app\/)?services\/([a-z0-9-]+)\/dist\/bundle\/main\.js$/.exec(a);
     if (match) return match[1];
     const other = Object.entries(OTHER_ENTRIES).find(([, e]) => a.replace(/^\/app\//, '') === e.entry);
@@ -545,8 +553,7 @@ function checkK8sCommands(m: Model): string[] {
     for (const c of containers(d)) {
       const svc = serviceOf(k8sArgv(c));
       if (!svc) problems.push(`${id(d)}: ${c.name} runs no services/<name>/dist/bundle/main.js`);
-      else if (!exists(OTHER_ENTRIES[svc]?.source ?? `services/${svc}/src/main.ts`))
-        problems.push(`${id(d)}: runs services/${svc}, which does not exist`);
+      else if (!exists(sourceOf(svc))) problems.push(`${id(d)}: runs services/${svc}, which does not exist`);
       else seen.add(svc);
     }
   }
@@ -918,8 +925,7 @@ function checkComposeBuild(m: Model): string[] {
     if (!existsSync(context)) problems.push(`${name}: build context ${build.context} does not exist`);
     if (!existsSync(dockerfile)) problems.push(`${name}: Dockerfile ${dockerfile} does not exist`);
     const svc = serviceOf(composeArgv(s));
-    if (svc && !exists(OTHER_ENTRIES[svc]?.source ?? `services/${svc}/src/main.ts`))
-      problems.push(`${name}: runs services/${svc}, which does not exist`);
+    if (svc && !exists(sourceOf(svc))) problems.push(`${name}: runs services/${svc}, which does not exist`);
   }
   return problems;
 }
@@ -1276,7 +1282,10 @@ describe('the services serve what the manifests probe', () => {
     intake: 'intake',
     a2a: 'a2a',
     console: 'console',
+    serve: 'serve',
   } as const;
+  /** The name a service gives itself (health answers, log lines): `bosun serve` calls itself `bosun-serve`. */
+  const named = (svc: string) => (svc === 'serve' ? 'bosun-serve' : svc);
   const GRACE_MS = 12_345;
   let ctx: TestContext;
   let config: string;
@@ -1317,14 +1326,14 @@ describe('the services serve what the manifests probe', () => {
         for (const path of probed.get(svc) ?? []) {
           const res = await fetch(`http://127.0.0.1:${port}${path}`);
           expect(res.status, path).toBe(200);
-          expect(await res.json()).toEqual({ service: svc, state: 'ready' });
+          expect(await res.json()).toEqual({ service: named(svc), state: 'ready' });
         }
         expect((await fetch(`http://127.0.0.1:${port}/nosuch`)).status).toBe(404);
       } finally {
         expect(await p.stop()).toEqual({ code: 0, signal: null });
       }
       // The grace period it was given is the one it applies.
-      const stopping = p.lines.map((l) => JSON.parse(l) as Obj).find((l) => l.msg === `${svc} stopping`);
+      const stopping = p.lines.map((l) => JSON.parse(l) as Obj).find((l) => l.msg === `${named(svc)} stopping`);
       expect(stopping).toMatchObject({ signal: 'SIGTERM', graceMs: GRACE_MS });
     },
     60_000,
