@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Queue } from 'bullmq';
+import { specialistQueue } from '@bosun/contract';
 import {
   callLog,
   startClusterTest,
@@ -51,6 +53,13 @@ beforeAll(async () => {
       // A dead process's jobs move on after 3 s.
       config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 10 };
       config.specialists.kubernetes.concurrency = 5;
+      // The CodeAct loop in the co-located process too (its scripts run on the sandbox's threads).
+      config.specialists.coder = {
+        ...config.specialists.kubernetes,
+        description: 'CodeAct specialist of the test.',
+        loop: 'codeact',
+        fakePlan: [],
+      };
     },
     { layout: 'colocated', specialists: 2 },
   );
@@ -163,4 +172,55 @@ describe('bosun serve processes SIGKILLed', () => {
     }
     expect([...restarts.entries()].filter(([reason, c]) => reason.startsWith('co-storm-') && c > 1)).toEqual([]);
   }, 240_000);
+
+  it('a CodeAct script whose process dies between its calls resumes in another bosun serve; no effect twice', async () => {
+    const { client, cluster, env, ctx } = t;
+    const script = [
+      'for (let i = 1; i <= 4; i++) {',
+      '  call_tool("demo__restart_pod", { service: "checkout", pod: "checkout-7c9d6f8b4-9mz4q", reason: "co-codeact-" + i });',
+      '}',
+      'return { final_result: { summary: "restarted 4 times", findings: [], evidence: [] } };',
+    ].join('\n');
+    const { job, runId } = await client.publish({
+      id: 'co-codeact',
+      source: 'chaos',
+      reason: 'PodCrashLooping',
+      summary: 'restart four times',
+      labels: { service: 'checkout' },
+      payload: { fake: { route: ['coder'], scripts: { coder: [script] } } },
+    });
+    // Killed once the script's second call has answered: the process that runs the script (and
+    // the gateway that made its calls) dies with it.
+    const second = await client.events.waitFor(
+      (e) => e.runId === runId && e.type === 'tool.completed' && String(e.data.key).endsWith('-s1-c1'),
+      60_000,
+      "the script's second call answered",
+    );
+    const taskId = String(second.data.key).replace(/-s\d+-c\d+$/, '');
+    const q = new Queue(specialistQueue('coder'), { connection: ctx.redis, prefix: ctx.prefix });
+    const pid = (await q.getJob(taskId))?.processedBy?.replace(/^.*-(\d+)$/, '$1');
+    await q.close();
+    const victim = cluster.processes.find((p) => p.running && p.name.startsWith('serve') && String(p.pid) === pid);
+    expect(victim, `a bosun serve holds ${taskId}`).toBeDefined();
+    victim!.kill('SIGKILL');
+    const replacement = cluster.add(startService('serve', env, { name: 'serve-codeact' }));
+    await replacement.ready({ timeoutMs: 60_000 });
+
+    const result = await client.result(job, 120_000);
+    const applied = restartsByReason();
+    // The two calls answered before the kill were replayed from the journal, not made again.
+    expect([applied.get('co-codeact-1'), applied.get('co-codeact-2')]).toEqual([1, 1]);
+    // None twice; the one in flight at the kill (if any) is in doubt, and the run says so.
+    expect([3, 4].map((i) => applied.get(`co-codeact-${i}`) ?? 0).every((n) => n <= 1)).toBe(true);
+    if (result.status === 'completed') expect([applied.get('co-codeact-3'), applied.get('co-codeact-4')]).toEqual([1, 1]);
+    else {
+      expect(result.status).toBe('partial');
+      expect(result.inDoubt?.calls.map((c) => c.tool)).toEqual(['demo__restart_pod']);
+    }
+    const events = (await client.events.complete(runId)).filter((e) => e.agent === 'coder');
+    expect(events.some((e) => e.type === 'codeact.replayed' && e.data.source === 'journal')).toBe(true);
+    process.stdout.write(
+      `[chaos] co-located CodeAct: ${result.status}, effects ${JSON.stringify([1, 2, 3, 4].map((i) => applied.get(`co-codeact-${i}`) ?? 0))}\n`,
+    );
+  }, 150_000);
 });
