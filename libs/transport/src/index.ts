@@ -21,7 +21,7 @@ export { runService, READY_LINE } from './service/service.js';
 export { ServiceProcess, ProcessGroup, launchProcess } from './service/launcher.js';
 export type { LaunchOptions } from './service/launcher.js';
 export type { ServiceArgs, ServiceHandle, RunServiceOptions } from './service/service.js';
-export { openRuntime, checkRuntime } from './service/runtime.js';
+export { openRuntime, checkRuntime, lentRuntime } from './service/runtime.js';
 export type { Runtime } from './service/runtime.js';
 export {
   ApprovalStore,

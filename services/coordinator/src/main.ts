@@ -2,4 +2,4 @@
 import { runService } from '@bosun/transport';
 import { coordinatorService } from './service.js';
 
-runService(coordinatorService);
+runService(coordinatorService());

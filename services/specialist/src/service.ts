@@ -102,6 +102,8 @@ export interface SpecialistServiceOptions {
    * `DirectToolClient`). Default: the gateway's queue or NATS path, as `gateway.transport` says.
    */
   tools?: ToolClient;
+  /** The connections to use, when the process hosts other services too (`bosun serve`, a `lentRuntime`). Default: its own. */
+  runtime?: Runtime;
 }
 
 /** The specialists as a service: `runService(specialistService())` is their process (main.ts). */
@@ -125,7 +127,7 @@ export function specialistService(options: SpecialistServiceOptions = {}): RunSe
 
       // The sandbox's threads start while the connections open.
       const [rt, sandbox] = await Promise.all([
-        openRuntime(env, { service: 'specialist', log, retention: config.retention }),
+        options.runtime ?? openRuntime(env, { service: 'specialist', log, retention: config.retention }),
         sandboxFor(config, names),
       ]);
       // Given (the gateway is in this process), it is closed by its owner.

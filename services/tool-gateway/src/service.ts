@@ -31,11 +31,12 @@ export interface StartedGateway extends ServiceHandle {
  * Starts the gateway: its connections, the MCP servers and the catalog, the MCP face when
  * configured, and its two ways in, the `tools` queue and NATS requests.
  */
-export async function startGateway(env: BosunEnv): Promise<StartedGateway> {
+export async function startGateway(env: BosunEnv, options: { runtime?: Runtime } = {}): Promise<StartedGateway> {
   const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
   // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
   addLogSecrets(log, configSecrets(config));
-  const rt = await openRuntime(env, { service: 'tool-gateway', log, retention: config.retention });
+  // Its own connections, or (`bosun serve`) those lent by the process that hosts it.
+  const rt = options.runtime ?? (await openRuntime(env, { service: 'tool-gateway', log, retention: config.retention }));
   const gateway = new ToolGateway({ redis: rt.redis, prefix: env.prefix, config, events: rt.events, deadLetters: rt.deadLetters, log });
   const catalog = await gateway.start();
   log.info({ tools: catalog.tools.length, unavailable: Object.keys(catalog.unavailable) }, 'tool catalog published');

@@ -120,6 +120,15 @@ export async function openRuntime(
   };
 }
 
+/**
+ * A runtime lent to a service hosted beside others in one process (`bosun serve`): the same
+ * connections and stores, and a `close` that leaves them open, for their owner closes them once
+ * every service it lent them to has closed.
+ */
+export function lentRuntime(rt: Runtime): Runtime {
+  return { ...rt, close: () => Promise.resolve() };
+}
+
 /** The runs stream's limits from `retention.events` (none without it: an existing stream is left as is). */
 function runsStreamLimits(env: BosunEnv, retention: RetentionConfig | undefined): RunsStreamLimits & { prefix: string } {
   const { events } = retention ?? {};
