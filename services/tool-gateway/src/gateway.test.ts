@@ -112,8 +112,11 @@ beforeEach(() => {
   sent = [];
 });
 
+/** Set by the test of close (the last of the file): the gateway is closed already. */
+let closed = false;
+
 afterAll(async () => {
-  await gateway?.close();
+  if (!closed) await gateway?.close();
   await ctx?.close();
 });
 
@@ -333,5 +336,35 @@ describe('ToolGateway.process', () => {
     expect(deadLetters).toMatchObject([{ id: 'poison-p-bad', input: { kind: 'poison', input: data } }]);
     expect(deadLetters[0]!.input.reason).toMatch(/^invalid tool call: /);
     expect(sent).toEqual([]);
+  });
+});
+
+describe('ToolGateway.close', () => {
+  it('waits for a call of a specialist in its process (inProcess) to be answered and recorded before it closes the MCP servers', async () => {
+    const server = gateway.servers[0]!;
+    const order: string[] = [];
+    let answer: (() => void) | undefined;
+    server.call = (remoteName): Promise<McpCallOutcome> => {
+      sent.push(remoteName);
+      return new Promise((resolve) => (answer = () => resolve({ isError: false, text: `${remoteName} ok` })));
+    };
+    const closeServer = server.close.bind(server);
+    server.close = () => {
+      order.push('servers closed');
+      return closeServer();
+    };
+    const pending = gateway.inProcess().execute(call('k-close-1', 'restart_pod'));
+    await waitUntil(() => answer !== undefined, 5_000, 'the call sent to the MCP server');
+    closed = true;
+    const closing = gateway.close().then(() => order.push('gateway closed'));
+    // A turn of the event loop: a close that did not wait would have closed the servers by now.
+    await new Promise((resolve) => setImmediate(resolve));
+    order.push('answered');
+    answer!();
+    await closing;
+    expect(order).toEqual(['answered', 'servers closed', 'gateway closed']);
+    expect((await pending).status).toBe('ok');
+    expect(await stateOf('k-close-1')).toBe('done');
+    expect(sent).toEqual(['restart_pod']);
   });
 });

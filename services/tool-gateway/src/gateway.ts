@@ -45,6 +45,8 @@ export class ToolGateway {
   private unavailable: Record<string, string> = {};
   private readonly approvals: ApprovalStore;
   private readonly flow: ToolCallFlow;
+  /** The calls of the specialists in this process (`inProcess`) still running: {@link close} waits for them. */
+  private readonly directCalls = new Set<Promise<ToolCallResult>>();
 
   constructor(deps: GatewayDeps) {
     this.deps = deps;
@@ -149,7 +151,16 @@ export class ToolGateway {
 
   /** The gateway as a specialist in the same process calls it (`DirectToolClient`, `bosun serve`). */
   inProcess(): InProcessGateway {
-    return { catalog: () => this.catalog(), execute: (call) => this.execute(call, { via: 'direct' }) };
+    return {
+      catalog: () => this.catalog(),
+      execute: (call) => {
+        const answer = this.execute(call, { via: 'direct' });
+        this.directCalls.add(answer);
+        const done = () => void this.directCalls.delete(answer);
+        answer.then(done, done);
+        return answer;
+      },
+    };
   }
 
   private async executeCall(call: ToolCallJob, span: Span): Promise<ToolCallResult> {
@@ -160,6 +171,10 @@ export class ToolGateway {
   }
 
   async close(): Promise<void> {
+    // A call of a specialist of this process (`bosun serve`) finishes and is recorded before its
+    // MCP server closes, as a queue job or NATS request in flight does: the specialist has handed
+    // its task back without waiting for it, and the next owner finds the call done, not in flight.
+    await Promise.allSettled([...this.directCalls]);
     await Promise.all(this.servers.map((s) => s.close()));
     await this.approvals.close();
   }
