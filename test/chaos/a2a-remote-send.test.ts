@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchProcess, type ServiceProcess } from '@bosun/transport';
-import { ROOT, callLog, startClusterTest, startService, waitUntil, type CallLog, type ClusterTest } from '../helpers/index.js';
+import { ROOT, callLog, startClusterTest, waitUntil, type CallLog, type ClusterTest } from '../helpers/index.js';
 
 // A specialist SIGKILLed inside the send to a remote A2A agent: the agent has the task, the
 // worker never saved its id. The fixtures (test/fixtures/a2a/agent.mjs, 1.0 with ListTasks, and
@@ -35,9 +35,9 @@ const incident = (id: string, reason: string) => ({
 /** Waits for the fixture to hold the answer to this run's send, then SIGKILLs the specialist and starts another. */
 async function killInsideTheSend(runId: string): Promise<void> {
   await waitUntil(() => lines('holding').some((l) => l.messageId?.startsWith(runId)), 30_000, `the send of ${runId} is held`);
-  t.cluster.get(`specialist-${specialists}`).kill('SIGKILL');
+  t.cluster.host('specialist').kill('SIGKILL');
   specialists += 1;
-  await t.cluster.add(startService('specialist', { ...t.env, LOG_LEVEL: 'info' }, { name: `specialist-${specialists}` })).ready();
+  await t.cluster.replace('specialist', { name: `specialist-${specialists}`, env: { LOG_LEVEL: 'info' } }).ready();
 }
 
 beforeAll(async () => {

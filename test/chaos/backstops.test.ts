@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isStalled } from '@bosun/contract';
-import { startClusterTest, type Client, type ClusterTest } from '../helpers/index.js';
+import { startClusterTest, testLayout, type Client, type ClusterTest } from '../helpers/index.js';
 
 // The coordinator's backstop, with no specialist process running at all: nobody will ever
 // report, and the run still ends, at the task's deadline, by the coordinator's timer job in
@@ -18,8 +18,9 @@ beforeAll(async () => {
     (config) => {
       config.specialists.database.deadlineMs = 2_000;
     },
-    // No specialist process at all: nothing ever answers.
-    { specialists: 0 },
+    // No specialist process at all: nothing ever answers. Co-located, one bosun serve hosts the
+    // coordinator and the gateway and no database specialist.
+    testLayout() === 'split' ? { specialists: 0 } : { specialistArgs: [['--only', 'kubernetes']] },
   );
   client = t.client;
 });

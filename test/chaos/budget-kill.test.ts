@@ -34,7 +34,7 @@ async function specialistHolding(taskId: string): Promise<ServiceProcess | undef
   const job = await q.getJob(taskId);
   await q.close();
   const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-  return t.cluster.processes.find((p) => p.running && p.name.startsWith('specialist') && String(p.pid) === pid);
+  return t.cluster.hostWithPid('specialist', pid);
 }
 
 describe('a task budget across a SIGKILL', () => {
@@ -67,8 +67,17 @@ describe('a task budget across a SIGKILL', () => {
       'stopped at its budget: 1 more tool call(s) would cross the limit of 3 tool calls (3 made)',
     );
     expect(part.usage?.toolCalls).toBe(3);
-    // The MCP server ran 3 calls in all: the one in flight at the kill was answered from its record.
-    expect(toolLog.calls('get_logs').map((c) => c.args.lines)).toEqual([1, 2, 3]);
+    const lines = toolLog.calls('get_logs').map((c) => c.args.lines);
+    if (t.cluster.layout === 'split') {
+      // The MCP server ran 3 calls in all: the one in flight at the kill was answered from its record.
+      expect(lines).toEqual([1, 2, 3]);
+    } else {
+      // Co-located, the gateway died with the task: the read-only call it found in flight was
+      // sent again (a mutating one would be in doubt); the server saw it once or twice.
+      expect(lines.filter((n) => n !== 2)).toEqual([1, 3]);
+      expect(lines.filter((n) => n === 2).length).toBeGreaterThanOrEqual(1);
+      expect(lines.filter((n) => n === 2).length).toBeLessThanOrEqual(2);
+    }
     const events = await t.client.events.complete(runId);
     const keys = events.filter((e) => e.type === 'tool.started').map((e) => String(e.data.key));
     expect(new Set(keys)).toEqual(new Set([`${taskId}-s1-c0`, `${taskId}-s2-c0`, `${taskId}-s3-c0`]));
@@ -76,6 +85,6 @@ describe('a task budget across a SIGKILL', () => {
     const letters = await t.client.deadLetters(runId);
     expect(letters.map((d) => [d.kind, d.taskId])).toEqual([['budget', taskId]]);
     // The process that resumed it was another one.
-    expect(t.cluster.processes.filter((p) => p.name.startsWith('specialist') && p.running)).toHaveLength(1);
+    expect(t.cluster.hosts('specialist')).toHaveLength(1);
   });
 });

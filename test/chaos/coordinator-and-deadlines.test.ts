@@ -1,15 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
-import {
-  startClusterTest,
-  startService,
-  waitUntil,
-  type Client,
-  type ClusterTest,
-  type TestCluster,
-  type TestContext,
-} from '../helpers/index.js';
+import { startClusterTest, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // Chaos 3 and 4: the coordinator dies while runs wait for specialists; specialist tasks that
 // never answer (a hanging tool, a process that keeps dying) become INCOMPLETE results in time.
@@ -18,7 +10,6 @@ let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
-let env: Record<string, string>;
 
 beforeAll(async () => {
   t = await startClusterTest('chaos-coord', (config) => {
@@ -29,7 +20,7 @@ beforeAll(async () => {
     config.specialists.database.deadlineMs = 5_000;
     config.specialists.kubernetes.retries = 0;
   });
-  ({ ctx, env, cluster, client } = t);
+  ({ ctx, cluster, client } = t);
 });
 
 afterAll(async () => {
@@ -53,14 +44,17 @@ describe('the coordinator dies while runs wait', () => {
     await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     // The coordinator parks the run after it delegates; the gateway's event may come first.
     await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked in waiting-children');
-    cluster.get('coordinator').kill('SIGKILL');
-    await cluster.get('coordinator').exited;
-    const restarted = cluster.add(startService('coordinator', env));
+    const victim = cluster.host('coordinator');
+    victim.kill('SIGKILL');
+    await victim.exited;
+    const restarted = cluster.replace('coordinator');
     await restarted.ready();
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(result.specialists.map((s) => s.name).sort()).toEqual(['database', 'kubernetes']);
-    const run = await client.events.complete(runId);
+    // Co-located, the SIGKILL takes the specialists and the gateway too: an event one of them had
+    // numbered and not yet sent never arrives (docs/protocol.md), so a number may stay unused.
+    const run = await client.events.complete(runId, 20_000, cluster.layout === 'split' ? {} : { unusedAfterMs: 5_000 });
     expect(run.filter((e) => e.type === 'agent.delegated')).toHaveLength(2);
     expect(run.filter((e) => e.type === 'run.started')).toHaveLength(1);
     for (const agent of ['kubernetes', 'database']) {
@@ -131,11 +125,11 @@ describe('a specialist task that never answers', () => {
           return;
         }
         if (finished) return;
-        const victim = cluster.processes.find((p) => p.running && p.name.startsWith('specialist'));
+        const victim = cluster.hosts('specialist')[0];
         victim?.kill('SIGKILL');
         await victim?.exited;
         kills++;
-        await cluster.add(startService('specialist', env, { name: `specialist-d${kills}` })).ready();
+        await cluster.replace('specialist').ready();
       }
     })();
     const result = await client.result(job, 90_000);

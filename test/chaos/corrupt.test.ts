@@ -1,13 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  startClusterTest,
-  startService,
-  waitUntil,
-  type Client,
-  type ClusterTest,
-  type TestCluster,
-  type TestContext,
-} from '../helpers/index.js';
+import { startClusterTest, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // Chaos 5a: a checkpoint that does not parse fails its run (or task) with a clear error and a
 // dead letter; it never crashes a worker or blocks other runs.
@@ -16,7 +8,6 @@ let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
-let env: Record<string, string>;
 
 const slowPlan = {
   fake: {
@@ -34,7 +25,7 @@ beforeAll(async () => {
     config.mcpServers.demo.env = { DEMO_MCP_SLOW_MS: '1000' };
     config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   });
-  ({ ctx, env, cluster, client } = t);
+  ({ ctx, cluster, client } = t);
 });
 
 afterAll(async () => {
@@ -68,7 +59,7 @@ describe('corrupted checkpoints', () => {
       labels: { service: 'payments' },
     });
     expect((await client.result(next.job)).status).toBe('completed');
-    expect(cluster.get('coordinator').running).toBe(true);
+    expect(cluster.host('coordinator').running).toBe(true);
   });
 
   it('fails a task resumed from an incompatible checkpoint with an INCOMPLETE result; the run ends partial', async () => {
@@ -83,11 +74,11 @@ describe('corrupted checkpoints', () => {
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
     const taskId = String(started.data.key).replace(/-s\d+-c\d+$/, '');
     // A checkpoint from an incompatible version, then the process dies: the next one must not trust it.
-    const specialist = cluster.processes.find((p) => p.running && p.name.startsWith('specialist'))!;
+    const specialist = cluster.host('specialist');
     specialist.kill('SIGKILL');
     await specialist.exited;
     await ctx.redis.set(`${ctx.prefix}:ckpt:task:${taskId}`, JSON.stringify({ v: 2, taskId, state: 'from the future' }));
-    const replacement = cluster.add(startService('specialist', env, { name: 'specialist-2' }));
+    const replacement = cluster.replace('specialist');
     await replacement.ready();
     const result = await client.result(job);
     expect(result.status).toBe('partial');

@@ -3,7 +3,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   callLog,
   startClusterTest,
-  startService,
   type CallLog,
   type Client,
   type ClusterTest,
@@ -17,7 +16,6 @@ import {
 let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
-let env: Record<string, string>;
 let toolLog: CallLog;
 let client: Client;
 
@@ -45,7 +43,7 @@ beforeAll(async () => {
     // Long locks: a resumption here must come from the hand-over, not from lock expiry.
     config.workers = { lockDurationMs: 60_000, stalledIntervalMs: 30_000, maxStalledCount: 2 };
   });
-  ({ ctx, env, cluster, client } = t);
+  ({ ctx, cluster, client } = t);
 });
 
 afterAll(async () => {
@@ -62,13 +60,13 @@ describe('SIGTERM drains', () => {
       payload: plan,
     });
     await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
-    const old = cluster.get('specialist-1');
+    const old = cluster.host('specialist');
     const t0 = Date.now();
     const status = await old.stop(30_000);
     expect(status.code).toBe(0);
     expect(Date.now() - t0).toBeLessThan(10_000);
     expect(old.lines.some((l) => l.includes('handing the task back to the queue'))).toBe(true);
-    cluster.add(startService('specialist', env, { name: 'specialist-2' }));
+    cluster.replace('specialist');
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged().filter((t) => t === 'restart_pod')).toHaveLength(1);
@@ -85,11 +83,11 @@ describe('SIGTERM drains', () => {
       payload: plan,
     });
     const started = await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
-    const status = await cluster.get('gateway').stop(30_000);
+    const status = await cluster.host('gateway').stop(30_000);
     expect(status.code).toBe(0);
     // The call in flight was finished and recorded before the gateway left.
     expect(await ctx.redis.hget(`${ctx.prefix}:toolcall:${String(started.data.key)}`, 'state')).toBe('done');
-    await cluster.add(startService('gateway', env)).ready();
+    await cluster.replace('gateway').ready();
     const result = await client.result(job);
     expect(result.status).toBe('completed');
     expect(logged().slice(before)).toEqual(['get_pods', 'restart_pod', 'get_deployments']);

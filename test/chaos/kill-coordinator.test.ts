@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { specialistQueue } from '@bosun/contract';
-import { startClusterTest, startService, waitUntil, type ClusterTest } from '../helpers/index.js';
+import { startClusterTest, waitUntil, type ClusterTest } from '../helpers/index.js';
 
 // Chaos 3b: the coordinator is SIGKILLed in the two phases where it is the only one at work —
 // while it routes a new incident, and while it writes the answer — not only while the run waits
@@ -20,9 +20,10 @@ function start(label: string, mode: 'route' | 'delegate'): Promise<ClusterTest> 
 /** Kills the coordinator and starts another; returns when it was killed. */
 async function killCoordinator(s: ClusterTest): Promise<number> {
   const killedAt = Date.now();
-  s.cluster.get('coordinator').kill('SIGKILL');
-  await s.cluster.get('coordinator').exited;
-  await s.cluster.add(startService('coordinator', s.env)).ready();
+  const victim = s.cluster.host('coordinator');
+  victim.kill('SIGKILL');
+  await victim.exited;
+  await s.cluster.replace('coordinator').ready();
   return killedAt;
 }
 
@@ -60,7 +61,9 @@ describe('the coordinator dies while it routes (route mode)', () => {
     const result = await s.client.result(job, 60_000);
     expect(result.status).toBe('completed');
     expect(result.specialists.map((x) => x.name)).toEqual(['kubernetes']);
-    const run = await s.client.events.complete(runId);
+    // Co-located, the SIGKILL takes the specialists and the gateway too: an event one of them had
+    // numbered and not yet sent never arrives (docs/protocol.md), so a number may stay unused.
+    const run = await s.client.events.complete(runId, 20_000, s.cluster.layout === 'split' ? {} : { unusedAfterMs: 5_000 });
     // Nothing was delegated before the kill: the killed coordinator was still routing.
     expect(run.filter((e) => e.type === 'agent.delegated').every((e) => Date.parse(e.at) > killedAt)).toBe(true);
     // The killed call never reported; the run started afresh (events are at least once).
@@ -103,7 +106,9 @@ describe('the coordinator dies while it writes the answer (delegate mode)', () =
     expect(Date.parse(result.finishedAt)).toBeGreaterThan(killedAt);
     expect(result.answer).toMatch(/^Summary for incident kill-while-answering/);
     expect(result.specialists.map((x) => x.name).sort()).toEqual(['database', 'kubernetes']);
-    const run = await s.client.events.complete(runId);
+    // Co-located, the SIGKILL takes the specialists and the gateway too: an event one of them had
+    // numbered and not yet sent never arrives (docs/protocol.md), so a number may stay unused.
+    const run = await s.client.events.complete(runId, 20_000, s.cluster.layout === 'split' ? {} : { unusedAfterMs: 5_000 });
     expect(run.filter((e) => e.type === 'agent.delegated')).toHaveLength(2);
     // The delegation turn, and the answer turn made again after the kill (the killed one never reported).
     expect(run.filter((e) => e.type === 'model.called' && e.agent === 'coordinator')).toHaveLength(2);

@@ -5,7 +5,6 @@ import { specialistQueue } from '@bosun/contract';
 import {
   callLog,
   startClusterTest,
-  startService,
   waitUntil,
   type ClusterTest,
   type TestCluster,
@@ -23,7 +22,6 @@ let ctx: TestContext;
 let cluster: TestCluster;
 let client: Client;
 let toolLog: CallLog;
-let env: Record<string, string>;
 
 const logged = (tool: string) => toolLog.calls(tool);
 
@@ -41,7 +39,7 @@ beforeAll(async () => {
     },
     { specialists: 2 },
   );
-  ({ ctx, cluster, client, env } = t);
+  ({ ctx, cluster, client } = t);
 });
 
 afterAll(async () => {
@@ -53,7 +51,7 @@ async function specialistHolding(taskId: string): Promise<ServiceProcess | undef
   const job = await q.getJob(taskId);
   await q.close();
   const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-  return cluster.processes.find((p) => p.running && p.name.startsWith('specialist') && String(p.pid) === pid);
+  return cluster.hostWithPid('specialist', pid);
 }
 
 describe('specialists killed mid-run', () => {
@@ -91,13 +89,18 @@ describe('specialists killed mid-run', () => {
     process.stdout.write(`[chaos] recovery after SIGKILL: ${recoveryMs} ms (lockDuration 3000 ms, stalledInterval 1000 ms)\n`);
     const result = await client.result(job);
     expect(result.status).toBe('completed');
-    // The tool call in flight at the kill was answered from the gateway's record, not sent twice.
     expect(logged('get_pods').filter((l) => l.args.service === 'checkout').length).toBeGreaterThanOrEqual(1);
-    const calls = (await client.events.complete(runId)).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
-    expect(new Set(calls).size).toBe(calls.length);
+    // Co-located, the SIGKILL takes the specialists and the gateway too: an event one of them had
+    // numbered and not yet sent never arrives (docs/protocol.md), so a number may stay unused.
+    const unused = cluster.layout === 'split' ? {} : { unusedAfterMs: 5_000 };
+    const calls = (await client.events.complete(runId, 20_000, unused)).filter((e) => e.type === 'tool.started').map((e) => e.data.key);
+    // Split: the tool call in flight at the kill was answered from the gateway's record, not
+    // started twice. Co-located, its gateway died with it: that read-only call, and only it, was
+    // started again.
+    if (cluster.layout === 'split') expect(new Set(calls).size).toBe(calls.length);
+    else expect(new Set(calls).size).toBeGreaterThanOrEqual(calls.length - 1);
     expect(recoveryMs).toBeLessThan(15_000);
-    cluster.add(startService('specialist', env, { name: 'specialist-r' }));
-    await cluster.get('specialist-r').ready();
+    await cluster.replace('specialist').ready();
   });
 
   it('completes 50 incidents while a specialist is SIGKILLed repeatedly, each mutating call made exactly once', async () => {
@@ -137,7 +140,7 @@ describe('specialists killed mid-run', () => {
     // loaded machine let the whole storm finish before the fourth kill). Only specialists that
     // have come up are victims, so each kill hits a process that holds work.
     const stormCompleted = () => client.events.events.filter((e) => e.type === 'run.completed' && e.incidentId.startsWith('storm-')).length;
-    const up = new Set(cluster.processes.filter((p) => p.running && p.name.startsWith('specialist')));
+    const up = new Set(cluster.hosts('specialist'));
     const startups: Promise<void>[] = [];
     let kills = 0;
     let done = false;
@@ -157,7 +160,7 @@ describe('specialists killed mid-run', () => {
         victim.kill('SIGKILL');
         up.delete(victim);
         kills++;
-        const replacement = cluster.add(startService('specialist', env, { name: `specialist-k${kills}` }));
+        const replacement = cluster.replace('specialist');
         startups.push(replacement.ready().then(() => void up.add(replacement)));
       }
     })();
@@ -165,14 +168,29 @@ describe('specialists killed mid-run', () => {
     done = true;
     await killer;
     await Promise.all(startups);
-    process.stdout.write(`[chaos] ${n} incidents, ${kills} specialist kills\n`);
+    const inDoubt = results.filter((r) => r.inDoubt).length;
+    process.stdout.write(`[chaos] ${n} incidents, ${kills} specialist kills (${cluster.layout}), ${inDoubt} ended with a call in doubt\n`);
     expect(kills).toBe(4);
-    expect(results.map((r) => r.status)).toEqual(results.map(() => 'completed'));
     const restarts = logged('restart_pod').slice(before);
     const perIncident = new Map<string, number>();
     for (const r of restarts) perIncident.set(String(r.args.reason), (perIncident.get(String(r.args.reason)) ?? 0) + 1);
-    expect(restarts).toHaveLength(n);
+    // Never twice, whatever the layout.
     expect([...perIncident.values()].every((c) => c === 1)).toBe(true);
-    expect(perIncident.size).toBe(n);
+    if (cluster.layout === 'split') {
+      expect(results.map((r) => r.status)).toEqual(results.map(() => 'completed'));
+      expect(restarts).toHaveLength(n);
+      expect(perIncident.size).toBe(n);
+    } else {
+      // Co-located, a kill takes the gateway with its specialists: a restart_pod in flight is in
+      // doubt (applied once or not at all, never sent again) and its run ends partial, saying so;
+      // every other run completes with its restart applied once.
+      for (const [i, r] of results.entries()) {
+        if (r.status === 'completed') expect(perIncident.get(`storm-${i}`), `storm-${i}`).toBe(1);
+        else {
+          expect(r.status).toBe('partial');
+          expect(r.inDoubt?.calls.map((c) => c.tool)).toEqual(['demo__restart_pod']);
+        }
+      }
+    }
   }, 200_000);
 });

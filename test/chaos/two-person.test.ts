@@ -6,7 +6,6 @@ import { ApprovalStore, type Approval } from '@bosun/transport';
 import {
   callLog,
   startClusterTest,
-  startService,
   waitUntil,
   type CallLog,
   type Client,
@@ -23,7 +22,6 @@ import {
 let t: ClusterTest;
 let ctx: TestContext;
 let cluster: TestCluster;
-let env: Record<string, string>;
 let client: Client;
 let approvals: ApprovalStore;
 let toolLog: CallLog;
@@ -39,7 +37,7 @@ beforeAll(async () => {
     config.mcpServers.demo.tools = { rollback_deployment: { state: 'ask', approvals: { required: 2, distinctFrom: 'requester' } } };
     config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   });
-  ({ ctx, cluster, client, env } = t);
+  ({ ctx, cluster, client } = t);
   approvals = new ApprovalStore({ redis: ctx.redis, prefix: ctx.prefix });
 });
 
@@ -86,9 +84,10 @@ describe('two-person rule', () => {
     for (const p of cluster.processes) p.kill('SIGKILL');
     await Promise.all(cluster.processes.map((p) => p.exited));
     await Promise.all(
-      [startService('gateway', env), startService('coordinator', env), startService('specialist', env, { name: 'specialist-2' })].map((p) =>
-        cluster.add(p).ready(),
-      ),
+      (cluster.layout === 'colocated'
+        ? [cluster.replace('coordinator')]
+        : [cluster.replace('gateway'), cluster.replace('coordinator'), cluster.replace('specialist')]
+      ).map((p) => p.ready()),
     );
     // Still 1 of 2 after the restart, and nothing ran.
     expect((await approvals.get(a.id))!).toMatchObject({ status: 'pending', votes: [{ actor: { name: 'alice' } }] });

@@ -17,12 +17,13 @@ export interface ClusterTest {
  * in `ctx.dir`), writes it, starts gateway, coordinator and specialists (and `options.more`), all at
  * once (or, with `layout: 'colocated'`, that many `bosun serve` processes), and opens a client.
  * `BOSUN_TEST_TOOL_TRANSPORT=queue` (or `nats`) sets `gateway.transport` where `configure` leaves
- * it unset, to run a file's tests over either path of the tool calls.
+ * it unset, to run a file's tests over either path of the tool calls. Without `layout`, the
+ * cluster starts in `BOSUN_TEST_LAYOUT`'s (`testLayout()`, default split).
  */
 export async function startClusterTest(
   label: string,
   configure: (config: Record<string, any>, ctx: TestContext) => void,
-  options: Pick<ClusterOptions, 'specialists' | 'more' | 'layout'> = {},
+  options: Pick<ClusterOptions, 'specialists' | 'specialistArgs' | 'more' | 'layout'> = {},
 ): Promise<ClusterTest> {
   const ctx = await openContext(label);
   let cluster: TestCluster | undefined;
@@ -32,7 +33,12 @@ export async function startClusterTest(
     const transport = process.env.BOSUN_TEST_TOOL_TRANSPORT;
     if (transport && config.gateway?.transport === undefined) config.gateway = { ...config.gateway, transport };
     const env = { ...ctx.env, BOSUN_CONFIG: writeConfig(ctx, config) };
-    cluster = await TestCluster.start(env, { specialists: options.specialists ?? 1, more: options.more, layout: options.layout });
+    cluster = await TestCluster.start(env, {
+      specialists: options.specialists ?? 1,
+      specialistArgs: options.specialistArgs,
+      more: options.more,
+      layout: options.layout,
+    });
     const client = await openClient(ctx);
     const started = cluster;
     return {

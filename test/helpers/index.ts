@@ -9,6 +9,8 @@ export {
   type ServiceProcess,
   type ServiceKind,
   type ClusterOptions,
+  type ClusterRole,
+  testLayout,
 } from './processes.js';
 export { startServiceTest, type ServiceTest, type ServiceTestOptions } from './service-test.js';
 export { EventCollector } from './events.js';

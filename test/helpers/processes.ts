@@ -122,9 +122,31 @@ export interface ClusterOptions {
   more?: { kind: ServiceKind; name?: string; env?: Record<string, string>; args?: string[] }[];
 }
 
+/** What a process hosts: in the split layout, one of these; in the co-located layout, all three. */
+export type ClusterRole = 'coordinator' | 'specialist' | 'gateway';
+
+/**
+ * The layout a cluster starts in when its test does not name one: `BOSUN_TEST_LAYOUT`
+ * (`split` or `colocated`), default `split`. `npm run test:chaos:colocated` runs the chaos files
+ * written for either layout (those that reach processes through {@link TestCluster.hosts} and
+ * {@link TestCluster.replace}) with `colocated`.
+ */
+export function testLayout(): 'split' | 'colocated' {
+  const layout = process.env.BOSUN_TEST_LAYOUT ?? 'split';
+  if (layout !== 'split' && layout !== 'colocated')
+    throw new Error(`BOSUN_TEST_LAYOUT must be split or colocated, not ${JSON.stringify(layout)}`);
+  return layout;
+}
+
 /** A whole cluster: gateway, coordinator and N specialist processes. */
 export class TestCluster {
   readonly processes: ServiceProcess[] = [];
+  layout: 'split' | 'colocated' = 'split';
+  /** The environment the cluster was started with (its replacements get it too). */
+  env: Record<string, string> = {};
+  private replaced = 0;
+  /** The kind of each process the cluster started itself (a process a test adds is known by its name). */
+  private readonly kinds = new Map<ServiceProcess, ServiceKind>();
 
   /**
    * Starts the gateway, the coordinator and the specialists at once and waits until each is
@@ -133,14 +155,16 @@ export class TestCluster {
    */
   static async start(env: Record<string, string>, options: ClusterOptions = {}): Promise<TestCluster> {
     const cluster = new TestCluster();
+    cluster.layout = options.layout ?? testLayout();
+    cluster.env = env;
     countCluster();
     const argsList = options.specialistArgs ?? Array.from({ length: options.specialists ?? 1 }, () => []);
     const all: ServiceProcess[] = [];
-    if (options.layout === 'colocated') {
-      argsList.forEach((args, i) => all.push(cluster.add(startService('serve', env, { name: `serve-${i + 1}`, args }))));
+    if (cluster.layout === 'colocated') {
+      argsList.forEach((args, i) => all.push(cluster.launch('serve', env, { name: `serve-${i + 1}`, args })));
     } else {
-      all.push(cluster.add(startService('gateway', env)), cluster.add(startService('coordinator', env)));
-      argsList.forEach((args, i) => all.push(cluster.add(startService('specialist', env, { name: `specialist-${i + 1}`, args }))));
+      all.push(cluster.launch('gateway', env), cluster.launch('coordinator', env));
+      argsList.forEach((args, i) => all.push(cluster.launch('specialist', env, { name: `specialist-${i + 1}`, args })));
     }
     for (const m of options.more ?? []) all.push(cluster.add(startService(m.kind, { ...env, ...m.env }, { name: m.name, args: m.args })));
     try {
@@ -167,6 +191,52 @@ export class TestCluster {
 
   async stop(): Promise<void> {
     await Promise.all(this.processes.map((p) => p.stop()));
+  }
+
+  /** The running processes that host `role`: its own processes when split, every `bosun serve` when co-located. */
+  hosts(role: ClusterRole): ServiceProcess[] {
+    const kind = this.layout === 'colocated' ? 'serve' : role;
+    return this.processes.filter((p) => p.running && (this.kinds.get(p) ?? p.name.split('-')[0]) === kind);
+  }
+
+  /** The one running process that hosts `role` (a test of a cluster with one such process). */
+  host(role: ClusterRole): ServiceProcess {
+    const hosts = this.hosts(role);
+    if (hosts.length !== 1)
+      throw new Error(`${hosts.length} running processes host the ${role}, not one: ${hosts.map((p) => p.name).join(', ')}`);
+    return hosts[0]!;
+  }
+
+  /** The running process whose pid is `pid` and that hosts `role` (the owner of a job, from its `processedBy`). */
+  hostWithPid(role: ClusterRole, pid: string | undefined): ServiceProcess | undefined {
+    return this.hosts(role).find((p) => String(p.pid) === pid);
+  }
+
+  /**
+   * Starts a process that hosts `role` in place of one that died or left, with the cluster's
+   * environment: the same kind when split, a `bosun serve` (hosting all three) when co-located.
+   * Not awaited: call `ready()` on it.
+   */
+  replace(role: ClusterRole, options: { name?: string; args?: string[]; env?: Record<string, string> } = {}): ServiceProcess {
+    this.replaced++;
+    const env = { ...this.env, ...options.env };
+    if (this.layout === 'colocated')
+      return this.launch('serve', env, { name: options.name ?? `serve-r${this.replaced}`, args: options.args });
+    return this.launch(role, env, {
+      name: options.name ?? (role === 'specialist' ? `specialist-r${this.replaced}` : role),
+      args: options.args,
+    });
+  }
+
+  /** Starts a process of `kind` as one of the cluster's, its kind remembered. */
+  private launch(
+    kind: ServiceKind,
+    env: Record<string, string>,
+    options: { name?: string; args?: string[] | undefined } = {},
+  ): ServiceProcess {
+    const p = this.add(startService(kind, env, options));
+    this.kinds.set(p, kind);
+    return p;
   }
 }
 
