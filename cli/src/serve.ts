@@ -2,9 +2,8 @@
  * `bosun serve`: the coordinator, the specialists and the tool gateway in one process (the
  * co-located layout, docs/scaling.md). Each is the same service as its own process would run,
  * with its own workers, over one set of connections the process lends them, and the same records
- * in Redis; what changes is that the specialists'
- * tool calls reach the gateway as function calls (`DirectToolClient`), with no job and no NATS
- * request. A run it started and that it dies in resumes in any other process, co-located or not:
+ * in Redis; what changes is that the specialists' tool calls reach the gateway as function calls
+ * (`DirectToolClient`), with no job and no NATS request. A run it started and that it dies in resumes in any other process, co-located or not:
  * its checkpoints, claims and records are where every process looks for them.
  */
 import { createLogger, loadClusterConfig, setLogLevel, type BosunEnv, type Logger } from '@bosun/config';

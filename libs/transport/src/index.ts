@@ -22,7 +22,7 @@ export { ServiceProcess, ProcessGroup, launchProcess } from './service/launcher.
 export type { LaunchOptions } from './service/launcher.js';
 export type { ServiceArgs, ServiceHandle, RunServiceOptions } from './service/service.js';
 export { openRuntime, checkRuntime, lentRuntime } from './service/runtime.js';
-export type { Runtime } from './service/runtime.js';
+export type { Runtime, HostedOptions } from './service/runtime.js';
 export {
   ApprovalStore,
   ApprovalError,

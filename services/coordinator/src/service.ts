@@ -24,6 +24,7 @@ import {
   redisClusterProbe,
   redisRateLimiters,
   watchWorkerLocks,
+  type HostedOptions,
   type RunServiceOptions,
   type ServiceHandle,
   type Runtime,
@@ -52,14 +53,8 @@ function load(env: BosunEnv) {
   return { env, config, model };
 }
 
-/** Options of {@link coordinatorService}. */
-export interface CoordinatorServiceOptions {
-  /** The connections to use, when the process hosts other services too (`bosun serve`, a `lentRuntime`). Default: its own. */
-  runtime?: Runtime;
-}
-
 /** The coordinator as a service: `runService(coordinatorService())` is its process (main.ts). */
-export function coordinatorService(options: CoordinatorServiceOptions = {}): RunServiceOptions {
+export function coordinatorService(options: HostedOptions = {}): RunServiceOptions {
   return {
     name: 'coordinator',
     log,

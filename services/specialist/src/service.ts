@@ -29,6 +29,7 @@ import {
   openRuntime,
   redisRateLimiters,
   watchWorkerLocks,
+  type HostedOptions,
   type RunServiceOptions,
   type ServiceArgs,
   type ToolClient,
@@ -96,14 +97,12 @@ async function sandboxFor(config: ReturnType<typeof load>['config'], names: stri
 }
 
 /** Options of {@link specialistService}. */
-export interface SpecialistServiceOptions {
+export interface SpecialistServiceOptions extends HostedOptions {
   /**
    * The tool client of every task, when the process hosts the gateway too (`bosun serve`: a
    * `DirectToolClient`). Default: the gateway's queue or NATS path, as `gateway.transport` says.
    */
   tools?: ToolClient;
-  /** The connections to use, when the process hosts other services too (`bosun serve`, a `lentRuntime`). Default: its own. */
-  runtime?: Runtime;
 }
 
 /** The specialists as a service: `runService(specialistService())` is their process (main.ts). */

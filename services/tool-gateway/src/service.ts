@@ -8,6 +8,7 @@ import {
   openRuntime,
   serveToolCalls,
   watchWorkerLocks,
+  type HostedOptions,
   type RunServiceOptions,
   type Runtime,
   type ServiceHandle,
@@ -31,7 +32,7 @@ export interface StartedGateway extends ServiceHandle {
  * Starts the gateway: its connections, the MCP servers and the catalog, the MCP face when
  * configured, and its two ways in, the `tools` queue and NATS requests.
  */
-export async function startGateway(env: BosunEnv, options: { runtime?: Runtime } = {}): Promise<StartedGateway> {
+export async function startGateway(env: BosunEnv, options: HostedOptions = {}): Promise<StartedGateway> {
   const config = loadClusterConfig(env.configFile, { resolveOperatorToken: false });
   // The secrets it resolved from the config file (server env and headers, tokens) are never logged.
   addLogSecrets(log, configSecrets(config));

@@ -129,6 +129,12 @@ export function lentRuntime(rt: Runtime): Runtime {
   return { ...rt, close: () => Promise.resolve() };
 }
 
+/** How a process that hosts several services (`bosun serve`) starts each one over its connections. */
+export interface HostedOptions {
+  /** The connections to use (a {@link lentRuntime}). Default: the service opens its own. */
+  runtime?: Runtime;
+}
+
 /** The runs stream's limits from `retention.events` (none without it: an existing stream is left as is). */
 function runsStreamLimits(env: BosunEnv, retention: RetentionConfig | undefined): RunsStreamLimits & { prefix: string } {
   const { events } = retention ?? {};
