@@ -267,14 +267,14 @@ class RunTracer {
   breakdown(): { segment: string; p50: number; p90: number; runs: number }[] {
     const names = [
       'publish → run.started (coordinator takes the job, checkpoint read, run-deadline timer and progress)',
-      'run.started → agent.delegated (route model call, checkpoint, task-deadline timer and child job)',
-      'agent.delegated → agent.started (specialist takes the task, checkpoint read)',
+      'run.started → agent.delegated (route model call, checkpoint; split: task-deadline timer and child job)',
+      'agent.delegated → agent.started (split: a specialist takes the task job; co-located: a local task, same pass)',
       'agent.started → tool.started #1 (catalog, model call 1 and cancel check, checkpoint, tool call sent, gateway claims it)',
       'tool.started #1 → tool.completed #1 (MCP call over stdio, record)',
       'tool.completed #1 → tool.started #2 (result back to the specialist, model call 2, checkpoint, tool call sent, gateway)',
       'tool.started #2 → tool.completed #2 (MCP call, record)',
       'tool.completed #2 → agent.completed (result back, model call 3: finish_task, checkpoint with the result)',
-      'agent.completed → run.completed (task job completes, parent back to wait, coordinator resumes, collect, answer)',
+      'agent.completed → run.completed (split: task job completes, parent back to wait, coordinator resumes; collect, answer)',
       'run.completed → result at the client (incident job completes, QueueEvents)',
     ];
     const samples: number[][] = names.map(() => []);

@@ -19,7 +19,7 @@ import {
   type ServiceHandle,
 } from '@bosun/transport';
 import { coordinatorService } from '@bosun/coordinator';
-import { specialistService } from '@bosun/specialist';
+import { specialistService, type LocalSpecialist } from '@bosun/specialist';
 import { gatewayService, startGateway, type StartedGateway } from '@bosun/tool-gateway';
 
 // Its level comes from LOG_LEVEL once runService has read the environment.
@@ -85,9 +85,11 @@ async function startAll(args: ServiceArgs, env: BosunEnv): Promise<ServiceHandle
     throw err;
   }
   const tools = new DirectToolClient(gateway.gateway.inProcess());
+  // The specialists register here as they start; the coordinator runs their tasks in this process.
+  const local = new Map<string, LocalSpecialist>();
   const started = await Promise.allSettled([
-    coordinatorService({ runtime }).start({}, env),
-    specialistService({ tools, runtime }).start(args, env),
+    coordinatorService({ runtime, local }).start({}, env),
+    specialistService({ tools, runtime, local }).start(args, env),
   ]);
   const handles = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');

@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue } from 'bullmq';
-import { STALL_MARKER, specialistQueue } from '@bosun/contract';
+import { STALL_MARKER } from '@bosun/contract';
 import { callLog, startClusterTest, type CallLog, type ClusterTest, type ServiceProcess } from '../helpers/index.js';
 
 // A task budget holds in the CodeAct loop across a SIGKILL: a script that would make 10 mutating
@@ -48,12 +47,9 @@ afterAll(async () => {
   await t?.close();
 });
 
-async function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {
-  const q = new Queue(specialistQueue('coder'), { connection: t.ctx.redis, prefix: t.ctx.prefix });
-  const job = await q.getJob(taskId);
-  await q.close();
-  const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-  return t.cluster.hostWithPid('specialist', pid);
+/** The process running task `taskId` now (its job's worker, or the serve process of a local task). */
+function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {
+  return t.cluster.taskHolder(t.ctx.redis, t.ctx.prefix, 'coder', taskId);
 }
 
 describe('a CodeAct budget across a SIGKILL', () => {

@@ -57,10 +57,14 @@ beforeAll(async () => {
     codeact: { timeMs: 10_000, memoryMb: 64, maxToolCalls: 5 },
   };
   const env = { ...ctx.env, LOG_LEVEL: 'info', BOSUN_CONFIG: writeConfig(ctx, config) };
+  // Split: a gateway and a coordinator, then the two specialist processes. Co-located: two
+  // `bosun serve` processes, whose scripts run as local tasks in the run's pass, under the run's
+  // lock, beside the coordinator's own lock renewals.
   cluster = await TestCluster.start(env, { specialistArgs: [] });
-  for (const name of ['specialist-a', 'specialist-b']) {
+  const kind = cluster.layout === 'split' ? 'specialist' : 'serve';
+  for (const name of [`${kind}-a`, `${kind}-b`]) {
     const port = await freePort();
-    const p = cluster.add(startService('specialist', { ...env, BOSUN_HEALTH_PORT: String(port) }, { name, args: ['--only', 'coder'] }));
+    const p = cluster.add(startService(kind, { ...env, BOSUN_HEALTH_PORT: String(port) }, { name, args: ['--only', 'coder'] }));
     specialists.push({ process: p, port });
   }
   await Promise.all(specialists.map((s) => s.process.ready()));

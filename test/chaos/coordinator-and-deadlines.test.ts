@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
 import { STALL_MARKER, isStalled, specialistQueue } from '@bosun/contract';
-import { startClusterTest, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
+import { startClusterTest, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // Chaos 3 and 4: the coordinator dies while runs wait for specialists; specialist tasks that
 // never answer (a hanging tool, a process that keeps dying) become INCOMPLETE results in time.
@@ -42,8 +42,9 @@ describe('the coordinator dies while runs wait', () => {
       payload: { fake: { calls: { kubernetes: plan, database: [{ tool: 'demo__get_metrics', args: { service: 'checkout' } }] } } },
     });
     await client.events.waitFor((e) => e.runId === runId && e.type === 'tool.started', 20_000);
-    // The coordinator parks the run after it delegates; the gateway's event may come first.
-    await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked in waiting-children');
+    // The coordinator parks the run after it delegates (co-located, it runs the tasks in the
+    // run's pass, checkpointed as waiting); the gateway's event may come first.
+    await cluster.untilTasksOut(ctx.redis, ctx.prefix, job, runId);
     const victim = cluster.host('coordinator');
     victim.kill('SIGKILL');
     await victim.exited;
@@ -103,10 +104,10 @@ describe('a specialist task that never answers', () => {
       payload: {
         fake: {
           calls: {
-            kubernetes: [
-              { tool: 'demo__get_pods', args: { service: 'checkout' } },
-              { tool: 'demo__get_pods', args: { service: 'search' } },
-            ],
+            // Enough steps for a kill at each: co-located, the task first runs in its run's
+            // process (a local task), and its first loss counts on the run's job, not its own,
+            // so it takes one kill more (docs/durability.md).
+            kubernetes: ['checkout', 'search', 'payments', 'cart'].map((service) => ({ tool: 'demo__get_pods', args: { service } })),
           },
         },
       },

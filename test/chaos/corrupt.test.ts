@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startClusterTest, waitUntil, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
+import { startClusterTest, type Client, type ClusterTest, type TestCluster, type TestContext } from '../helpers/index.js';
 
 // Chaos 5a: a checkpoint that does not parse fails its run (or task) with a clear error and a
 // dead letter; it never crashes a worker or blocks other runs.
@@ -44,8 +44,16 @@ describe('corrupted checkpoints', () => {
     });
     await client.events.waitFor((e) => e.runId === runId && e.type === 'agent.delegated', 20_000);
     // Corrupt it once the coordinator has parked the run (its last write before the children report).
-    await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked in waiting-children');
+    await cluster.untilTasksOut(ctx.redis, ctx.prefix, job, runId);
     await ctx.redis.set(`${ctx.prefix}:ckpt:run:${runId}`, '{"v":1, "phase": "wait');
+    if (cluster.layout === 'colocated') {
+      // Its tasks run in the run's pass, which would write over the corruption: the process
+      // dies instead, and the run's next owner reads the checkpoint.
+      const host = cluster.host('coordinator');
+      host.kill('SIGKILL');
+      await host.exited;
+      await cluster.replace('coordinator').ready();
+    }
     await expect(job.waitUntilFinished(client.queueEvents, 60_000)).rejects.toThrow(`checkpoint run:${runId} is not valid JSON`);
     const failed = await client.events.waitFor((e) => e.runId === runId && e.type === 'run.failed', 10_000);
     expect(String(failed.data.reason)).toContain('not valid JSON');

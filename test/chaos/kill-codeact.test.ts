@@ -1,7 +1,5 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue } from 'bullmq';
-import { specialistQueue } from '@bosun/contract';
 import {
   callLog,
   startClusterTest,
@@ -62,12 +60,9 @@ afterAll(async () => {
   await t?.close();
 });
 
-async function holder(taskId: string): Promise<ServiceProcess | undefined> {
-  const q = new Queue(specialistQueue('coder'), { connection: ctx.redis, prefix: ctx.prefix });
-  const job = await q.getJob(taskId);
-  await q.close();
-  const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-  return cluster.hostWithPid('specialist', pid);
+/** The process running task `taskId` now (its job's worker, or the serve process of a local task). */
+function holder(taskId: string): Promise<ServiceProcess | undefined> {
+  return cluster.taskHolder(ctx.redis, ctx.prefix, 'coder', taskId);
 }
 
 /** Waits for call `index` (from 0) of the script to complete, then SIGKILLs the specialist running it and starts another. */

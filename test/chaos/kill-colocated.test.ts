@@ -1,7 +1,5 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue } from 'bullmq';
-import { specialistQueue } from '@bosun/contract';
 import {
   callLog,
   startClusterTest,
@@ -151,11 +149,12 @@ describe('bosun serve processes SIGKILLed', () => {
     await Promise.all(startups);
     const byStatus = results.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
     const inDoubt = results.reduce((sum, r) => sum + (r.inDoubt?.count ?? 0), 0);
+    const restarts = restartsByReason();
+    const reached = results.filter((r, i) => r.inDoubt && restarts.get(`co-storm-${i}`) === 1).length;
     process.stdout.write(
-      `[chaos] co-located: ${n} incidents, ${kills} process kills, ${JSON.stringify(byStatus)}, ${inDoubt} calls in doubt\n`,
+      `[chaos] co-located: ${n} incidents, ${kills} process kills, ${JSON.stringify(byStatus)}, ${inDoubt} calls in doubt (${reached} of them had reached the MCP server)\n`,
     );
     expect(kills).toBe(3);
-    const restarts = restartsByReason();
     for (const [i, r] of results.entries()) {
       const reason = `co-storm-${i}`;
       // Every run ends with an honest answer: completed, or partial because a call is in doubt.
@@ -166,8 +165,10 @@ describe('bosun serve processes SIGKILLed', () => {
           r.inDoubt?.calls.map((c) => c.tool),
           reason,
         ).toEqual(['demo__restart_pod']);
-        // In doubt because it was sent when the process died: sent that once, never again.
-        expect(restarts.get(reason), reason).toBe(1);
+        // In doubt because the process died after the gateway claimed it: in the MCP server
+        // already, or not yet (the gateway died with the process between its claim and the
+        // send). Nobody can know which; never sent again.
+        expect(restarts.get(reason) ?? 0, reason).toBeLessThanOrEqual(1);
       }
     }
     expect([...restarts.entries()].filter(([reason, c]) => reason.startsWith('co-storm-') && c > 1)).toEqual([]);
@@ -197,10 +198,7 @@ describe('bosun serve processes SIGKILLed', () => {
       "the script's second call answered",
     );
     const taskId = String(second.data.key).replace(/-s\d+-c\d+$/, '');
-    const q = new Queue(specialistQueue('coder'), { connection: ctx.redis, prefix: ctx.prefix });
-    const pid = (await q.getJob(taskId))?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-    await q.close();
-    const victim = cluster.processes.find((p) => p.running && p.name.startsWith('serve') && String(p.pid) === pid);
+    const victim = await cluster.taskHolder(ctx.redis, ctx.prefix, 'coder', taskId);
     expect(victim, `a bosun serve holds ${taskId}`).toBeDefined();
     victim!.kill('SIGKILL');
     const replacement = cluster.add(startService('serve', env, { name: 'serve-codeact' }));
@@ -217,7 +215,8 @@ describe('bosun serve processes SIGKILLed', () => {
       expect(result.status).toBe('partial');
       expect(result.inDoubt?.calls.map((c) => c.tool)).toEqual(['demo__restart_pod']);
     }
-    const events = (await client.events.complete(runId)).filter((e) => e.agent === 'coder');
+    // The SIGKILL takes the process that numbered the events: one it had not sent yet never comes.
+    const events = (await client.events.complete(runId, 20_000, { unusedAfterMs: 5_000 })).filter((e) => e.agent === 'coder');
     expect(events.some((e) => e.type === 'codeact.replayed' && e.data.source === 'journal')).toBe(true);
     process.stdout.write(
       `[chaos] co-located CodeAct: ${result.status}, effects ${JSON.stringify([1, 2, 3, 4].map((i) => applied.get(`co-codeact-${i}`) ?? 0))}\n`,

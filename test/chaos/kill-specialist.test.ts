@@ -1,7 +1,5 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Queue } from 'bullmq';
-import { specialistQueue } from '@bosun/contract';
 import {
   callLog,
   startClusterTest,
@@ -46,12 +44,9 @@ afterAll(async () => {
   await t?.close();
 });
 
-async function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {
-  const q = new Queue(specialistQueue('kubernetes'), { connection: ctx.redis, prefix: ctx.prefix });
-  const job = await q.getJob(taskId);
-  await q.close();
-  const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-  return cluster.hostWithPid('specialist', pid);
+/** The process running task `taskId` now (its job's worker, or the serve process of a local task). */
+function specialistHolding(taskId: string): Promise<ServiceProcess | undefined> {
+  return cluster.taskHolder(ctx.redis, ctx.prefix, 'kubernetes', taskId);
 }
 
 describe('specialists killed mid-run', () => {

@@ -51,7 +51,7 @@ beforeAll(async () => {
     config.mcpServers.demo.env = { DEMO_MCP_CALL_LOG: join(ctx.dir, 'calls.jsonl') };
     config.workers = { lockDurationMs: 3_000, stalledIntervalMs: 1_000, maxStalledCount: 2 };
   });
-  await t.cluster.get('coordinator').waitForLine(/operator API listening/);
+  await t.cluster.host('coordinator').waitForLine(/operator API listening/);
   base = `http://127.0.0.1:${port}`;
   toolLog = callLog(join(t.ctx.dir, 'calls.jsonl'));
   approvals = new ApprovalStore({ redis: t.ctx.redis, prefix: t.ctx.prefix });
@@ -79,11 +79,13 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     ids.slow = runId;
     const started = await t.client.events.waitFor((e) => e.runId === runId && e.type === 'agent.started', 20_000, 'agent.started');
     const taskId = String(started.data.taskId);
-    await waitUntil(async () => (await job.getState()) === 'waiting-children', 10_000, 'the run parked');
+    // Parked (co-located: its task runs in the run's pass, checkpointed as waiting).
+    await t.cluster.untilTasksOut(t.ctx.redis, t.ctx.prefix, job, runId);
+    const state = t.cluster.layout === 'split' ? 'parked' : 'active';
 
     const r = await bosun(['cancel', runId, '--reason', 'wrong incident', '--by', 'alice']);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stderr).toContain(`cancelling run ${runId} (incident slow-spec, parked) by alice at `);
+    expect(r.stderr).toContain(`cancelling run ${runId} (incident slow-spec, ${state}) by alice at `);
     expect(r.stdout).toMatch(new RegExp(`^run ${runId} cancelled by alice at \\S+: wrong incident; not finished: kubernetes\\n$`));
 
     const result = await t.client.result(job, 30_000);
@@ -98,16 +100,26 @@ describe('bosun cancel and POST /runs/<runId>/cancel', () => {
     const stalled = ofRun(runId, 'agent.stalled');
     expect(stalled.length).toBeGreaterThanOrEqual(1);
     expect(new Set(stalled.map((e) => `${String(e.data.taskId)} ${String(e.data.kind)}`))).toEqual(new Set([`${taskId} cancelled`]));
-    expect(await t.ctx.redis.exists(`${t.ctx.prefix}:cancel:${taskId}`, `${t.ctx.prefix}:cancel:run:${runId}`)).toBe(2);
+    // The run's cancellation is on record. The task's own stop key is written only when the
+    // cancel timer cut the part; a specialist that saw the run's cancellation first ended the
+    // task by itself, and nothing is left to stop (seen in CI as 1 key of 2).
+    expect(await t.ctx.redis.exists(`${t.ctx.prefix}:cancel:run:${runId}`)).toBe(1);
 
     // The run ended at once, long before the 8 s model call would have. The specialist's call is
     // cut by the task's stop signal, and the task stops before its first tool call. Which of the
     // two ends first is a race on a busy machine (both follow the cancel within moments), so only
     // the run's promptness is asserted.
     expect(Date.parse(result.finishedAt) - Date.parse(started.at)).toBeLessThan(8_000);
-    expect(await taskEnded(taskId)).toMatchObject({ status: 'stalled', error: 'cancelled' });
-    const taskJob = await Job.fromId(tasks, taskId);
-    expect(taskJob!.finishedOn! - Date.parse(started.at)).toBeLessThan(8_000);
+    if (t.cluster.layout === 'split') {
+      expect(await taskEnded(taskId)).toMatchObject({ status: 'stalled', error: 'cancelled' });
+      const taskJob = await Job.fromId(tasks, taskId);
+      expect(taskJob!.finishedOn! - Date.parse(started.at)).toBeLessThan(8_000);
+    } else {
+      // A local task (no job): it ended in the run's pass, its result in its checkpoint.
+      const ckpt = JSON.parse((await t.ctx.redis.get(`${t.ctx.prefix}:ckpt:task:${taskId}`))!) as { result?: unknown };
+      expect(ckpt.result).toMatchObject({ status: 'stalled', error: 'cancelled' });
+      expect(await tasks.getJob(taskId)).toBeUndefined();
+    }
     expect(toolLog.calls().filter((c) => c.args.service === 'cancel-slow')).toEqual([]);
     expect(t.client.events.forRun(runId).filter((e) => e.type.startsWith('tool.'))).toEqual([]);
     // An operator's cancellation leaves nothing in the dead-letter inbox.

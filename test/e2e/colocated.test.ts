@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue } from 'bullmq';
-import { TOOLS_QUEUE } from '@bosun/contract';
+import { TOOLS_QUEUE, specialistQueue } from '@bosun/contract';
 import { ApprovalStore } from '@bosun/transport';
 import { callLog, runCli, startClusterTest, type CallLog, type ClusterTest } from '../helpers/index.js';
 
@@ -69,6 +69,20 @@ describe('bosun serve: the three services in one process', () => {
     }
     expect(await tools.getJobCountByTypes('completed', 'waiting', 'active', 'failed')).toBe(0);
     await tools.close();
+    // The task ran in the run's process, with no child job: delegated as a local task, its
+    // result in its task checkpoint only, and nothing on the specialist's queue.
+    const delegated = events.filter((e) => e.type === 'agent.delegated');
+    expect(delegated.map((e) => e.data.local)).toEqual([true]);
+    const taskId = String(delegated[0]!.data.taskId);
+    const tasks = new Queue(specialistQueue('kubernetes'), { connection: t.ctx.redis, prefix: t.ctx.prefix });
+    expect(await tasks.getJob(taskId)).toBeUndefined();
+    expect(await tasks.getJobCountByTypes('completed', 'waiting', 'active', 'failed', 'delayed')).toBe(0);
+    await tasks.close();
+    const ckpt = JSON.parse((await t.ctx.redis.get(`${t.ctx.prefix}:ckpt:run:${runId}`))!) as { delegations: object[] };
+    expect(ckpt.delegations).toEqual([
+      expect.objectContaining({ taskId, result: expect.objectContaining({ outputIn: 'checkpoint', output: null }) }),
+    ]);
+    expect(ckpt.delegations[0]).not.toHaveProperty('local');
   });
 
   it('parks a mutating call for approval (no worker held), and runs exactly the approved call once', async () => {
@@ -91,6 +105,16 @@ describe('bosun serve: the three services in one process', () => {
       expect(audit.code, audit.stderr).toBe(0);
       const entries = JSON.parse(audit.stdout) as { tool: string; status: string }[];
       expect(entries.map((e) => [e.tool, e.status])).toEqual([['demo__restart_pod', 'ok']]);
+      // The task began in the run's process; waiting for a person, it went to its queue (so no
+      // worker waits), as a child job that resumed from the task's checkpoint.
+      const taskId = String(asked.data.taskId);
+      const delegated = t.client.events.forRun(runId).filter((e) => e.type === 'agent.delegated');
+      expect(delegated.map((e) => [e.data.taskId, e.data.local])).toEqual([[taskId, true]]);
+      const tasks = new Queue(specialistQueue('kubernetes'), { connection: t.ctx.redis, prefix: t.ctx.prefix });
+      const child = await tasks.getJob(taskId);
+      await tasks.close();
+      expect(child?.data).toMatchObject({ taskId, resumed: true });
+      expect(t.client.events.forRun(runId).filter((e) => e.type === 'agent.started')).toHaveLength(1);
     } finally {
       await approvals.close();
     }

@@ -1,8 +1,12 @@
 import { appendFileSync } from 'node:fs';
 import { expect } from 'vitest';
+import { Queue, type Job } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { INCIDENTS_QUEUE, specialistQueue } from '@bosun/contract';
 import { ProcessGroup, READY_LINE, type ServiceProcess } from '@bosun/transport';
 import { assertFreshBundles } from './bundles.js';
 import { ENTRY } from './paths.js';
+import { waitUntil } from './wait.js';
 
 export { READY_LINE, type ServiceProcess };
 
@@ -210,6 +214,45 @@ export class TestCluster {
   /** The running process whose pid is `pid` and that hosts `role` (the owner of a job, from its `processedBy`). */
   hostWithPid(role: ClusterRole, pid: string | undefined): ServiceProcess | undefined {
     return this.hosts(role).find((p) => String(p.pid) === pid);
+  }
+
+  /**
+   * Waits until run `runId` has its tasks out and waits for them: split, its incident job parked
+   * in waiting-children; co-located, its checkpoint `waiting` (local tasks run in the run's own
+   * pass, libs/agent run-local.ts, and it parks only for a task handed to a queue).
+   */
+  async untilTasksOut(redis: Redis, prefix: string, job: Job, runId: string, timeoutMs = 10_000): Promise<void> {
+    const waiting = async () => {
+      if (this.layout === 'split') return (await job.getState()) === 'waiting-children';
+      const ckpt = await redis.get(`${prefix}:ckpt:run:${runId}`);
+      return ckpt !== null && (JSON.parse(ckpt) as { phase?: string }).phase === 'waiting';
+    };
+    await waitUntil(
+      waiting,
+      timeoutMs,
+      this.layout === 'split' ? 'the run parked in waiting-children' : 'the run waits for its local tasks',
+    );
+  }
+
+  /**
+   * The running process that runs task `taskId` of `agent` now: the worker of its job or — a local
+   * task of `bosun serve` (libs/agent run-local.ts), which has no job — the process whose
+   * coordinator holds the task's run (its incident job, named in the run's checkpoint).
+   */
+  async taskHolder(redis: Redis, prefix: string, agent: string, taskId: string): Promise<ServiceProcess | undefined> {
+    const pidOf = (job: Job | undefined) => job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
+    const tasks = new Queue(specialistQueue(agent), { connection: redis, prefix });
+    const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
+    try {
+      const job = await tasks.getJob(taskId);
+      if (job) return this.hostWithPid('specialist', pidOf(job));
+      const runId = taskId.slice(0, taskId.indexOf('-'));
+      const ckpt = await redis.get(`${prefix}:ckpt:run:${runId}`);
+      const jobId = ckpt ? (JSON.parse(ckpt) as { jobId?: string }).jobId : undefined;
+      return jobId === undefined ? undefined : this.hostWithPid('coordinator', pidOf(await incidents.getJob(jobId)));
+    } finally {
+      await Promise.all([tasks.close(), incidents.close()]);
+    }
   }
 
   /**

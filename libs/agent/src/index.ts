@@ -33,6 +33,10 @@ export type {
   RunJobs,
   RunTimers,
   CancelKeys,
+  LocalSpecialist,
+  LocalSpecialists,
+  LocalOutcome,
+  RunLock,
 } from './run-ports.js';
 export type { Clock } from './ports.js';
 export { observedModel, modelProvider } from './model-telemetry.js';

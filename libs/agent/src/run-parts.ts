@@ -138,22 +138,26 @@ export async function dispatch(ctx: RunContext, incident: Incident, children: Ru
       continue;
     }
     d.deadlineAt ??= new Date(clock.now() + spec.deadlineMs).toISOString();
-    const task: TaskJob = {
-      v: 1,
-      runId: state.runId,
-      incidentId: incident.id,
-      taskId: d.taskId,
-      agent: d.agent,
-      task: d.task,
-      incident,
-      deadlineAt: d.deadlineAt,
-    };
-    tasks.push({ d, task, attempts: spec.retries + 1 });
+    tasks.push({ d, task: taskJobOf(state, incident, d), attempts: spec.retries + 1 });
   }
   if (tasks.length === 0) return;
   // The backstop (if no specialist reports the timeout itself, the coordinator does) and the
   // child jobs, side by side: both are idempotent by job id, and the run parks only after both.
   await Promise.all([armTimer(ctx), addChildren(ctx, incident, children, tasks)]);
+}
+
+/** The task job of a delegation: what its specialist is asked, and by when. */
+export function taskJobOf(state: RunCheckpoint, incident: Incident, d: Delegation): TaskJob {
+  return {
+    v: 1,
+    runId: state.runId,
+    incidentId: incident.id,
+    taskId: d.taskId,
+    agent: d.agent,
+    task: d.task,
+    incident,
+    ...(d.deadlineAt ? { deadlineAt: d.deadlineAt } : {}),
+  };
 }
 
 /** The child jobs of {@link dispatch}, one after the other, each announced once added. */

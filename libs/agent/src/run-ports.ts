@@ -3,7 +3,7 @@
  * from the world, as interfaces. `services/coordinator` implements them over BullMQ and Redis;
  * the unit tests over memory.
  */
-import type { RunCancellation, TaskJob, TimerJob } from '@bosun/contract';
+import type { RunCancellation, TaskJob, TaskResult, TimerJob } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
 import type { Approvals, CheckpointFence, Clock, DeadLetters, EventSink, RevisedCheckpointStore, UsageLedger } from './ports.js';
@@ -103,6 +103,36 @@ export interface CancelKeys {
   stopTask(taskId: string): Promise<void>;
 }
 
+/** What a local task runs under: its run's lock (the incident job's), which fences its writes and its tool calls. */
+export interface RunLock {
+  /** The incident job's id (the gateway checks its lock for the task's calls). */
+  jobId: string;
+  fence: CheckpointFence;
+  /** Aborted when the run's lock is lost: the task stops before its next effect. */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * How a local task ended: its `result`, whole, as its task checkpoint holds it (saved there
+ * before it is returned), or `queue`: it cannot go on in this process (it waits for an approval or a
+ * rate limit, the process drains, or it failed and may be retried), and is handed to its
+ * specialist's queue, where it resumes from its checkpoint. Throws `LockLostError` when the run's
+ * lock was lost.
+ */
+export type LocalOutcome = { kind: 'result'; result: TaskResult } | { kind: 'queue'; reason: string };
+
+/** A specialist hosted in the coordinator's own process (`bosun serve`). */
+export interface LocalSpecialist {
+  /** Takes a place for one more task, or says no (every place taken, or the process drains); `release` gives it back. */
+  reserve(): { release(): void } | undefined;
+  run(task: TaskJob, lock: RunLock): Promise<LocalOutcome>;
+}
+
+/** The specialists of the coordinator's own process, by name (none in a coordinator process of its own). */
+export interface LocalSpecialists {
+  get(agent: string): LocalSpecialist | undefined;
+}
+
 /** The ports of the coordinator's run loop. */
 export interface RunDeps {
   /** The cluster's config: `coordinator` (mode, model routes, deadlines, rounds) and `specialists`. */
@@ -121,4 +151,6 @@ export interface RunDeps {
   approvals?: Pick<Approvals, 'decide'>;
   /** The run's usage ledger (with `budgets.run`): the coordinator's own spending is written there, as part `coordinator`. */
   usage?: Pick<UsageLedger, 'record'>;
+  /** Specialists this process hosts (`bosun serve`): their tasks run here, without a child job (`run-local.ts`). */
+  local?: LocalSpecialists;
 }

@@ -38,7 +38,18 @@ import {
 import { startGeminiServer } from '../../../test/helpers/gemini-server.js';
 import { completion, openAiFixture, startOpenAiServer } from '../../../test/helpers/openai-server.js';
 import { runIncident, type RunOutcome } from './run.js';
-import type { ChildState, ChildrenRead, IncidentJob, ParkedRun, RunChildren, RunDeps } from './run-ports.js';
+import type {
+  ChildState,
+  ChildrenRead,
+  IncidentJob,
+  LocalOutcome,
+  LocalSpecialist,
+  LocalSpecialists,
+  ParkedRun,
+  RunChildren,
+  RunDeps,
+  RunLock,
+} from './run-ports.js';
 import { CANCEL_LOOKS, handleTimer } from './run-timers.js';
 
 // The coordinator's run loop with every port in memory: BullMQ's parent/child jobs, timers,
@@ -147,6 +158,8 @@ class World {
   fenced = false;
   /** Parks refused as BullMQ refuses a command under a lost lock. */
   lockLostOnPark = new Set<number>();
+  /** Specialists hosted in the coordinator's process (`bosun serve`): their tasks run without child jobs. */
+  local?: LocalSpecialists;
 
   constructor(script: Script, config: ClusterConfig = clusterConfig()) {
     this.config = config;
@@ -214,6 +227,7 @@ class World {
       },
       clock: { now: () => this.now },
       log,
+      ...(this.local ? { local: this.local } : {}),
       approvals: {
         decide: async (id: string, decision: Decision) => {
           await io();
@@ -1344,5 +1358,204 @@ describe('a timer racing a run resumed elsewhere', () => {
     ]);
     expect(w.logs.some((l) => l.msg === 'the run changed while a timer worked on it: looking again')).toBe(true);
     expect(resultOf(await w.process()).specialists.map((s) => s.status)).toEqual(['stalled', 'stalled']);
+  });
+});
+
+/** A specialist of the coordinator's own process whose tasks answer as `answer` says, with `places` places. */
+function localSpecialist(answer: (task: TaskJob, lock: RunLock) => Promise<LocalOutcome>, places = 4) {
+  const seen: { task: TaskJob; lock: RunLock }[] = [];
+  let taken = 0;
+  const specialist: LocalSpecialist & { seen: typeof seen; taken: () => number } = {
+    seen,
+    taken: () => taken,
+    reserve: () => {
+      if (taken >= places) return undefined;
+      taken++;
+      return { release: () => void taken-- };
+    },
+    run: (task, lock) => {
+      seen.push({ task, lock });
+      return answer(task, lock);
+    },
+  };
+  return specialist;
+}
+
+describe('local tasks (bosun serve: the specialist in the coordinator’s process)', () => {
+  it('runs the round in the run’s pass: no child job, no park, no timer; the checkpoint refers to the task’s output', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    const k8s = localSpecialist(async (task) => ({ kind: 'result', result: report(task.taskId, 'kubernetes', 'OOM kills') }));
+    w.local = new Map([['kubernetes', k8s]]);
+    w.publish();
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('completed');
+    expect(result.answer).toContain('## kubernetes — completed\nOOM kills');
+    expect([w.children.size, w.parks, w.timers.size]).toEqual([0, 0, 0]);
+    const [{ task, lock }] = k8s.seen as [{ task: TaskJob; lock: RunLock }];
+    // The task runs under the run's lock: the gateway checks the incident job's, its writes are fenced by it.
+    expect(lock).toMatchObject({ jobId: 'inc-1', fence: { key: 'lock:inc-1', token: 'token-1' } });
+    expect(task).toMatchObject({ agent: 'kubernetes', runId: w.runId(), deadlineAt: new Date(T0 + 60_000).toISOString() });
+    expect(task.resumed).toBeUndefined();
+    expect(k8s.taken()).toBe(0);
+    const [d] = (await w.checkpoint()).delegations;
+    expect(d).toMatchObject({ taskId: task.taskId, result: { outputIn: 'checkpoint', output: null } });
+    expect(d).not.toHaveProperty('local');
+    expect(w.eventsOf('agent.delegated').map((e) => e.data)).toEqual([expect.objectContaining({ taskId: task.taskId, local: true })]);
+  });
+
+  it('writes the run’s checkpoint, the delegation marked local, before the task starts', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    let seenAtStart: RunCheckpoint | undefined;
+    w.local = new Map([
+      [
+        'kubernetes',
+        localSpecialist(async (task) => {
+          seenAtStart = await w.checkpoint();
+          return { kind: 'result', result: report(task.taskId, 'kubernetes', 'ok') };
+        }),
+      ],
+    ]);
+    w.publish();
+    await w.process();
+    expect(seenAtStart).toMatchObject({ phase: 'waiting', delegations: [{ agent: 'kubernetes', local: true }] });
+    expect(seenAtStart!.delegations[0]!.result).toBeUndefined();
+  });
+
+  it('hands a task that cannot go on here (an approval, a drain) to its queue as a resumed child, and parks', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.fenced = true;
+    const answer = async (task: TaskJob): Promise<LocalOutcome> => {
+      if (task.agent === 'kubernetes') return { kind: 'queue', reason: 'it waits for an approval' };
+      // As the task loop does: the result saved in the task checkpoint before it is returned.
+      const result = report(task.taskId, 'database', 'slow queries');
+      const saved = {
+        v: 1,
+        taskId: task.taskId,
+        step: 1,
+        toolRounds: 0,
+        invalidOutputs: 0,
+        askedToFinish: false,
+        messages: [{ role: 'user', text: 't' }],
+        result,
+      };
+      await w.checkpoints.save(`task:${task.taskId}`, saved);
+      return { kind: 'result', result };
+    };
+    w.local = new Map([
+      ['kubernetes', localSpecialist(answer)],
+      ['database', localSpecialist(answer)],
+    ]);
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    const [k8s] = w.taskIds() as [string];
+    expect(w.taskIds()).toEqual([k8s]);
+    expect(w.children.get(k8s)!.task).toMatchObject({ agent: 'kubernetes', resumed: true });
+    expect(w.children.get(k8s)!.attempts).toBe(2);
+    // Its backstop is armed as for any child; the part that came back is in the checkpoint.
+    expect([...w.timers.keys()]).toEqual([w.runTimer(T0 + 65_000)]);
+    const saved = await w.checkpoint();
+    expect(saved.delegations.map((d) => [d.agent, d.result?.status ?? null, d.local ?? null])).toEqual([
+      ['kubernetes', null, null],
+      ['database', 'completed', null],
+    ]);
+    w.complete(k8s, report(k8s, 'kubernetes', 'restarted'));
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('completed');
+    expect(result.answer).toContain('restarted');
+    expect(result.answer).toContain('slow queries');
+  });
+
+  it('a run picked up after its process died under a local task hands that task to its queue, resumed from its checkpoint', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    const k8s = localSpecialist(() => never());
+    w.local = new Map([['kubernetes', k8s]]);
+    w.publish();
+    w.start();
+    await settleUntil(() => k8s.seen.length === 1);
+    // The process is gone; another coordinator, without local specialists, picks the run up.
+    w.local = undefined;
+    expect((await w.process()).kind).toBe('parked');
+    const [taskId] = w.taskIds() as [string];
+    expect(taskId).toBe(k8s.seen[0]!.task.taskId);
+    expect(w.children.get(taskId)!.task).toMatchObject({ resumed: true, deadlineAt: new Date(T0 + 60_000).toISOString() });
+    expect((await w.checkpoint()).delegations[0]).not.toHaveProperty('local');
+    w.complete(taskId, report(taskId, 'kubernetes', 'resumed and done'));
+    expect(resultOf(await w.process()).answer).toContain('resumed and done');
+  });
+
+  it('goes to the queues as before when a specialist of the round has no place free here', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.fenced = true;
+    const k8s = localSpecialist(async (task) => ({ kind: 'result', result: report(task.taskId, 'kubernetes', 'x') }));
+    const db = localSpecialist(async (task) => ({ kind: 'result', result: report(task.taskId, 'database', 'y') }), 0);
+    w.local = new Map([
+      ['kubernetes', k8s],
+      ['database', db],
+    ]);
+    w.publish();
+    expect((await w.process()).kind).toBe('parked');
+    expect(w.taskIds()).toHaveLength(2);
+    expect([...w.children.values()].map((c) => c.task.resumed)).toEqual([undefined, undefined]);
+    expect([k8s.seen.length, k8s.taken()]).toEqual([0, 0]);
+  });
+
+  it('a local task past its backstop becomes an INCOMPLETE timeout part, and is told to stop', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    // The task runs past its deadline (60 s) and the grace (5 s) without reporting.
+    const k8s = localSpecialist(() => {
+      w.now = T0 + 70_000;
+      return never();
+    });
+    w.local = new Map([['kubernetes', k8s]]);
+    w.publish();
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('partial');
+    expect(result.specialists).toEqual([expect.objectContaining({ name: 'kubernetes', status: 'stalled' })]);
+    const taskId = k8s.seen[0]!.task.taskId;
+    expect(w.stopped).toEqual(new Set([taskId]));
+    expect([...w.deadLetters.keys()]).toEqual([`timeout-${taskId}`]);
+  });
+
+  it('a local task that saw the run cancelled ends it: the run is cancelled, the part announced once, as a child’s would be', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    w.local = new Map([
+      [
+        'kubernetes',
+        localSpecialist(async (task) => {
+          w.cancelled.set(w.runId(), { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' });
+          return {
+            kind: 'result',
+            result: report(task.taskId, 'kubernetes', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' }),
+          };
+        }),
+      ],
+    ]);
+    w.publish();
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('cancelled');
+    expect(w.eventsOf('agent.stalled').map((e) => [e.agent, e.data.kind])).toEqual([['kubernetes', 'cancelled']]);
+    expect(w.deadLetters.size).toBe(0);
+  });
+
+  it('a lost run lock ends the pass as lost: nothing more is written for the run', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    w.local = new Map([
+      [
+        'kubernetes',
+        localSpecialist(async (task) => {
+          throw new LockLostError(`task ${task.taskId}`);
+        }),
+      ],
+    ]);
+    w.publish();
+    expect((await w.process()).kind).toBe('lost');
+    expect(w.children.size).toBe(0);
+    expect((await w.checkpoint()).delegations[0]).toMatchObject({ local: true });
   });
 });

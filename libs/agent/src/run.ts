@@ -34,6 +34,7 @@ import {
 } from './run-parts.js';
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
 import { readOutputs, storedRun } from './run-outputs.js';
+import { handLocalToQueues, runLocally } from './run-local.js';
 import { route, think } from './run-turns.js';
 import { transferRound } from './run-transfer.js';
 import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, runUsage, withInDoubt } from './run-text.js';
@@ -249,8 +250,10 @@ async function runSteps(ctx: LoopContext): Promise<RunOutcome> {
       // Back from waiting with every child reported (the read beside the checkpoint says so):
       // collect now, with no timer to re-arm and no park that could only fail.
       if (!(await allReported(ctx))) {
+        // Local tasks of a process that died under the run go to their queues now.
+        const handed = await handLocalToQueues(ctx, ctx.incident, job.children);
         // Back to waiting after a restart: its timer may have fired meanwhile, finding it not parked.
-        if (await armTimer(ctx)) await save(ctx);
+        if ((await armTimer(ctx)) || handed) await save(ctx);
         // Park until every child has finished; the job is picked up again then.
         if (await job.park()) return { kind: 'parked' };
       }
@@ -314,6 +317,8 @@ async function stepRouting(ctx: LoopContext): Promise<void> {
   } else cancelled = await cancelRequested(ctx);
   // A cancellation that came during routing ends the run at the top of the loop, before any child job.
   if (cancelled) return;
+  // The round runs in this process when it hosts its specialists (`bosun serve`), else on their queues.
+  if (await runLocally(ctx, ctx.incident, () => save(ctx))) return;
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
   await saveAndLook(ctx);
@@ -334,6 +339,7 @@ async function stepThinking(ctx: LoopContext): Promise<RunResult | undefined> {
   const [, cancelled] = await Promise.all([save(ctx), answer === undefined ? cancelRequested(ctx) : undefined]);
   if (answer !== undefined) return finish(ctx, answer);
   if (cancelled) return undefined;
+  if (await runLocally(ctx, ctx.incident, () => save(ctx))) return undefined;
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
   if (state.phase === 'thinking') appendDelegationResults(state);

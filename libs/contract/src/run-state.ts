@@ -26,6 +26,11 @@ export const Delegation = z.object({
   transferOf: z.string().optional(),
   /** When this delegation times out (ISO). */
   deadlineAt: z.string().optional(),
+  /**
+   * The task runs in the run's own process, with no child job (a local task, `bosun serve`): a
+   * run resumed elsewhere finds it without a result and hands it to its specialist's queue.
+   */
+  local: z.literal(true).optional(),
   /** Filled once the child job has finished (or could not be created). */
   result: TaskResult.optional(),
 });

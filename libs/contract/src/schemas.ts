@@ -191,6 +191,11 @@ export const TaskJob = z.object({
   incident: Incident,
   /** When the delegation becomes an INCOMPLETE `timeout` result (ISO time). */
   deadlineAt: z.string().optional(),
+  /**
+   * The task ran in its run's process before this job existed (a local task, `bosun serve`):
+   * its checkpoint may hold its progress, so even the job's first pickup reads it. Additive in v1.
+   */
+  resumed: z.literal(true).optional(),
   ...traceFields,
 });
 export type TaskJob = z.infer<typeof TaskJob>;
@@ -280,6 +285,19 @@ export const ToolCallJob = z.object({
         .max(256)
         .regex(/^[^:\s]+$/, 'a job id without colons or spaces'),
       token: z.string().min(1).max(256),
+      /**
+       * A task run in its run's process without a job of its own (a local task, `bosun serve`)
+       * holds its run's lock instead: the incident job's id on the `incidents` queue. Additive in v1.
+       */
+      run: z
+        .object({
+          jobId: z
+            .string()
+            .min(1)
+            .max(256)
+            .regex(/^[^:\s]+$/, 'a job id without colons or spaces'),
+        })
+        .optional(),
     })
     .optional(),
   ...traceFields,

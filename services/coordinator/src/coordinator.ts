@@ -2,7 +2,7 @@ import { UnrecoverableError, WaitingChildrenError, WaitingError, type Job } from
 import { Incident, LockLostError, TimerJob, type RunResult, errorMessage } from '@bosun/contract';
 import type { ClusterConfig, Logger } from '@bosun/config';
 import type { Model } from '@bosun/models';
-import { handleTimer, runIncident, type RunDeps } from '@bosun/agent';
+import { handleTimer, runIncident, type LocalSpecialists, type RunDeps } from '@bosun/agent';
 import {
   DeliveryQueue,
   TraceNotes,
@@ -31,6 +31,8 @@ export interface CoordinatorDeps {
   approvals?: Pick<ApprovalStore, 'decide'>;
   /** Told when a run's pass finds it lost the incident job's lock (counted and logged once per burst: `watchWorkerLocks`). */
   onLockLost?: (jobId: string) => void;
+  /** The specialists of this process (`bosun serve`): their tasks run here, without child jobs. */
+  local?: LocalSpecialists;
 }
 
 /**
@@ -68,6 +70,7 @@ export class Coordinator {
       clock: Date,
       log: deps.log,
       ...(deps.approvals ? { approvals: deps.approvals } : {}),
+      ...(deps.local ? { local: deps.local } : {}),
       // With a run budget, the coordinator's own spending counts in the run's ledger too.
       ...(deps.config.budgets.run ? { usage: new RunUsageLedger({ ...queues, ttlSeconds: retention.checkpoints }) } : {}),
     };

@@ -1,4 +1,4 @@
 // The service runs as a process (main.ts); its entry holds what a process hosting it beside the
 // other services (`bosun serve`, cli/src/serve.ts) starts. Add here only what another package or
 // test/ imports.
-export { coordinatorService } from './service.js';
+export { coordinatorService, type CoordinatorServiceOptions } from './service.js';

@@ -11,7 +11,7 @@ import {
   type ClusterConfig,
 } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { buildModel, observedModel } from '@bosun/agent';
+import { buildModel, observedModel, type LocalSpecialists } from '@bosun/agent';
 import { startTracing } from '@bosun/otel';
 import {
   ApprovalReader,
@@ -53,8 +53,14 @@ function load(env: BosunEnv) {
   return { env, config, model };
 }
 
+/** Options of {@link coordinatorService}. */
+export interface CoordinatorServiceOptions extends HostedOptions {
+  /** The specialists of the same process (`bosun serve`): a round that goes only to them runs here, without child jobs. */
+  local?: LocalSpecialists;
+}
+
 /** The coordinator as a service: `runService(coordinatorService())` is its process (main.ts). */
-export function coordinatorService(options: HostedOptions = {}): RunServiceOptions {
+export function coordinatorService(options: CoordinatorServiceOptions = {}): RunServiceOptions {
   return {
     name: 'coordinator',
     log,
@@ -68,20 +74,24 @@ export function coordinatorService(options: HostedOptions = {}): RunServiceOptio
       const api = http ? `, operator API on ${http.host}:${http.port}` : '';
       return `config ${env.configFile} (${config.coordinator.mode} mode, model ${model.name}, ${Object.keys(config.specialists).length} specialists${api}); ${connections}`;
     },
-    start: (_args, env) => startCoordinator(env, options.runtime),
+    start: (_args, env) => startCoordinator(env, options),
   };
 }
 
 /** Starts the coordinator: its worker, timers, sweeper, probe and (when configured) operator API. */
-async function startCoordinator(env: BosunEnv, runtime: Runtime | undefined): Promise<ServiceHandle> {
+async function startCoordinator(env: BosunEnv, options: CoordinatorServiceOptions): Promise<ServiceHandle> {
   const { config } = load(env);
   const c = config.coordinator;
-  const rt = runtime ?? (await openRuntime(env, { service: 'coordinator', log, retention: config.retention }));
+  const rt = options.runtime ?? (await openRuntime(env, { service: 'coordinator', log, retention: config.retention }));
   // Approvals: decided over HTTP, and denied for the tasks of a cancelled run.
   const approvals = new ApprovalStore({ redis: rt.redis, prefix: env.prefix, log });
   // Set once the worker exists; a run cannot lose a lock before that.
   const watch: { locks?: WorkerLocks } = {};
-  const { coordinator, modelName } = newCoordinator(config, env, rt, { approvals, onLockLost: (jobId) => watch.locks?.lost(jobId) });
+  const { coordinator, modelName } = newCoordinator(config, env, rt, {
+    approvals,
+    onLockLost: (jobId) => watch.locks?.lost(jobId),
+    local: options.local,
+  });
   // Three parameters: BullMQ then hands the processor the signal it aborts when the lock is lost.
   const worker = new Worker(INCIDENTS_QUEUE, (job, token, signal) => coordinator.process(job, token, signal), {
     connection: rt.redis,
@@ -161,7 +171,7 @@ function newCoordinator(
   config: ClusterConfig,
   env: BosunEnv,
   rt: Runtime,
-  with_: { approvals: ApprovalStore; onLockLost: (jobId: string) => void },
+  with_: { approvals: ApprovalStore; onLockLost: (jobId: string) => void; local: LocalSpecialists | undefined },
 ): { coordinator: Coordinator; modelName: string } {
   const c = config.coordinator;
   const resilient = buildModel({
@@ -183,6 +193,7 @@ function newCoordinator(
     log,
     approvals: with_.approvals,
     onLockLost: with_.onLockLost,
+    ...(with_.local ? { local: with_.local } : {}),
   });
   return { coordinator, modelName: resilient.name };
 }

@@ -2,3 +2,5 @@
 // other services (`bosun serve`, cli/src/serve.ts) starts. Add here only what another package or
 // test/ imports.
 export { specialistService, type SpecialistServiceOptions } from './service.js';
+// The specialist as the coordinator of its process runs it (`bosun serve`'s local tasks).
+export type { LocalSpecialist } from '@bosun/agent';

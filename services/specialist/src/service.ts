@@ -14,7 +14,7 @@ import {
   type ClusterConfig,
 } from '@bosun/config';
 import { createModel } from '@bosun/models';
-import { buildModel, observedModel, specialistPolicy } from '@bosun/agent';
+import { buildModel, observedModel, specialistPolicy, type LocalSpecialist } from '@bosun/agent';
 import {
   ApprovalStore,
   ApprovalWaiter,
@@ -37,7 +37,7 @@ import {
 } from '@bosun/transport';
 import { startTracing } from '@bosun/otel';
 import { SandboxPool } from '@bosun/sandbox';
-import { specialistProcessor } from './specialist.js';
+import { localSpecialist, specialistProcessor, type SpecialistDeps } from './specialist.js';
 import { RemoteSpecialist, resolveRemoteToken } from './remote.js';
 import type { SpecialistConfig } from '@bosun/config';
 import type { Runtime } from '@bosun/transport';
@@ -103,6 +103,11 @@ export interface SpecialistServiceOptions extends HostedOptions {
    * `DirectToolClient`). Default: the gateway's queue or NATS path, as `gateway.transport` says.
    */
   tools?: ToolClient;
+  /**
+   * Where the specialists of this process are registered for the coordinator of the same process
+   * (`bosun serve`), which runs their tasks without a job (local tasks); removed as they drain.
+   */
+  local?: Map<string, LocalSpecialist>;
 }
 
 /** The specialists as a service: `runService(specialistService())` is their process (main.ts). */
@@ -160,14 +165,16 @@ export function specialistService(options: SpecialistServiceOptions = {}): RunSe
         sandbox,
       };
       for (const name of names) {
-        const { worker, locks } = specialistWorker(name, shared);
+        const { worker, locks, local } = specialistWorker(name, shared);
         workers.push(worker);
         lockWatches.push(locks);
+        if (local) options.local?.set(name, local);
       }
       return {
         async close() {
           // Stop taking work; tasks in flight hand themselves back at once (what they wait on is aborted).
           drain.abort();
+          for (const name of names) options.local?.delete(name);
           // Then the sandbox's threads: every task has handed itself back or ended (a running
           // script is stopped as the process drains).
           await Promise.all(workers.map((w) => w.close())).then(() => sandbox?.close());
@@ -219,8 +226,8 @@ interface WorkerContext {
   sandbox: SandboxPool | undefined;
 }
 
-/** The worker of one specialist's queue, and the watch over its locks. */
-function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; locks: WorkerLocks } {
+/** The worker of one specialist's queue, the watch over its locks, and the specialist as its process's coordinator runs it (local tasks). */
+function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; locks: WorkerLocks; local: LocalSpecialist | undefined } {
   const { config, env, rt, tools, approvals, approvalWaiter, ledger, isCancelled, drain, sandbox } = ctx;
   const draining = (): boolean => drain.aborted;
   const spec = specialistConfig(config, name)!;
@@ -234,46 +241,43 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
   const remote = spec.a2a ? remoteSpecialist(name, spec, { rt, draining, isCancelled }) : undefined;
   // Set once the worker exists; a task cannot lose a lock before that.
   const watch: { locks?: WorkerLocks } = {};
-  const worker = new Worker(
-    specialistQueue(name),
-    specialistProcessor({
-      name,
-      spec: { ...spec, budget: taskBudget(config, spec) },
-      model: observedModel(model, loopTelemetry),
-      price: priceOf(config, model.name),
-      fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
-      ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
-      tools,
-      checkpoints: rt.checkpoints,
-      events: rt.events,
-      deadLetters: rt.deadLetters,
-      log,
-      // Longer than any call the gateway may make, so the gateway's own timeout answers first.
-      toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
-      shouldYield: draining,
-      drain,
-      approvals,
-      approvalWaiter,
-      telemetry: loopTelemetry,
-      traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
-      remote,
-      // What the model is offered is what the gateway would run for this agent (libs/agent/src/task-tools.ts).
-      policy: specialistPolicy(config, name),
-      isCancelled,
-      sandbox,
-      redis: rt.redis,
-      onLockLost: (taskId) => watch.locks?.lost(taskId),
-    }),
-    {
-      connection: rt.redis,
-      prefix: env.prefix,
-      name: `specialist-${hostname()}-${process.pid}`,
-      concurrency: spec.concurrency,
-      lockDuration: config.workers.lockDurationMs,
-      stalledInterval: config.workers.stalledIntervalMs,
-      maxStalledCount: config.workers.maxStalledCount,
-    },
-  );
+  const deps: SpecialistDeps = {
+    name,
+    spec: { ...spec, budget: taskBudget(config, spec) },
+    model: observedModel(model, loopTelemetry),
+    price: priceOf(config, model.name),
+    fallbackPrice: model.fallbackName === undefined ? undefined : priceOf(config, model.fallbackName),
+    ...(config.budgets.run ? { runBudget: { limits: config.budgets.run, ledger } } : {}),
+    tools,
+    checkpoints: rt.checkpoints,
+    events: rt.events,
+    deadLetters: rt.deadLetters,
+    log,
+    // Longer than any call the gateway may make, so the gateway's own timeout answers first.
+    toolTimeoutMs: Math.max(config.gateway.callTimeoutMs, ...Object.values(config.mcpServers).map((s) => s.timeoutMs ?? 0)) + 30_000,
+    shouldYield: draining,
+    drain,
+    approvals,
+    approvalWaiter,
+    telemetry: loopTelemetry,
+    traceNotes: new TraceNotes({ redis: rt.redis, prefix: env.prefix }),
+    remote,
+    // What the model is offered is what the gateway would run for this agent (libs/agent/src/task-tools.ts).
+    policy: specialistPolicy(config, name),
+    isCancelled,
+    sandbox,
+    redis: rt.redis,
+    onLockLost: (taskId) => watch.locks?.lost(taskId),
+  };
+  const worker = new Worker(specialistQueue(name), specialistProcessor(deps), {
+    connection: rt.redis,
+    prefix: env.prefix,
+    name: `specialist-${hostname()}-${process.pid}`,
+    concurrency: spec.concurrency,
+    lockDuration: config.workers.lockDurationMs,
+    stalledInterval: config.workers.stalledIntervalMs,
+    maxStalledCount: config.workers.maxStalledCount,
+  });
   const locks = (watch.locks = watchWorkerLocks(worker, {
     queue: specialistQueue(name),
     log,
@@ -281,5 +285,5 @@ function specialistWorker(name: string, ctx: WorkerContext): { worker: Worker; l
   }));
   worker.on('failed', (job, err) => log.warn({ agent: name, jobId: job?.id, err }, 'task job failed'));
   log.info({ agent: name, model: model.name, concurrency: spec.concurrency }, 'specialist consuming');
-  return { worker, locks };
+  return { worker, locks, local: localSpecialist(deps) };
 }

@@ -14,7 +14,7 @@ import {
   type DeadLetterInput,
   type ToolClient,
 } from '@bosun/transport';
-import { specialistProcessor, taskStatus, type SpecialistDeps } from './specialist.js';
+import { localSpecialist, specialistProcessor, taskStatus, type SpecialistDeps } from './specialist.js';
 
 // The specialist's glue (BullMQ job ↔ the task loop), with the task loop stubbed and in-memory
 // stand-ins for the job API and the stores: what each outcome of the loop does to the job.
@@ -290,5 +290,70 @@ describe('bosun_tasks_finished_total', () => {
     expect(taskStatus({ ...old, transfer: { agent: 'database', reason: '' } })).toBe('transfer');
     expect(taskStatus({ ...result, status: 'failed' })).toBe('failed');
     expect(taskStatus({ ...old, reason: 'timeout' })).toBe('timeout');
+  });
+});
+
+describe('localSpecialist (a task in its run’s process, bosun serve)', () => {
+  const runLock = (signal?: AbortSignal) => ({ jobId: 'inc-1', fence: { key: 'bosun:incidents:inc-1:lock', token: 'run-token' }, signal });
+
+  it('runs the task loop under the run’s lock: its first attempt, its tool calls carrying the incident job’s lock', async () => {
+    const sent: unknown[] = [];
+    const tools: ToolClient = {
+      catalog: () => Promise.resolve({ v: 1, updatedAt: '', tools: [], unavailable: {} }),
+      call: async (call) => {
+        sent.push(call.taskLock);
+        return { v: 1, key: call.key, tool: call.tool, status: 'ok', isError: false, text: 'ok', durationMs: 0 };
+      },
+    };
+    runTaskMock.mockImplementation(async (_task, _spec, loopDeps) => {
+      await loopDeps.tools.call({
+        v: 1,
+        key: 'k1',
+        runId: RUN_ID,
+        incidentId: 'inc-1',
+        agent: 'kubernetes',
+        tool: 'demo__get_pods',
+        args: {},
+      });
+      return result;
+    });
+    const local = localSpecialist(deps({ tools }).deps)!;
+    const place = local.reserve()!;
+    await expect(local.run(task, runLock())).resolves.toEqual({ kind: 'result', result });
+    place.release();
+    expect(runTaskMock.mock.calls[0]![3]).toMatchObject({ attempt: 1, firstPickup: true });
+    expect(sent).toEqual([{ taskId: TASK_ID, token: 'run-token', run: { jobId: 'inc-1' } }]);
+  });
+
+  it('hands to its queue what a job would hand back (an approval, a rate limit, a drain, an error), and throws a lost lock', async () => {
+    const local = localSpecialist(deps().deps)!;
+    for (const [err, reason] of [
+      [new ParkError('ap-1', Date.now() + 60_000), 'it waits for an approval'],
+      [new ThrottledError('openai:gpt-4.1-mini', 5_000), 'the model rate limit asks for a long wait'],
+      [new YieldError(TASK_ID), 'the process drains'],
+      [new RetryableTaskError('the model is overloaded', new Error('503')), expect.stringContaining('is retried from its queue')],
+    ] as const) {
+      runTaskMock.mockRejectedValueOnce(err);
+      await expect(local.run(task, runLock())).resolves.toEqual({ kind: 'queue', reason });
+    }
+    const lost = new AbortController();
+    lost.abort();
+    runTaskMock.mockRejectedValueOnce(new Error('aborted'));
+    await expect(local.run(task, runLock(lost.signal))).rejects.toMatchObject({ name: 'LockLostError' });
+  });
+
+  it('gives at most `concurrency` places, none while the process drains, and none for a remote A2A specialist', () => {
+    let draining = false;
+    const local = localSpecialist(deps({ spec: { ...spec, concurrency: 2 }, shouldYield: () => draining }).deps)!;
+    const [a, b, c] = [local.reserve(), local.reserve(), local.reserve()];
+    expect([a, b, c].map(Boolean)).toEqual([true, true, false]);
+    a!.release();
+    a!.release();
+    expect(local.reserve()).toBeDefined();
+    expect(local.reserve()).toBeUndefined();
+    b!.release();
+    draining = true;
+    expect(local.reserve()).toBeUndefined();
+    expect(localSpecialist(deps({ remote: {} as SpecialistDeps['remote'] }).deps)).toBeUndefined();
   });
 });

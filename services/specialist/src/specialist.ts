@@ -4,13 +4,24 @@ import {
   LockLostError,
   TaskJob,
   describeIssues,
+  errorMessage,
   outputByReference,
   taskEndReason,
   type TaskEndReason,
   type TaskResult,
 } from '@bosun/contract';
 import { buildStallPayload, type SpecialistConfig } from '@bosun/config';
-import { ParkError, RetryableTaskError, YieldError, runCodeActTask, runTask, type TaskAgentDeps } from '@bosun/agent';
+import {
+  ParkError,
+  RetryableTaskError,
+  YieldError,
+  runCodeActTask,
+  runTask,
+  type LocalOutcome,
+  type LocalSpecialist,
+  type RunLock,
+  type TaskAgentDeps,
+} from '@bosun/agent';
 import { ThrottledError } from '@bosun/models';
 import { metrics, type ApprovalStore, type RedisClient, type TraceNotes } from '@bosun/transport';
 import { inTaskSpan } from './task-trace.js';
@@ -42,10 +53,7 @@ const UNUSABLE_CHECKPOINT = new Set(['bad_checkpoint', 'corrupt_checkpoint']);
  * thrown so BullMQ retries with backoff; everything else ends in a result.
  */
 export function specialistProcessor(deps: SpecialistDeps) {
-  const log = deps.log.child({ agent: deps.name });
-  // Built once for every task: thousands of tasks in flight share them (and the task loop shares
-  // what it derives from the spec object, such as the tool view).
-  const shared: SharedDeps = { ...deps, log, loopSpec: { name: deps.name, ...deps.spec } };
+  const shared = sharedDeps(deps);
   return async (job: Job, token?: string, signal?: AbortSignal): Promise<TaskResult> => {
     const parsed = TaskJob.safeParse(job.data);
     if (!parsed.success || parsed.data.agent !== deps.name) {
@@ -71,6 +79,73 @@ interface SharedDeps extends SpecialistDeps {
   loopSpec: SpecialistConfig & { name: string };
 }
 
+/**
+ * Built once for every task: thousands of tasks in flight share them (and the task loop shares
+ * what it derives from the spec object, such as the tool view).
+ */
+function sharedDeps(deps: SpecialistDeps): SharedDeps {
+  return { ...deps, log: deps.log.child({ agent: deps.name }), loopSpec: { name: deps.name, ...deps.spec } };
+}
+
+/**
+ * The specialist as the coordinator of its own process sees it (`bosun serve`): its tasks run
+ * there without a job (libs/agent run-local.ts), with the same loop and ports as a job's attempt,
+ * under the run's lock (the incident job's), which fences their checkpoint writes and their tool
+ * calls. At most `concurrency` at once (beside the worker's own), none once the process drains.
+ * What a job's attempt would hand back (a park for an approval or a rate limit, a drain, an error
+ * BullMQ would retry) hands the task to its queue, where it resumes from its checkpoint. None for a
+ * specialist done by a remote A2A agent (its tasks keep their jobs).
+ */
+export function localSpecialist(deps: SpecialistDeps): LocalSpecialist | undefined {
+  if (deps.remote) return undefined;
+  const shared = sharedDeps(deps);
+  let running = 0;
+  return {
+    reserve() {
+      if (running >= deps.spec.concurrency || deps.shouldYield?.()) return undefined;
+      running++;
+      let given = false;
+      return {
+        release() {
+          if (!given) running--;
+          given = true;
+        },
+      };
+    },
+    run: (task, runLock) => localAttempt(shared, task, runLock),
+  };
+}
+
+/** One local task (see {@link localSpecialist}). */
+async function localAttempt(shared: SharedDeps, task: TaskJob, runLock: RunLock): Promise<LocalOutcome> {
+  const began = Date.now();
+  const lock = { taskId: task.taskId, fence: runLock.fence, signal: runLock.signal, run: { jobId: runLock.jobId } };
+  const deps = ownedDeps(shared, lock, shared.redis);
+  try {
+    const loop = deps.spec.loop === 'codeact' ? runCodeActTask : runTask;
+    // Its first attempt: the task id is new, no checkpoint can exist yet.
+    const result = await loop(task, deps.loopSpec, deps, { attempt: 1, firstPickup: true, signal: runLock.signal });
+    metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - began) / 1000);
+    return { kind: 'result', result };
+  } catch (err) {
+    if (err instanceof LockLostError) throw err;
+    if (runLock.signal?.aborted) throw new LockLostError(`task ${task.taskId}`, { data: { taskId: task.taskId }, cause: err });
+    const why =
+      err instanceof ParkError
+        ? 'it waits for an approval'
+        : err instanceof ThrottledError
+          ? 'the model rate limit asks for a long wait'
+          : err instanceof YieldError
+            ? 'the process drains'
+            : `it failed (${errorMessage(err)}) and is retried from its queue`;
+    if (!(err instanceof ParkError || err instanceof ThrottledError || err instanceof YieldError))
+      deps.log.warn({ taskId: task.taskId, err }, 'local task failed: handing it to its queue');
+    return { kind: 'queue', reason: why };
+  } finally {
+    await deps.events.numbered?.();
+  }
+}
+
 /** One attempt of a task job: the task loop, and what its park, hand-over or failure means for the job. */
 async function attemptTask(
   shared: SharedDeps,
@@ -87,7 +162,7 @@ async function attemptTask(
     // A specialist done by a remote A2A agent follows the remote task instead of running a model loop.
     const result = deps.remote
       ? await deps.remote.run(task, attempt)
-      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1, signal });
+      : await loop(task, deps.loopSpec, deps, { attempt, firstPickup: job.attemptsStarted <= 1 && !task.resumed, signal });
     // From the dispatch (the job's creation) to the result: waits for a worker and an approval included.
     metrics.taskFinished(deps.name, taskStatus(result), (Date.now() - job.timestamp) / 1000);
     // The task loops return the result their checkpoint holds (saved before they return it): the

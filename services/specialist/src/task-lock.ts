@@ -8,6 +8,8 @@ export interface TaskLock {
   taskId: string;
   fence: CheckpointFence;
   signal: AbortSignal | undefined;
+  /** A local task (no job of its own) holds its run's lock: the incident job's id, for the gateway's check. */
+  run?: { jobId: string } | undefined;
 }
 
 /** The lock of a task job picked up with `token` (none: the job is not processed under a lock, as in some tests). */
@@ -41,7 +43,8 @@ export function ownedDeps<D extends TaskAgentDeps>(deps: D, lock: TaskLock, redi
     catalog: () => deps.tools.catalog(),
     call: async (call, options) => {
       check();
-      return deps.tools.call({ ...call, taskLock: { taskId: lock.taskId, token: lock.fence.token } }, options);
+      const taskLock = { taskId: lock.taskId, token: lock.fence.token, ...(lock.run ? { run: lock.run } : {}) };
+      return deps.tools.call({ ...call, taskLock }, options);
     },
   };
   const { isCancelled } = deps;

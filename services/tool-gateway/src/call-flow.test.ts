@@ -488,4 +488,14 @@ describe('when something fails unexpectedly', () => {
     expect(await w.gateway().execute(stale)).toMatchObject({ result: { code: 'refused' }, decision: 'stale' });
     expect(w.journal).toEqual(['records.claim']);
   });
+
+  it('checks the run’s lock (its incident job’s) for a local task, which has no job of its own', async () => {
+    const w = world();
+    w.records.locks.set('unit:incidents:inc-9:lock', 'run-token');
+    const local = (token: string) => ({ taskLock: { taskId: 't-local', token, run: { jobId: 'inc-9' } } });
+    expect(await w.gateway().execute(call('u-local-stale', 'restart_pod', local('an-old-token')))).toMatchObject({ decision: 'stale' });
+    const ran = await w.gateway().execute(call('u-local', 'get_pods', local('run-token')));
+    expect(ran.result.code).toBeUndefined();
+    expect(w.servers.sent).toEqual(['demo__get_pods']);
+  });
 });

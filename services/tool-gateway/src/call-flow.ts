@@ -5,6 +5,7 @@ import {
   TOOL_CALL_LEASE_RENEW_MS,
   redactSecrets,
   specialistQueue,
+  INCIDENTS_QUEUE,
   toolCallDigest,
   type AuditStatus,
   type CatalogTool,
@@ -179,7 +180,10 @@ export class ToolCallFlow {
       digest: toolCallDigest(call.key, call.tool, call.args),
       owner: run.owner,
       lock: call.taskLock && {
-        key: `${this.deps.prefix}:${specialistQueue(call.agent)}:${call.taskLock.taskId}:lock`,
+        // BullMQ's lock key of the task's job, or of its run's incident job for a local task.
+        key: call.taskLock.run
+          ? `${this.deps.prefix}:${INCIDENTS_QUEUE}:${call.taskLock.run.jobId}:lock`
+          : `${this.deps.prefix}:${specialistQueue(call.agent)}:${call.taskLock.taskId}:lock`,
         token: call.taskLock.token,
       },
     };
