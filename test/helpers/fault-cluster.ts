@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Queue } from 'bullmq';
+import { Queue, type Job } from 'bullmq';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { specialistQueue, type RunEvent, type RunResult } from '@bosun/contract';
+import { INCIDENTS_QUEUE, specialistQueue, type RunEvent, type RunResult } from '@bosun/contract';
 import { demoConfig, openContext, writeConfig, type TestContext } from './context.js';
 import { FaultProxy } from './fault-proxy.js';
 import { openClient, runCli, type Client } from './harness.js';
@@ -23,8 +23,14 @@ export interface ServiceLinks {
 export interface FaultClusterOptions {
   /** Changes the config (the demo's, with the counting server as `counter` and `kubernetes` allowed to use it). */
   configure?: (config: Record<string, any>, ctx: TestContext) => void;
-  /** How many specialist processes (default 1). */
+  /** How many specialist processes (default 1); co-located, how many `bosun serve` processes. */
   specialists?: number;
+  /**
+   * `split` (default): gateway, coordinator and specialists, each a process with its own links.
+   * `colocated`: `bosun serve` processes (`serve-1`, …), each with its own links, which its three
+   * services share.
+   */
+  layout?: 'split' | 'colocated';
   /** Where each service's NATS link leads (default the tests' NATS): a server of the test's own. */
   natsUrl?: (name: string) => string;
   /** Extra environment for every service. */
@@ -92,6 +98,10 @@ export class FaultCluster {
     const cluster = new FaultCluster(ctx, env, client, effects, options);
     cluster.ownNats = own;
     try {
+      if (options.layout === 'colocated') {
+        await Promise.all(Array.from({ length: options.specialists ?? 1 }, (_, i) => cluster.startService('serve', `serve-${i + 1}`)));
+        return cluster;
+      }
       await cluster.startService('gateway', 'gateway');
       const others = [cluster.startService('coordinator', 'coordinator')];
       for (let i = 1; i <= (options.specialists ?? 1); i++) others.push(cluster.startService('specialist', `specialist-${i}`));
@@ -104,7 +114,7 @@ export class FaultCluster {
   }
 
   /** Starts a service named `name` behind links of its own (made on its first start, kept across restarts). */
-  async startService(kind: 'gateway' | 'coordinator' | 'specialist', name: string): Promise<ServiceProcess> {
+  async startService(kind: 'gateway' | 'coordinator' | 'specialist' | 'serve', name: string): Promise<ServiceProcess> {
     let links = this.links.get(name);
     if (!links) {
       const natsUrl = this.options.natsUrl?.(name) ?? this.ctx.natsUrl;
@@ -131,14 +141,26 @@ export class FaultCluster {
     return p;
   }
 
-  /** The specialist process that holds task `taskId` now (by its job's worker name), if any. */
+  /**
+   * The process that holds task `taskId` now, if any: by its job's worker name, or — a local task
+   * of `bosun serve`, which has no job — by the worker of its run's incident job.
+   */
   async holderOf(taskId: string, agent = 'kubernetes'): Promise<string | undefined> {
-    const q = new Queue(specialistQueue(agent), { connection: this.ctx.redis, prefix: this.ctx.prefix });
+    const { redis, prefix } = this.ctx;
+    const tasks = new Queue(specialistQueue(agent), { connection: redis, prefix });
+    const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
+    const named = (job: Job | undefined, kinds: string[]) => {
+      const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
+      return this.processes.find((p) => p.running && kinds.some((k) => p.name.startsWith(k)) && String(p.pid) === pid)?.name;
+    };
     try {
-      const pid = (await q.getJob(taskId))?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-      return this.processes.find((p) => p.running && p.name.startsWith('specialist') && String(p.pid) === pid)?.name;
+      const job = await tasks.getJob(taskId);
+      if (job) return named(job, ['specialist', 'serve']);
+      const ckpt = await redis.get(`${prefix}:ckpt:run:${taskId.slice(0, taskId.indexOf('-'))}`);
+      const jobId = ckpt ? (JSON.parse(ckpt) as { jobId?: string }).jobId : undefined;
+      return jobId === undefined ? undefined : named(await incidents.getJob(jobId), ['serve']);
     } finally {
-      await q.close();
+      await Promise.all([tasks.close(), incidents.close()]);
     }
   }
 
