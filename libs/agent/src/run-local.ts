@@ -12,7 +12,8 @@
  */
 import { LockLostError, errorMessage, outputByReference, type Delegation, type Incident, type TaskJob } from '@bosun/contract';
 import { specialistConfig } from '@bosun/config';
-import { armTimer, backstopAt, incompletePart, taskJobOf, type RunContext } from './run-parts.js';
+import { announcePart, armTimer, backstopAt, cancelRequested, incompletePart, taskJobOf, type RunContext } from './run-parts.js';
+import { cancelledReason } from './run-text.js';
 import type { ChildrenRead, IncidentJob, LocalOutcome, LocalSpecialist, RunChildren } from './run-ports.js';
 
 /** A task that reached its backstop in the run's pass without reporting: its part times out, as a child's would. */
@@ -90,11 +91,26 @@ export async function runLocally(
       const value = read.values.get(d.taskId);
       if (value) d.result = value as NonNullable<Delegation['result']>;
     }
+    await announceCancelled(ctx, tasks, read);
     await armTimer(ctx);
     await save();
     ctx.early = undefined;
   } else ctx.early = Promise.resolve(read);
   return true;
+}
+
+/**
+ * A part its local task ended as `cancelled` (it saw the run's cancellation) while another task
+ * of the round went to its queue: the run parks with that result already in, where the run's end
+ * would not see it come back, so it is announced now, as the run's end announces one that came
+ * back from a job.
+ */
+async function announceCancelled(ctx: RunContext, tasks: readonly LocalTask[], read: ChildrenRead): Promise<void> {
+  const ended = tasks.filter(({ d }) => (read.values.get(d.taskId) as { reason?: string } | undefined)?.reason === 'cancelled');
+  if (ended.length === 0) return;
+  const cancelled = await cancelRequested(ctx);
+  if (!cancelled) return;
+  for (const { d } of ended) announcePart(ctx, d, { kind: 'cancelled', reason: cancelledReason(cancelled) });
 }
 
 /** The round's tasks with a local place each, or undefined (every place given back) when one cannot have one. */

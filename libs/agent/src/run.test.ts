@@ -1542,6 +1542,42 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
     expect(w.deadLetters.size).toBe(0);
   });
 
+  it('announces a part its local task ended as cancelled when another task of the round went to its queue, once', async () => {
+    const w = new World(routeTo('kubernetes', 'database'));
+    w.fenced = true;
+    const answer = async (task: TaskJob): Promise<LocalOutcome> => {
+      if (task.agent === 'database') return { kind: 'queue', reason: 'it waits for an approval' };
+      w.cancelled.set(w.runId(), { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' });
+      const result = report(task.taskId, 'kubernetes', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' });
+      const saved = {
+        v: 1,
+        taskId: task.taskId,
+        step: 1,
+        toolRounds: 0,
+        invalidOutputs: 0,
+        askedToFinish: false,
+        messages: [{ role: 'user', text: 't' }],
+        result,
+      };
+      await w.checkpoints.save(`task:${task.taskId}`, saved);
+      return { kind: 'result', result };
+    };
+    w.local = new Map([
+      ['kubernetes', localSpecialist(answer)],
+      ['database', localSpecialist(answer)],
+    ]);
+    w.publish();
+    const first = await w.process();
+    // Parked for the queued task, or ended at once (the cancellation seen at the top of the loop).
+    if (first.kind === 'parked') {
+      const [db] = w.taskIds() as [string];
+      w.complete(db, report(db, 'database', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' }));
+      expect(resultOf(await w.process()).status).toBe('cancelled');
+    } else expect(resultOf(first).status).toBe('cancelled');
+    const kubernetes = w.eventsOf('agent.stalled').filter((e) => e.agent === 'kubernetes');
+    expect(kubernetes.map((e) => e.data.kind)).toEqual(['cancelled']);
+  });
+
   it('a lost run lock ends the pass as lost: nothing more is written for the run', async () => {
     const w = new World(routeTo('kubernetes'));
     w.fenced = true;
