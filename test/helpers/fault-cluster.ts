@@ -1,14 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Queue, type Job } from 'bullmq';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { expect } from 'vitest';
-import { INCIDENTS_QUEUE, specialistQueue, type RunEvent, type RunResult } from '@bosun/contract';
+import type { RunEvent, RunResult } from '@bosun/contract';
 import { demoConfig, openContext, writeConfig, type TestContext } from './context.js';
 import { FaultProxy } from './fault-proxy.js';
 import { openClient, runCli, type Client } from './harness.js';
 import { ROOT } from './paths.js';
-import { startService, type ServiceProcess } from './processes.js';
+import { startService, taskHolderPid, type ServiceProcess } from './processes.js';
 
 /** The independent counting MCP server (test/fixtures/mcp/counter.mjs). */
 export const COUNTER_MCP = join(ROOT, 'test/fixtures/mcp/counter.mjs');
@@ -146,22 +145,9 @@ export class FaultCluster {
    * of `bosun serve`, which has no job — by the worker of its run's incident job.
    */
   async holderOf(taskId: string, agent = 'kubernetes'): Promise<string | undefined> {
-    const { redis, prefix } = this.ctx;
-    const tasks = new Queue(specialistQueue(agent), { connection: redis, prefix });
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
-    const named = (job: Job | undefined, kinds: string[]) => {
-      const pid = job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-      return this.processes.find((p) => p.running && kinds.some((k) => p.name.startsWith(k)) && String(p.pid) === pid)?.name;
-    };
-    try {
-      const job = await tasks.getJob(taskId);
-      if (job) return named(job, ['specialist', 'serve']);
-      const ckpt = await redis.get(`${prefix}:ckpt:run:${taskId.slice(0, taskId.indexOf('-'))}`);
-      const jobId = ckpt ? (JSON.parse(ckpt) as { jobId?: string }).jobId : undefined;
-      return jobId === undefined ? undefined : named(await incidents.getJob(jobId), ['serve']);
-    } finally {
-      await Promise.all([tasks.close(), incidents.close()]);
-    }
+    const { pid, via } = await taskHolderPid(this.ctx.redis, this.ctx.prefix, agent, taskId);
+    const kinds = via === 'task' ? ['specialist', 'serve'] : ['serve'];
+    return this.processes.find((p) => p.running && kinds.some((k) => p.name.startsWith(k)) && String(p.pid) === pid)?.name;
   }
 
   /** Heals every link, stops every process and proxy, closes the client and the context. */

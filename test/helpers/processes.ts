@@ -237,22 +237,11 @@ export class TestCluster {
   /**
    * The running process that runs task `taskId` of `agent` now: the worker of its job or — a local
    * task of `bosun serve` (libs/agent run-local.ts), which has no job — the process whose
-   * coordinator holds the task's run (its incident job, named in the run's checkpoint).
+   * coordinator holds the task's run.
    */
   async taskHolder(redis: Redis, prefix: string, agent: string, taskId: string): Promise<ServiceProcess | undefined> {
-    const pidOf = (job: Job | undefined) => job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
-    const tasks = new Queue(specialistQueue(agent), { connection: redis, prefix });
-    const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
-    try {
-      const job = await tasks.getJob(taskId);
-      if (job) return this.hostWithPid('specialist', pidOf(job));
-      const runId = taskId.slice(0, taskId.indexOf('-'));
-      const ckpt = await redis.get(`${prefix}:ckpt:run:${runId}`);
-      const jobId = ckpt ? (JSON.parse(ckpt) as { jobId?: string }).jobId : undefined;
-      return jobId === undefined ? undefined : this.hostWithPid('coordinator', pidOf(await incidents.getJob(jobId)));
-    } finally {
-      await Promise.all([tasks.close(), incidents.close()]);
-    }
+    const { pid, via } = await taskHolderPid(redis, prefix, agent, taskId);
+    return this.hostWithPid(via === 'task' ? 'specialist' : 'coordinator', pid);
   }
 
   /**
@@ -280,6 +269,32 @@ export class TestCluster {
     const p = this.add(startService(kind, env, options));
     this.kinds.set(p, kind);
     return p;
+  }
+}
+
+/**
+ * The pid of the process that runs task `taskId` of `agent` now, from a worker's name
+ * (`<kind>-<host>-<pid>`): its task job's worker (`via: 'task'`) or, for a local task of `bosun
+ * serve`, which has no job, the worker of its run's incident job, named in the run's checkpoint
+ * (`via: 'run'`). No pid when neither is held.
+ */
+export async function taskHolderPid(
+  redis: Redis,
+  prefix: string,
+  agent: string,
+  taskId: string,
+): Promise<{ pid: string | undefined; via: 'task' | 'run' }> {
+  const pidOf = (job: Job | undefined) => job?.processedBy?.replace(/^.*-(\d+)$/, '$1');
+  const tasks = new Queue(specialistQueue(agent), { connection: redis, prefix });
+  const incidents = new Queue(INCIDENTS_QUEUE, { connection: redis, prefix });
+  try {
+    const job = await tasks.getJob(taskId);
+    if (job) return { pid: pidOf(job), via: 'task' };
+    const ckpt = await redis.get(`${prefix}:ckpt:run:${taskId.slice(0, taskId.indexOf('-'))}`);
+    const jobId = ckpt ? (JSON.parse(ckpt) as { jobId?: string }).jobId : undefined;
+    return { pid: jobId === undefined ? undefined : pidOf(await incidents.getJob(jobId)), via: 'run' };
+  } finally {
+    await Promise.all([tasks.close(), incidents.close()]);
   }
 }
 

@@ -169,6 +169,5 @@ export async function handLocalToQueues(ctx: RunContext, incident: Incident, chi
     delete d.local;
     deps.log.info({ runId: state.runId, taskId: d.taskId }, 'a local task whose run was picked up again: handed to its queue');
   }
-  for (const d of state.delegations) if (d.local && d.result) delete d.local;
   return orphans.length > 0;
 }

@@ -1381,6 +1381,22 @@ function localSpecialist(answer: (task: TaskJob, lock: RunLock) => Promise<Local
   return specialist;
 }
 
+/** A local task's result as the task loop returns it: saved in its task checkpoint first. */
+async function savedResult(w: World, result: TaskResult): Promise<LocalOutcome> {
+  const ckpt = {
+    v: 1,
+    taskId: result.taskId,
+    step: 1,
+    toolRounds: 0,
+    invalidOutputs: 0,
+    askedToFinish: false,
+    messages: [{ role: 'user', text: 't' }],
+    result,
+  };
+  await w.checkpoints.save(`task:${result.taskId}`, ckpt);
+  return { kind: 'result', result };
+}
+
 describe('local tasks (bosun serve: the specialist in the coordinator’s process)', () => {
   it('runs the round in the run’s pass: no child job, no park, no timer; the checkpoint refers to the task’s output', async () => {
     const w = new World(routeTo('kubernetes'));
@@ -1428,20 +1444,7 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
     w.fenced = true;
     const answer = async (task: TaskJob): Promise<LocalOutcome> => {
       if (task.agent === 'kubernetes') return { kind: 'queue', reason: 'it waits for an approval' };
-      // As the task loop does: the result saved in the task checkpoint before it is returned.
-      const result = report(task.taskId, 'database', 'slow queries');
-      const saved = {
-        v: 1,
-        taskId: task.taskId,
-        step: 1,
-        toolRounds: 0,
-        invalidOutputs: 0,
-        askedToFinish: false,
-        messages: [{ role: 'user', text: 't' }],
-        result,
-      };
-      await w.checkpoints.save(`task:${task.taskId}`, saved);
-      return { kind: 'result', result };
+      return savedResult(w, report(task.taskId, 'database', 'slow queries'));
     };
     w.local = new Map([
       ['kubernetes', localSpecialist(answer)],
@@ -1549,18 +1552,7 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
       if (task.agent === 'database') return { kind: 'queue', reason: 'it waits for an approval' };
       w.cancelled.set(w.runId(), { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' });
       const result = report(task.taskId, 'kubernetes', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' });
-      const saved = {
-        v: 1,
-        taskId: task.taskId,
-        step: 1,
-        toolRounds: 0,
-        invalidOutputs: 0,
-        askedToFinish: false,
-        messages: [{ role: 'user', text: 't' }],
-        result,
-      };
-      await w.checkpoints.save(`task:${task.taskId}`, saved);
-      return { kind: 'result', result };
+      return savedResult(w, result);
     };
     w.local = new Map([
       ['kubernetes', localSpecialist(answer)],
