@@ -78,7 +78,14 @@ const K8S_CONNECTION_ENV = [
 const INLINE_SECRET_ENV = ['REDIS_PASSWORD', 'NATS_PASSWORD', 'NATS_TOKEN'];
 /** Variables the code reads whose defaults fit these deployments (one Redis, one NATS server). */
 // OPENAI_API_KEY: read only by agents whose model.provider is openai (the coordinator and specialists get it from bosun-secrets, empty).
-const OPTIONAL_ENV = ['REDIS_CLUSTER', 'BOSUN_STREAM_REPLICAS', 'OPENAI_API_KEY', 'ANTHROPIC_API_KEY', ...CONNECTION_ENV];
+const OPTIONAL_ENV = [
+  'REDIS_CLUSTER',
+  'REDIS_COALESCE_WRITES',
+  'BOSUN_STREAM_REPLICAS',
+  'OPENAI_API_KEY',
+  'ANTHROPIC_API_KEY',
+  ...CONNECTION_ENV,
+];
 /** The services, by the folder of their entry point `services/<dir>/dist/bundle/main.js`. */
 const SERVICES = ['coordinator', 'specialist', 'tool-gateway', 'intake', 'a2a', 'console', 'serve'];
 /** The entry points that are not `services/<dir>/dist/bundle/main.js`: the console lives in the CLI's package. */

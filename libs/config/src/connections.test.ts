@@ -49,7 +49,16 @@ describe('readRedisSettings', () => {
       tls: undefined,
       username: undefined,
       password: undefined,
+      coalesceWrites: true,
     });
+  });
+
+  it('REDIS_COALESCE_WRITES: on unless 0, false, no or off; any other value is refused, named', () => {
+    for (const on of ['1', 'true', 'YES', 'on', ' ']) expect(readRedisSettings({ REDIS_COALESCE_WRITES: on }).coalesceWrites).toBe(true);
+    for (const off of ['0', 'false', 'No', 'OFF']) expect(readRedisSettings({ REDIS_COALESCE_WRITES: off }).coalesceWrites).toBe(false);
+    expect(() => readRedisSettings({ REDIS_COALESCE_WRITES: 'sometimes' })).toThrow(
+      'REDIS_COALESCE_WRITES: "sometimes" is not one of 1, true, yes, on (the default) or 0, false, no, off',
+    );
   });
 
   it('rediss:// with a CA, a client certificate, an ACL user and a password file (its trailing newline dropped)', () => {

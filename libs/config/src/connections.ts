@@ -62,6 +62,8 @@ export interface RedisSettings {
   readonly password: SecretValue | undefined;
   /** Where the user and password came from, to name when the server refuses them. */
   readonly authFrom: string | undefined;
+  /** Send the commands of one pass of the event loop in one socket write (`REDIS_COALESCE_WRITES`, default on). */
+  readonly coalesceWrites: boolean;
 }
 
 /** How Bosun authenticates to NATS; exactly one way, or none. */
@@ -200,7 +202,7 @@ function maskCredentials(raw: string): string {
   return raw.replace(/\/\/[^/@]*@/, '//***@');
 }
 
-/** Reads `REDIS_URL`, `REDIS_CLUSTER`, `REDIS_USERNAME`, `REDIS_PASSWORD(_FILE)` and `REDIS_TLS_*`. */
+/** Reads `REDIS_URL`, `REDIS_CLUSTER`, `REDIS_USERNAME`, `REDIS_PASSWORD(_FILE)`, `REDIS_TLS_*` and `REDIS_COALESCE_WRITES`. */
 export function readRedisSettings(env: Env): RedisSettings {
   const raw = env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const parts = raw
@@ -246,7 +248,11 @@ export function readRedisSettings(env: Env): RedisSettings {
     return u.toString();
   });
   const cluster = parts.length > 1 || /^(1|true|yes)$/i.test(env.REDIS_CLUSTER ?? '');
+  const coalesce = value(env.REDIS_COALESCE_WRITES)?.trim() ?? '';
+  if (coalesce !== '' && !/^(1|true|yes|on|0|false|no|off)$/i.test(coalesce))
+    throw new ConfigError(`REDIS_COALESCE_WRITES: "${coalesce}" is not one of 1, true, yes, on (the default) or 0, false, no, off`);
   return Object.freeze({
+    coalesceWrites: !/^(0|false|no|off)$/i.test(coalesce),
     urls: Object.freeze(urls),
     display: urls.join(','),
     cluster,

@@ -67,6 +67,10 @@ export const ENV_VARS: Readonly<Record<string, EnvVarDoc>> = Object.freeze({
   REDIS_TLS_CA_FILE: { about: 'PEM CA for rediss:// URLs' },
   REDIS_TLS_CERT_FILE: { about: 'PEM client certificate for Redis' },
   REDIS_TLS_KEY_FILE: { about: 'PEM private key of the Redis client certificate' },
+  REDIS_COALESCE_WRITES: {
+    about: 'send the Redis commands of one event-loop pass in one socket write (0 or off: one write each)',
+    default: 'on',
+  },
   NATS_URL: { about: 'NATS server(s)', default: 'nats://127.0.0.1:4222' },
   NATS_USER: { about: 'NATS user (with NATS_PASSWORD or NATS_PASSWORD_FILE)' },
   NATS_PASSWORD: { about: 'NATS password', secret: true },

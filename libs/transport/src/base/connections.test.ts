@@ -15,6 +15,7 @@ import {
   redisClientOptions,
   redisSettingsFailure,
 } from './connections.js';
+import { CoalescingConnector } from './redis-writes.js';
 
 let dir: string;
 let certs: TestCertificates;
@@ -99,8 +100,10 @@ describe('the environment → Redis client options', () => {
     for (const c of [single, dup, cluster, clusterDup]) c.on('error', () => undefined);
     try {
       for (const options of [single.options, dup.options, cluster.options.redisOptions!, clusterDup.options.redisOptions!]) {
-        expect(options).toMatchObject({ password: 'pw-3', tls: { ca: pem(certs.ca) } });
+        expect(options).toMatchObject({ password: 'pw-3', tls: { ca: pem(certs.ca) }, Connector: CoalescingConnector });
       }
+      // REDIS_COALESCE_WRITES=off: ioredis's own connector, one write per command.
+      expect(redisClientOptions(readRedisSettings({ REDIS_COALESCE_WRITES: 'off' })).options).not.toHaveProperty('Connector');
     } finally {
       for (const c of [single, dup, cluster, clusterDup]) c.disconnect();
     }

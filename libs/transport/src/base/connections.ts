@@ -12,6 +12,7 @@ import {
 } from '@nats-io/transport-node';
 import type { NatsSettings, RedisSettings, TlsMaterial } from '@bosun/config';
 import { BosunError, errorMessage, sleep } from '@bosun/contract';
+import { CoalescingConnector } from './redis-writes.js';
 
 /** A Redis connection: one server, or a Redis Cluster. */
 export type RedisClient = Redis | Cluster;
@@ -73,6 +74,8 @@ export function redisClientOptions(settings: RedisSettings, options: CreateRedis
     // A link that stops answering is found in seconds and handled like a reset (DEAD_LINK).
     socketTimeout: DEAD_LINK.socketTimeoutMs,
     keepAlive: DEAD_LINK.keepAliveMs,
+    // The commands issued in one pass of the event loop leave in one write (redis-writes.ts).
+    ...(settings.coalesceWrites ? { Connector: CoalescingConnector } : {}),
     connectionName: options.name,
     ...(settings.username !== undefined ? { username: settings.username } : {}),
     ...(settings.password !== undefined ? { password: settings.password.reveal() } : {}),
