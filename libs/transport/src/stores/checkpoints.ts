@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { RedisClient } from '../base/connections.js';
 import { BosunError, LockLostError } from '@bosun/contract';
 import { keys } from '../keys.js';
+import { runScript } from './scripts.js';
 
 /**
  * The lock a checkpoint's writer must still hold for its write to land: the Redis key of its
@@ -129,21 +130,23 @@ export class RedisCheckpointStore implements RevisedCheckpointStore {
       await this.redis.set(keys.checkpoint(this.prefix, id), JSON.stringify(value), 'EX', this.ttl);
       return;
     }
-    const saved = await this.redis.eval(
-      SAVE_FENCED,
-      2,
-      keys.checkpoint(this.prefix, id),
-      fence.key,
-      JSON.stringify(value),
-      this.ttl,
-      fence.token,
+    const saved = await runScript(
+      this.redis,
+      { name: 'bosunSaveFenced', lua: SAVE_FENCED },
+      [keys.checkpoint(this.prefix, id), fence.key],
+      [JSON.stringify(value), String(this.ttl), fence.token],
     );
     if (saved !== 1) throw fenceLost(id, fence);
   }
 
   async saveIfRevision(id: string, value: unknown, revision: string | null): Promise<string | undefined> {
     const text = JSON.stringify(value);
-    const saved = await this.redis.eval(SAVE_IF_REVISION, 1, keys.checkpoint(this.prefix, id), revision ?? '', text, this.ttl);
+    const saved = await runScript(
+      this.redis,
+      { name: 'bosunSaveIfRevision', lua: SAVE_IF_REVISION },
+      [keys.checkpoint(this.prefix, id)],
+      [revision ?? '', text, String(this.ttl)],
+    );
     return saved === 1 ? revisionOf(text) : undefined;
   }
 

@@ -1,5 +1,6 @@
 import type { RedisClient } from '../base/connections.js';
 import { keys } from '../keys.js';
+import { runScript } from './scripts.js';
 
 /** The limits of one model (or provider) across the whole cluster. Absent fields are no limit. */
 export interface RateLimits {
@@ -102,18 +103,15 @@ export class RedisRateLimiter {
   /** 0 when the call `id` may go now (its turn is taken), else how many ms to wait. */
   async acquire(id: string, tokens: number): Promise<number> {
     const l = this.#limits;
-    const wait = await this.#redis.eval(
-      ACQUIRE,
-      3,
-      ...this.#keys,
-      l.windowMs ?? 60_000,
-      l.requests ?? 0,
-      l.tokens ?? 0,
-      l.concurrency ?? 0,
+    const wait = await runScript(this.#redis, { name: 'bosunRateAcquire', lua: ACQUIRE }, this.#keys, [
+      String(l.windowMs ?? 60_000),
+      String(l.requests ?? 0),
+      String(l.tokens ?? 0),
+      String(l.concurrency ?? 0),
       id,
-      Math.max(0, Math.round(tokens)),
-      this.#leaseMs,
-    );
+      String(Math.max(0, Math.round(tokens))),
+      String(this.#leaseMs),
+    ]);
     return Number(wait);
   }
 
@@ -123,7 +121,11 @@ export class RedisRateLimiter {
    */
   async release(id: string, tokens: number, usedTokens?: number): Promise<void> {
     const used = usedTokens === undefined ? '' : `${id}:${Math.round(usedTokens)}`;
-    await this.#redis.eval(RELEASE, 3, ...this.#keys, id, `${id}:${Math.max(0, Math.round(tokens))}`, used);
+    await runScript(this.#redis, { name: 'bosunRateRelease', lua: RELEASE }, this.#keys, [
+      id,
+      `${id}:${Math.max(0, Math.round(tokens))}`,
+      used,
+    ]);
   }
 }
 
