@@ -57,9 +57,31 @@ export class ThrottledError extends BosunError {
 
 let callCounter = 0;
 
+/**
+ * The JSON length of each message and tool declaration already measured. A run's history and its
+ * catalog are the same objects from turn to turn (they are never changed in place), so each is
+ * serialised once, not at every turn of every estimate.
+ */
+const jsonLengths = new WeakMap<object, number>();
+
+/** The length of `JSON.stringify(items)`, from the lengths of its items. */
+function listJsonLength(items: readonly object[] | undefined): number {
+  if (items === undefined) return 0;
+  let chars = 2 + Math.max(0, items.length - 1);
+  for (const item of items) {
+    let n = jsonLengths.get(item);
+    if (n === undefined) {
+      n = JSON.stringify(item).length;
+      jsonLengths.set(item, n);
+    }
+    chars += n;
+  }
+  return chars;
+}
+
 /** A rough token estimate of a request (4 characters a token), for the tokens-per-window limit. */
 export function estimateTokens(request: ModelRequest): number {
-  const chars = (request.system ?? '').length + JSON.stringify(request.messages).length + JSON.stringify(request.tools).length;
+  const chars = (request.system ?? '').length + listJsonLength(request.messages) + listJsonLength(request.tools);
   return Math.ceil(chars / 4);
 }
 
