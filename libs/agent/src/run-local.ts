@@ -28,44 +28,63 @@ interface LocalTask {
   place: { release(): void };
 }
 
+/** A round reserved to run in this process: its tasks, each with its place, and the phase the run was in. */
+export interface LocalRound {
+  tasks: LocalTask[];
+  from: RunContext['state']['phase'];
+}
+
 /**
- * Runs this round's delegations in this process when every one of them goes to a specialist it
- * hosts with a place free, and the run holds its job's lock; else returns false, and the round
- * goes to the queues (`dispatch`). `save` writes the run's checkpoint (fenced by the job's lock).
- * Returns with the run `waiting`: its results read as its children's would be (`ctx.early`, which
- * the run collects at once), or, when a task went to its queue, in the checkpoint with the child
- * job the run then parks for.
+ * Reserves this round for this process when every one of its delegations goes to a specialist it
+ * hosts with a place free, and the run holds its job's lock; else returns undefined, and the
+ * round goes to the queues (`dispatch`). A reserved round is marked in the run's state (each
+ * delegation `local`, the run `waiting`): the caller saves the checkpoint with the marks, then
+ * runs it ({@link runLocalRound}) or, when it does not, gives it back ({@link giveBackLocal}).
  */
-export async function runLocally(
+export function reserveLocal(ctx: RunContext & { job: IncidentJob }, incident: Incident): LocalRound | undefined {
+  const tasks = placesFor(ctx, incident);
+  if (!tasks) return undefined;
+  const round = { tasks, from: ctx.state.phase };
+  for (const { d } of tasks) d.local = true;
+  ctx.state.phase = 'waiting';
+  return round;
+}
+
+/** A reserved round that will not run here (the run was cancelled, or its checkpoint not written): places and marks given back. */
+export function giveBackLocal(ctx: RunContext, round: LocalRound): void {
+  for (const t of round.tasks) {
+    t.place.release();
+    delete t.d.local;
+  }
+  ctx.state.phase = round.from;
+}
+
+/**
+ * Runs a reserved round in this process; the checkpoint with its marks has been written, so a run
+ * resumed elsewhere knows these tasks were started here. `save` writes the run's checkpoint
+ * (fenced by the job's lock). Returns with the run `waiting`: its results read as its children's
+ * would be (`ctx.early`, which the run collects at once), or, when a task went to its queue, in
+ * the checkpoint with the child job the run then parks for.
+ */
+export async function runLocalRound(
   ctx: RunContext & { job: IncidentJob; early?: Promise<ChildrenRead> | undefined },
   incident: Incident,
+  round: LocalRound,
   save: () => Promise<void>,
-): Promise<boolean> {
-  const tasks = placesFor(ctx, incident);
-  if (!tasks) return false;
+): Promise<void> {
+  const { tasks } = round;
   const { state, deps, job } = ctx;
   const lock = { jobId: String(job.id), fence: job.fence!, signal: job.signal };
-  let running: Promise<LocalOutcome | typeof BACKSTOP>[];
-  try {
-    for (const { d } of tasks) d.local = true;
-    state.phase = 'waiting';
-    // Before the first effect: a run resumed elsewhere knows these tasks were started here.
-    await save();
-    for (const { d } of tasks) {
-      deps.events.emit({
-        type: 'agent.delegated',
-        runId: state.runId,
-        incidentId: incident.id,
-        agent: d.agent,
-        data: { taskId: d.taskId, task: d.task, round: d.round, local: true, ...(d.retryOf ? { retryOf: d.retryOf } : {}) },
-      });
-    }
-    running = tasks.map((t) => runOne(ctx, t, lock));
-  } catch (err) {
-    for (const t of tasks) t.place.release();
-    throw err;
+  for (const { d } of tasks) {
+    deps.events.emit({
+      type: 'agent.delegated',
+      runId: state.runId,
+      incidentId: incident.id,
+      agent: d.agent,
+      data: { taskId: d.taskId, task: d.task, round: d.round, local: true, ...(d.retryOf ? { retryOf: d.retryOf } : {}) },
+    });
   }
-  const outcomes = await Promise.all(running);
+  const outcomes = await Promise.all(tasks.map((t) => runOne(ctx, t, lock)));
   // The results, read as a child's would be when the run collects (so that a part its specialist
   // ended as cancelled is announced as one that came back from a job is): the output already in
   // memory, the checkpoint referring to the task's.
@@ -96,7 +115,6 @@ export async function runLocally(
     await save();
     ctx.early = undefined;
   } else ctx.early = Promise.resolve(read);
-  return true;
 }
 
 /**

@@ -1439,6 +1439,42 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
     expect(seenAtStart!.delegations[0]!.result).toBeUndefined();
   });
 
+  it('writes the routing and the local marks in one checkpoint write: the run is written twice in all', async () => {
+    const w = new World(routeTo('kubernetes'));
+    w.fenced = true;
+    w.local = new Map([['kubernetes', localSpecialist(async (task) => savedResult(w, report(task.taskId, 'kubernetes', 'ok')))]]);
+    const written: RunCheckpoint[] = [];
+    const save = w.checkpoints.save.bind(w.checkpoints);
+    w.checkpoints.save = async (id, value, options) => {
+      if (!id.startsWith('task:')) written.push(structuredClone(value) as RunCheckpoint);
+      await save(id, value, options);
+    };
+    w.publish();
+    expect(resultOf(await w.process()).status).toBe('completed');
+    expect(written.map((c) => [c.phase, c.routed, c.delegations.map((d) => d.local ?? false)])).toEqual([
+      ['waiting', ['kubernetes'], [true]],
+      ['done', ['kubernetes'], [false]],
+    ]);
+  });
+
+  it('a cancellation read beside that write runs no task, gives its place back and ends the run cancelled', async () => {
+    const cancellation: RunCancellation = { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' };
+    const w = new World(() => {
+      w.cancelled.set(w.runId(), cancellation);
+      return { text: '{"specialists": ["kubernetes"]}', calls: [] };
+    });
+    w.fenced = true;
+    const k8s = localSpecialist(async (task) => savedResult(w, report(task.taskId, 'kubernetes', 'ok')));
+    w.local = new Map([['kubernetes', k8s]]);
+    w.publish();
+    const result = resultOf(await w.process());
+    expect(result.status).toBe('cancelled');
+    expect([k8s.seen.length, k8s.taken(), w.children.size]).toEqual([0, 0, 0]);
+    expect(w.eventsOf('agent.delegated')).toEqual([]);
+    const saved = await w.checkpoint();
+    expect(saved.delegations.map((d) => [d.agent, d.result?.status ?? null, d.local ?? null])).toEqual([['kubernetes', 'stalled', null]]);
+  });
+
   it('hands a task that cannot go on here (an approval, a drain) to its queue as a resumed child, and parks', async () => {
     const w = new World(routeTo('kubernetes', 'database'));
     w.fenced = true;

@@ -34,7 +34,7 @@ import {
 } from './run-parts.js';
 import type { ChildrenRead, IncidentJob, RunDeps } from './run-ports.js';
 import { readOutputs, storedRun } from './run-outputs.js';
-import { handLocalToQueues, runLocally } from './run-local.js';
+import { giveBackLocal, handLocalToQueues, reserveLocal, runLocalRound, type LocalRound } from './run-local.js';
 import { route, think } from './run-turns.js';
 import { transferRound } from './run-transfer.js';
 import { cancelledAnswer, cancelledReason, mergeReports, outcomes, runInDoubt, runUsage, withInDoubt } from './run-text.js';
@@ -305,20 +305,37 @@ async function collectWaiting(ctx: LoopContext): Promise<void> {
   // Route mode answers next, and that saves; nothing happens in between.
 }
 
+/**
+ * Saves the run before its round starts, with the cancel key read beside the write (one round
+ * trip), both before any child job or local task; `write` false reads the key alone (nothing new
+ * to write). A round reserved for this process (`bosun serve`: it hosts the round's specialists)
+ * is marked in that same write, so a run resumed elsewhere knows its tasks started here; when it
+ * does not run (a cancellation, or the write failed), its places are given back.
+ */
+async function saveBeforeRound(ctx: LoopContext, write: boolean, local: LocalRound | undefined): Promise<RunCancellation | undefined> {
+  try {
+    const [, cancelled] = await Promise.all([write || local ? save(ctx) : undefined, cancelRequested(ctx)]);
+    if (cancelled && local) giveBackLocal(ctx, local);
+    return cancelled;
+  } catch (err) {
+    if (local) giveBackLocal(ctx, local);
+    throw err;
+  }
+}
+
 /** Route mode: route (once), then the child jobs; the run waits for them, or is done when none is out. */
 async function stepRouting(ctx: LoopContext): Promise<void> {
   const { state } = ctx;
-  let cancelled: RunCancellation | undefined;
-  if (!state.routed) {
+  const fresh = !state.routed;
+  if (fresh) {
     await route(ctx, ctx.incident);
     await started(ctx);
-    // The cancel key is read beside the write (one round trip); both come before any child job.
-    [, cancelled] = await Promise.all([save(ctx), cancelRequested(ctx)]);
-  } else cancelled = await cancelRequested(ctx);
+  }
+  // The round runs in this process when it hosts its specialists, else on their queues.
+  const local = reserveLocal(ctx, ctx.incident);
   // A cancellation that came during routing ends the run at the top of the loop, before any child job.
-  if (cancelled) return;
-  // The round runs in this process when it hosts its specialists (`bosun serve`), else on their queues.
-  if (await runLocally(ctx, ctx.incident, () => save(ctx))) return;
+  if (await saveBeforeRound(ctx, fresh, local)) return;
+  if (local) return runLocalRound(ctx, ctx.incident, local, () => save(ctx));
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'done';
   await saveAndLook(ctx);
@@ -335,11 +352,17 @@ async function stepThinking(ctx: LoopContext): Promise<RunResult | undefined> {
   const { state } = ctx;
   const answer = await think(ctx, ctx.incident);
   await started(ctx);
-  // Without an answer, the cancel key is read beside the write (one round trip), before any child job.
-  const [, cancelled] = await Promise.all([save(ctx), answer === undefined ? cancelRequested(ctx) : undefined]);
-  if (answer !== undefined) return finish(ctx, answer);
-  if (cancelled) return undefined;
-  if (await runLocally(ctx, ctx.incident, () => save(ctx))) return undefined;
+  if (answer !== undefined) {
+    await save(ctx);
+    return finish(ctx, answer);
+  }
+  // The turn's delegations: in this process when it hosts their specialists, else on their queues.
+  const local = reserveLocal(ctx, ctx.incident);
+  if (await saveBeforeRound(ctx, true, local)) return undefined;
+  if (local) {
+    await runLocalRound(ctx, ctx.incident, local, () => save(ctx));
+    return undefined;
+  }
   await dispatch(ctx, ctx.incident, ctx.job.children);
   state.phase = state.delegations.some((d) => !d.result) ? 'waiting' : 'thinking';
   if (state.phase === 'thinking') appendDelegationResults(state);
