@@ -399,6 +399,8 @@ export class Cluster {
       BOSUN_PREFIX: prefix,
       BOSUN_CONFIG: this.configPath,
       LOG_LEVEL: 'warn',
+      // `REDIS_COALESCE_WRITES=off node bench/dist/main.js …`: the services write each Redis command on its own, to compare.
+      ...(process.env.REDIS_COALESCE_WRITES ? { REDIS_COALESCE_WRITES: process.env.REDIS_COALESCE_WRITES } : {}),
       ...this.opts.env?.(label),
     };
     const args = service === 'serve' ? ['serve'] : [];
