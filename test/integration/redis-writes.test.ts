@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { readRedisSettings } from '@bosun/config';
-import { createRedis } from '@bosun/transport';
+import { COALESCE_MAX_BYTES, createRedis } from '@bosun/transport';
 import { openContext, type TestContext } from '../helpers/index.js';
 import { waitUntil } from '../helpers/wait.js';
 
@@ -55,6 +55,20 @@ describe('Redis writes coalesced per pass of the event loop', () => {
     await redis.get(key).catch(() => undefined);
     expect(count.writes).toBe(3);
     await redis.del(key);
+  });
+
+  it('sends a pass larger than COALESCE_MAX_BYTES in writes of about that size, never held whole', async () => {
+    const redis = client();
+    await redis.ping();
+    const count = countWrites(redis.stream);
+    const value = 'v'.repeat(4096);
+    // 64 commands of a little over 4 KiB: about 4 × 64 KiB.
+    const keys = Array.from({ length: 64 }, (_, i) => `${ctx.prefix}:rw:big:${i}`);
+    expect(await Promise.all(keys.map((k) => redis.set(k, value)))).toEqual(keys.map(() => 'OK'));
+    expect(count.writes).toBeGreaterThanOrEqual(Math.floor((64 * 4096) / COALESCE_MAX_BYTES));
+    expect(count.writes).toBeLessThanOrEqual(Math.ceil((64 * 4200) / COALESCE_MAX_BYTES) + 1);
+    expect(await redis.get(keys[63]!)).toBe(value);
+    await redis.del(...keys);
   });
 
   it('keeps coalescing on the socket of a reconnect, and on a duplicate()', async () => {

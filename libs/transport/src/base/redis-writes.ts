@@ -25,7 +25,14 @@ interface ConnectTo {
   disconnectTimeout?: number;
 }
 
-/** Makes `socket` send what is written to it in one pass of the event loop as one write. */
+/**
+ * What a pass may hold back before it is sent anyway: a pass that issues more (a burst of
+ * thousands of tasks, a large checkpoint) sends it in writes of about this size, so that a burst
+ * is never all held in memory at once.
+ */
+export const COALESCE_MAX_BYTES = 64 * 1024;
+
+/** Makes `socket` send what is written to it in one pass of the event loop as one write (or a few, past {@link COALESCE_MAX_BYTES}). */
 export function coalesceWrites(socket: Socket): Socket {
   const write = socket.write.bind(socket) as (...args: unknown[]) => boolean;
   let corked = false;
@@ -39,7 +46,13 @@ export function coalesceWrites(socket: Socket): Socket {
       socket.cork();
       process.nextTick(release);
     }
-    return write(...args);
+    const ok = write(...args);
+    if (socket.writableLength >= COALESCE_MAX_BYTES) {
+      // Sent now; the pass goes on corked.
+      socket.uncork();
+      socket.cork();
+    }
+    return ok;
   };
   return socket;
 }
