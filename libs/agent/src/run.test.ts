@@ -970,9 +970,10 @@ describe('deadlines', () => {
   });
 });
 
-describe('cancellation', () => {
-  const cancellation: RunCancellation = { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' };
+/** The cancellation the tests' runs are given: by alice, a false alarm. */
+const cancellation: RunCancellation = { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' };
 
+describe('cancellation', () => {
   it('ends a parked run at once: parts cancelled, children released, approvals denied, the run cancelled', async () => {
     const w = new World(routeTo('kubernetes', 'database'));
     w.publish();
@@ -1458,7 +1459,6 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
   });
 
   it('a cancellation read beside that write runs no task, gives its place back and ends the run cancelled', async () => {
-    const cancellation: RunCancellation = { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' };
     const w = new World(() => {
       w.cancelled.set(w.runId(), cancellation);
       return { text: '{"specialists": ["kubernetes"]}', calls: [] };
@@ -1566,7 +1566,7 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
       [
         'kubernetes',
         localSpecialist(async (task) => {
-          w.cancelled.set(w.runId(), { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' });
+          w.cancelled.set(w.runId(), cancellation);
           return {
             kind: 'result',
             result: report(task.taskId, 'kubernetes', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' }),
@@ -1586,7 +1586,7 @@ describe('local tasks (bosun serve: the specialist in the coordinator’s proces
     w.fenced = true;
     const answer = async (task: TaskJob): Promise<LocalOutcome> => {
       if (task.agent === 'database') return { kind: 'queue', reason: 'it waits for an approval' };
-      w.cancelled.set(w.runId(), { by: 'alice', reason: 'false alarm', at: '2026-03-01T10:00:30.000Z' });
+      w.cancelled.set(w.runId(), cancellation);
       const result = report(task.taskId, 'kubernetes', 'INCOMPLETE', { status: 'stalled', error: 'cancelled', reason: 'cancelled' });
       return savedResult(w, result);
     };
