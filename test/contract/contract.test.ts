@@ -36,7 +36,7 @@ describe('wire contract v1, from the documentation alone', () => {
   it('publishes an incident, receives every event of its run in order, and reads the run result', async () => {
     const prefix = ctx.prefix;
     const incidents = new Queue('incidents', { connection: ctx.redis, prefix });
-    const queueEvents = new QueueEvents('incidents', { connection: ctx.redis.duplicate(), prefix });
+    const queueEvents = new QueueEvents('incidents', { connection: ctx.redis, prefix });
     await queueEvents.waitUntilReady();
 
     // Live subscription, before publishing.

@@ -99,7 +99,7 @@ describe('an approval is bound to the calls it approved', () => {
       approvalId: a.id,
     };
     const queue = new Queue(TOOLS_QUEUE, { connection: t.ctx.redis, prefix: t.ctx.prefix });
-    const queueEvents = new QueueEvents(TOOLS_QUEUE, { connection: t.ctx.redis.duplicate(), prefix: t.ctx.prefix });
+    const queueEvents = new QueueEvents(TOOLS_QUEUE, { connection: t.ctx.redis, prefix: t.ctx.prefix });
     try {
       await queueEvents.waitUntilReady();
       const added = await queue.add(TOOL_CALL_JOB, replay, { jobId: replayKey });

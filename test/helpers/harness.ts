@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
-import { Queue, QueueEvents, type Job } from 'bullmq';
+import { Queue, type Job, type QueueEvents } from 'bullmq';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { DeliverPolicy, jetstream } from '@nats-io/jetstream';
 import { DEAD_LETTER_QUEUE, INCIDENTS_QUEUE, RunResult, runIdFor, type DeadLetter, type IncidentInput } from '@bosun/contract';
+import { openQueueEvents } from '@bosun/transport';
 import type { TestContext } from './context.js';
 import { EventCollector } from './events.js';
 import { assertFreshBundles } from './bundles.js';
@@ -51,8 +52,7 @@ export async function openClient(ctx: TestContext, options: ClientOptions = {}):
   const incidents = new Queue(INCIDENTS_QUEUE, { connection, prefix });
   incidents.setMaxListeners(0);
   const deadLetterQueue = new Queue(DEAD_LETTER_QUEUE, { connection, prefix });
-  const queueEvents = new QueueEvents(INCIDENTS_QUEUE, { connection: (connection as Redis).duplicate(), prefix });
-  await queueEvents.waitUntilReady();
+  const queueEvents = await openQueueEvents(incidents, connection);
   const events = new EventCollector(ctx.nats, prefix);
   return {
     incidents,

@@ -27,7 +27,7 @@ beforeAll(async () => {
       }
       return { status: 'completed' };
     },
-    { connection: ctx.redis.duplicate(), prefix: ctx.prefix, autorun: false },
+    { connection: ctx.redis, prefix: ctx.prefix, autorun: false },
   );
 });
 

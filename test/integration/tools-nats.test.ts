@@ -54,7 +54,7 @@ const restart = { service: 'checkout', pod: 'checkout-7c9d6f8b4-9mz4q' };
 
 /** The BullMQ worker of the queue path (the fallback), as the gateway's main runs it. */
 function startWorker(): Worker {
-  worker = new Worker(TOOLS_QUEUE, (j) => gateway.process(j), { connection: ctx.redis.duplicate(), prefix: ctx.prefix, concurrency: 4 });
+  worker = new Worker(TOOLS_QUEUE, (j) => gateway.process(j), { connection: ctx.redis, prefix: ctx.prefix, concurrency: 4 });
   return worker;
 }
 

@@ -19,7 +19,7 @@ const bosun = (args: string[], input?: string) => runCli(ctx.env, args, input);
 
 /** Finishes the incident jobs added while `fn` runs with `processor`, then stops the worker. */
 async function withWorker<T>(processor: (job: Job) => Promise<unknown>, fn: () => Promise<T>): Promise<T> {
-  const worker = new Worker(INCIDENTS_QUEUE, processor, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+  const worker = new Worker(INCIDENTS_QUEUE, processor, { connection: ctx.redis, prefix: ctx.prefix });
   try {
     return await fn();
   } finally {

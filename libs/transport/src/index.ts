@@ -1,6 +1,7 @@
 // What other packages import (services, the CLI, the bench, test/); everything else stays in its module.
 export { createRedis, waitForRedis, connectNats, ConnectionSettingsError } from './base/connections.js';
 export { COALESCE_MAX_BYTES } from './base/redis-writes.js';
+export { openQueueEvents } from './base/queue-events.js';
 export type { RedisClient } from './base/connections.js';
 export { ensureRunsStream } from './events/stream.js';
 export { keys } from './keys.js';

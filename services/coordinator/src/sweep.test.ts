@@ -20,9 +20,9 @@ afterAll(async () => {
 describe('RunResultSweeper', () => {
   it('removes completed incident jobs past their retention, in batches, and nothing else', async () => {
     const queue = new Queue(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
-    const events = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis.duplicate(), prefix: ctx.prefix });
+    const events = new QueueEvents(INCIDENTS_QUEUE, { connection: ctx.redis, prefix: ctx.prefix });
     const worker = new Worker(INCIDENTS_QUEUE, async (job) => ({ status: 'completed', id: job.id }), {
-      connection: ctx.redis.duplicate(),
+      connection: ctx.redis,
       prefix: ctx.prefix,
       autorun: false,
     });

@@ -1,4 +1,5 @@
-import { Queue, QueueEvents } from 'bullmq';
+import { Queue, type QueueEvents } from 'bullmq';
+import { openQueueEvents } from '../base/queue-events.js';
 import type { RedisClient } from '../base/connections.js';
 import {
   BosunError,
@@ -115,13 +116,12 @@ export interface QueueToolClientOptions extends ToolCatalogOptions {
 interface QueuePath {
   queue: Queue;
   events: QueueEvents;
-  eventsConnection: RedisClient;
 }
 
 /**
  * Calls tools by adding `tool-call` jobs to the `tools` queue, with the idempotency key as the
  * job id (a call re-sent after a crash is the same job), and waiting for the gateway's result.
- * Its `Queue`, `QueueEvents` and the events' own Redis connection open on the first call (or
+ * Its `Queue` and `QueueEvents` (with the blocking connection BullMQ makes for it) open on the first call (or
  * {@link ready}): a specialist whose calls go over NATS opens them only if it falls back.
  */
 export class QueueToolClient implements ToolClient {
@@ -152,19 +152,16 @@ export class QueueToolClient implements ToolClient {
 
   private async open(): Promise<QueuePath> {
     const queue = new Queue(TOOLS_QUEUE, { connection: this.redis, prefix: this.prefix });
-    // QueueEvents blocks on XREAD: it needs its own connection.
-    const eventsConnection = this.redis.duplicate();
-    const events = new QueueEvents(TOOLS_QUEUE, { connection: eventsConnection, prefix: this.prefix });
-    events.setMaxListeners(0);
     try {
-      // Connected before the first job is added, so that its completion is not missed.
-      await events.waitUntilReady();
+      // Listening from the stream's end as it is now, before the first job is added, so that
+      // no completion is missed however late the listener's first read leaves. BullMQ reads
+      // on a blocking duplicate of the client of its own, closed with the listener.
+      const events = await openQueueEvents(queue, this.redis);
+      return { queue, events };
     } catch (err) {
-      await Promise.allSettled([events.close(), queue.close()]);
-      eventsConnection.disconnect();
+      await queue.close().catch(() => undefined);
       throw err;
     }
-    return { queue, events, eventsConnection };
   }
 
   /** The catalog, from the shared {@link ToolCatalog}. */
@@ -210,6 +207,5 @@ export class QueueToolClient implements ToolClient {
     if (!opened) return;
     await opened.events.close();
     await opened.queue.close();
-    opened.eventsConnection.disconnect();
   }
 }
