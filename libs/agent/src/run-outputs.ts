@@ -27,7 +27,7 @@ export async function readOutputs(ctx: OutputsContext): Promise<void> {
   await Promise.all(
     wanted.map(async (d) => {
       const id = taskCheckpointId(d.taskId);
-      const stored = TaskCheckpoint.parse(await ctx.deps.checkpoints.load(id), id)?.result;
+      const stored = TaskCheckpoint.resultOf(await ctx.deps.checkpoints.load(id), id);
       const r = d.result!;
       if (stored && stored.taskId === d.taskId && stored.outputIn === undefined) {
         d.result = { ...r, output: stored.output };

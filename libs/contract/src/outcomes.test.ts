@@ -40,6 +40,17 @@ describe('structured outcomes', () => {
     expect(record.result).toMatchObject({ status: 'error', inDoubt: true });
   });
 
+  it("reads a task checkpoint's result alone, without the conversation, and refuses one of another version or a bad result", () => {
+    const ckpt = { v: 1, taskId: 't1', messages: 'not checked here', result: oldTask };
+    expect(TaskCheckpoint.resultOf(ckpt, 'task:t1')).toMatchObject({ status: 'stalled', error: 'cancelled' });
+    expect(TaskCheckpoint.resultOf({ v: 1, taskId: 't1' }, 'task:t1')).toBeUndefined();
+    expect(TaskCheckpoint.resultOf(null, 'task:t1')).toBeNull();
+    expect(() => TaskCheckpoint.resultOf({ ...ckpt, v: 2 }, 'task:t1')).toThrow(/checkpoint task:t1 cannot be used: v:/);
+    expect(() => TaskCheckpoint.resultOf({ ...ckpt, result: { ...oldTask, status: 'maybe' } }, 'task:t1')).toThrow(/result\.status/);
+    // The whole parse still refuses what resultOf does not look at.
+    expect(() => TaskCheckpoint.parse(ckpt, 'task:t1')).toThrow(/cannot be used/);
+  });
+
   it('refuses a reason or a code outside the contract', () => {
     expect(TaskResult.safeParse({ ...oldTask, reason: 'gave_up' }).success).toBe(false);
     expect(ToolCallResult.safeParse({ ...oldCall, code: 'oops' }).success).toBe(false);

@@ -111,4 +111,21 @@ export const TaskCheckpoint = {
     if (!r.success) throw new BadCheckpointError(id, describeIssues(r.error).issues.join('; '));
     return r.data;
   },
+  /**
+   * Only the result of a task checkpoint (undefined when it has none yet; null when there is no
+   * checkpoint), for a reader that wants nothing else: the run reading back the outputs its
+   * tasks stored once. The rest of the checkpoint (the conversation, most of its size) is not
+   * validated here; the task that resumes from it parses it whole. Throws
+   * {@link BadCheckpointError} when the stored value is not a task checkpoint of this version
+   * or its result does not match the contract.
+   */
+  resultOf(raw: unknown, id: string): TaskResult | undefined | null {
+    if (raw === null || raw === undefined) return null;
+    const head = TaskCheckpointHead.safeParse(raw);
+    if (!head.success) throw new BadCheckpointError(id, describeIssues(head.error).issues.join('; '));
+    return head.data.result;
+  },
 };
+
+/** What {@link TaskCheckpoint.resultOf} checks of a task checkpoint: its version, its task and its result. */
+const TaskCheckpointHead = TaskCheckpointSchema.pick({ v: true, taskId: true, result: true });
