@@ -54,8 +54,8 @@ export default tseslint.config(
     },
   },
   {
-    // Plain JavaScript: the config itself, the bin shims, the bundler and the test fixtures' servers.
-    files: ['eslint.config.js', '**/bin/*.mjs', 'scripts/*.mjs', '.dependency-cruiser.cjs'],
+    // Plain JavaScript: the config itself, the bin shims, the bundler, the bench's preload scripts.
+    files: ['eslint.config.js', '**/bin/*.mjs', 'scripts/*.mjs', '.dependency-cruiser.cjs', 'bench/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     // Merged with disableTypeChecked's own languageOptions, which turn the type-checked parser off.
     languageOptions: {
